@@ -1,0 +1,77 @@
+"""Incremental detokenizing: the text each new token adds, as it arrives.
+
+Decoding a token on its own garbles multi-byte characters (split across tokens)
+and, for SentencePiece vocabularies, leading spaces. So each token's text is the
+difference between decoding a short window that ends with it and the same window
+without it; a delta that ends in an incomplete UTF-8 sequence (U+FFFD) is held
+back and given to the token that completes the character. The window starts a few
+tokens into the prompt so the first answer token decodes in context.
+
+Works with any tokenizer that has `decode(ids, skip_special_tokens=...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+REPLACEMENT = "\ufffd"
+CONTEXT_TOKENS = 6
+
+
+@dataclass(frozen=True)
+class DetokState:
+    """Position of the decoding window over the token ids."""
+
+    ids: tuple[int, ...]
+    prefix_offset: int
+    read_offset: int
+
+
+class IncrementalDetokenizer:
+    """Turns a stream of token ids into per-token text deltas."""
+
+    def __init__(self, tokenizer, context: list[int] | tuple[int, ...] = ()):
+        self.tokenizer = tokenizer
+        ids = tuple(context[-CONTEXT_TOKENS:])
+        self.state = DetokState(ids, 0, len(ids))
+        self._start = len(ids)
+
+    def _decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def _step(self, state: DetokState, token: int) -> tuple[DetokState, str]:
+        ids = state.ids + (token,)
+        before = self._decode(ids[state.prefix_offset:state.read_offset])
+        after = self._decode(ids[state.prefix_offset:])
+        if len(after) > len(before) and not after.endswith(REPLACEMENT):
+            return DetokState(ids, state.read_offset, len(ids)), after[len(before):]
+        return replace(state, ids=ids), ""
+
+    def push(self, token: int) -> str:
+        """Commit a token; return the text it adds (may be "" while a character is incomplete)."""
+        self.state, text = self._step(self.state, token)
+        return text
+
+    def peek(self, tokens: list[int]) -> list[str]:
+        """Texts the tokens would add after the committed ones, without committing them."""
+        state, texts = self.state, []
+        for token in tokens:
+            state, text = self._step(state, token)
+            texts.append(text)
+        if texts:
+            texts[-1] += self._pending_text(state)
+        return texts
+
+    def _pending_text(self, state: DetokState) -> str:
+        held = self._decode(state.ids[state.prefix_offset:])
+        return held[len(self._decode(state.ids[state.prefix_offset:state.read_offset])):]
+
+    def flush(self) -> str:
+        """Text still held back at the end of the answer (an incomplete character)."""
+        text = self._pending_text(self.state)
+        self.state = replace(self.state, read_offset=len(self.state.ids))
+        return text
+
+    @property
+    def generated_ids(self) -> tuple[int, ...]:
+        return self.state.ids[self._start:]

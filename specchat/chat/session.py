@@ -1,0 +1,105 @@
+"""A chat session over a loaded pair: renders the conversation, runs the engine,
+and turns each `Round` into coloured text spans and live statistics.
+
+`ChatSession.answer` is a generator of chat events (events.py); it is what the
+CLI prints, the TUI's worker posts and the benchmark times. The decoding knobs
+live in `settings` (an engine `Settings`), read at every round, so a UI may
+change k or the temperature while an answer streams. Knows nothing about Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+from specchat.chat.conversation import Conversation, fit_prompt
+from specchat.chat.detok import IncrementalDetokenizer
+from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
+                                  TokenKind, TokenSpan)
+from specchat.chat.metrics import AnswerMetrics
+from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
+
+
+@dataclass
+class RoundText:
+    """Text of a round's tokens, rejected ones decoded on their own in context."""
+
+    accepted: tuple[TokenSpan, ...]
+    rejected: tuple[TokenSpan, ...]
+    token: TokenSpan | None
+
+
+def spans_of_round(event: Round, detok: IncrementalDetokenizer) -> RoundText:
+    """Decode a round: accepted drafts and the target token are committed to the detokenizer."""
+    accepted = tuple(TokenSpan(detok.push(t), "accepted", t) for t in event.accepted)
+    ghosts = detok.peek(list(event.rejected))
+    rejected = tuple(TokenSpan(text, "rejected", t) for text, t in zip(ghosts, event.rejected))
+    token = None
+    if event.token is not None:
+        kind: TokenKind = event.token_kind
+        token = TokenSpan(detok.push(event.token), kind, event.token)
+    return RoundText(accepted, rejected, token)
+
+
+class ChatSession:
+    """One conversation with a loaded pair (anything shaped like `models.LoadedPair`)."""
+
+    def __init__(self, pair: Any, system: str | None = None, settings: Settings | None = None,
+                 seed: int | None = None):
+        self.pair = pair
+        self.conversation = Conversation(system=system)
+        config = pair.config
+        self.settings = settings or Settings(
+            k=config.k, sampling=SamplingParams(config.temperature, config.top_k, config.top_p))
+        self.speculate = True
+        """False decodes target-only (k = 0) regardless of `settings.k`."""
+        self.generator = torch.Generator(device=pair.target.device)
+        if seed is not None:
+            self.generator.manual_seed(seed)
+
+    def decoder(self) -> Decoder:
+        drafter = self.pair.drafter if self.speculate else None
+        return Decoder(self.pair.target, drafter, self.pair.eos_ids)
+
+    def answer(self, user_text: str, max_new_tokens: int = 512,
+               should_stop: Callable[[], bool] = lambda: False) -> Iterator[ChatEvent]:
+        """Add the user's message, stream the answer, and add it to the conversation."""
+        self.conversation.add("user", user_text)
+        try:
+            yield from self._stream(max_new_tokens, should_stop)
+        except BaseException:
+            self.conversation.turns.pop()
+            raise
+
+    def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
+        metrics = AnswerMetrics()
+        context = self.pair.context_length
+        prompt, dropped = fit_prompt(self.conversation, self.pair.tokenizer, context,
+                                     min(max_new_tokens, context // 2))
+        if dropped:
+            yield ContextTrimmed(dropped, context)
+        budget = min(max_new_tokens, context - len(prompt))
+        detok = IncrementalDetokenizer(self.pair.tokenizer, prompt)
+        settings = self.settings if self.speculate else Settings(0, self.settings.sampling)
+        spans: list[TokenSpan] = []
+        for event in self.decoder().generate(prompt, settings, budget, self.generator, should_stop):
+            if isinstance(event, Finished):
+                yield self._finish(event, detok, spans, metrics)
+                return
+            metrics.record(event)
+            text = spans_of_round(event, detok)
+            update = RoundUpdate(text.accepted, text.rejected, text.token, event.draft_s * 1000,
+                                 event.verify_s * 1000, metrics.snapshot())
+            spans.extend(update.spans)
+            yield update
+
+    def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics) -> AnswerDone:
+        tail = detok.flush()
+        if tail and spans:
+            last = max(i for i, s in enumerate(spans) if s.kind != "rejected")
+            spans[last] = TokenSpan(spans[last].text + tail, spans[last].kind, spans[last].token_id)
+        text = "".join(s.text for s in spans if s.kind != "rejected")
+        self.conversation.add("assistant", text)
+        return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans))

@@ -1,0 +1,125 @@
+"""Drafters: where the proposed tokens of a round come from.
+
+Every drafter answers `propose(sequence, k, ...)` with up to k token ids and the
+processed distributions they were drawn from (None for a deterministic drafter),
+and is told the committed length after each round so it can roll back.
+
+- `ModelDrafter`: a small causal model sampled autoregressively.
+- `NgramDrafter`: prompt lookup: match the last n tokens earlier in the sequence
+  and propose what followed there. No model, no distribution.
+
+They know nothing about text, tokenizers or how models are loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from specchat.engine.protocol import CausalModel
+from specchat.engine.sampling import SamplingParams, sample, to_probs
+
+
+@dataclass
+class Proposal:
+    """The drafts of one round."""
+
+    tokens: torch.Tensor
+    """Proposed ids, shape [n] with n <= k (n = 0: nothing to propose)."""
+    probs: torch.Tensor | None
+    """Processed q each token was drawn from, [n, vocab]; None if deterministic."""
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+def empty_proposal(device: torch.device) -> Proposal:
+    return Proposal(torch.empty(0, dtype=torch.long, device=device), None)
+
+
+class ModelDrafter:
+    """Drafts by sampling a small model, with the same processing as the target.
+
+    The draft's cache lags the committed sequence by one token after a round in
+    which every draft was accepted (it never fed its own last draft); `propose`
+    feeds whatever the cache lacks first, so it always catches up.
+    """
+
+    max_cache_lag = 1
+    """After a full accept the cache lacks the last draft until the next proposal."""
+
+    def __init__(self, model: CausalModel):
+        self.model = model
+
+    def prefill(self, sequence: torch.Tensor) -> None:
+        self.model.reset()
+        if sequence.shape[0] > 1:
+            self.model.forward(sequence[:-1], keep=1)
+
+    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
+                generator: torch.Generator | None,
+                should_stop: Callable[[], bool] = lambda: False) -> Proposal:
+        tokens, probs = [], []
+        feed = sequence[self.model.cache_length:]
+        for _ in range(k):
+            if should_stop():
+                break
+            logits = self.model.forward(feed, keep=1)[-1]
+            q = to_probs(logits, params)
+            token = q.argmax(-1, keepdim=True) if params.greedy else sample(q, generator).reshape(1)
+            tokens.append(token)
+            probs.append(q)
+            feed = token
+        if not tokens:
+            return empty_proposal(sequence.device)
+        return Proposal(torch.cat(tokens), None if params.greedy else torch.stack(probs))
+
+    def rollback(self, committed_length: int) -> None:
+        """Keep at most the committed tokens but the newest (the next input)."""
+        self.model.crop(min(self.model.cache_length, committed_length - 1))
+
+
+class NgramDrafter:
+    """Prompt lookup: propose what followed the latest earlier match of the last n tokens.
+
+    Tries the longest n first (`max_ngram` down to `min_ngram`) and the most recent
+    match first. Proposes nothing when no match exists, so the round becomes a
+    plain decoding step with no wasted verify.
+    """
+
+    max_cache_lag = 0
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError("need 1 <= min_ngram <= max_ngram")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def prefill(self, sequence: torch.Tensor) -> None:
+        pass
+
+    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
+                generator: torch.Generator | None,
+                should_stop: Callable[[], bool] = lambda: False) -> Proposal:
+        ids = sequence.tolist()
+        found = find_continuation(ids, k, self.max_ngram, self.min_ngram)
+        if not found:
+            return empty_proposal(sequence.device)
+        return Proposal(torch.tensor(found, dtype=torch.long, device=sequence.device), None)
+
+    def rollback(self, committed_length: int) -> None:
+        pass
+
+
+def find_continuation(ids: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Up to k tokens that followed the most recent earlier occurrence of the suffix."""
+    if k <= 0:
+        return []
+    for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
+        suffix = ids[-n:]
+        for start in range(len(ids) - n - 1, -1, -1):
+            if ids[start:start + n] == suffix:
+                return ids[start + n:start + n + k]
+    return []

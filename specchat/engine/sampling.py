@@ -1,0 +1,71 @@
+"""Turning logits into the distribution a token is drawn from.
+
+The same processing (temperature, top-k, top-p) is applied to the target's p and
+the draft's q, so the acceptance ratio p/q compares like with like. Temperature 0
+means greedy: the distribution is one-hot on the argmax. Tensors in, tensors out;
+randomness only from the `torch.Generator` passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How logits become a token."""
+
+    temperature: float = 0.0
+    """0 is greedy; above 0 divides the logits before the softmax."""
+    top_k: int = 0
+    """Keep only the k most likely tokens; 0 keeps all."""
+    top_p: float = 1.0
+    """Keep the smallest set of tokens whose probability reaches top_p; 1.0 keeps all."""
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+def _mask_top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    if top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def _mask_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    # drop a token when the tokens before it already reach top_p; the first always stays
+    drop_sorted = (cumulative - sorted_logits.softmax(dim=-1)) >= top_p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Processed distribution(s) over the vocabulary, float32, rows sum to 1."""
+    logits = logits.float()
+    if params.greedy:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    logits = _mask_top_k(logits / params.temperature, params.top_k)
+    return _mask_top_p(logits, params.top_p).softmax(dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token id per row of `probs` (shape [..., vocab] -> [...])."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    drawn = torch.multinomial(flat, 1, generator=generator)
+    return drawn.reshape(probs.shape[:-1])
+
+
+def next_token(logits: torch.Tensor, params: SamplingParams,
+               generator: torch.Generator | None) -> torch.Tensor:
+    """Pick the next token from logits [.., vocab]: argmax when greedy, else sampled."""
+    if params.greedy:
+        return logits.argmax(-1)
+    return sample(to_probs(logits, params), generator)

@@ -1,0 +1,69 @@
+"""Verification: which drafts the target keeps, and the token that follows them.
+
+Leviathan et al. (2023) notation: p is the target's processed distribution, q the
+draft's. Draft i is accepted with probability min(1, p_i(x) / q_i(x)); at the first
+rejection the correction is drawn from norm(max(0, p - q)), and after a full
+accept a bonus token is drawn from p at the last position. Greedy is the special
+case "accept iff the draft equals the target's argmax".
+
+Everything stays on the device as tensors; the caller reads the result with one
+synchronisation per round.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specchat.engine.sampling import SamplingParams, sample, to_probs
+
+
+def leading_true(mask: torch.Tensor) -> torch.Tensor:
+    """How many entries of a 1-D bool tensor are True before the first False."""
+    return mask.long().cumprod(dim=0).sum()
+
+
+def verify_greedy(drafts: torch.Tensor, target_logits: torch.Tensor):
+    """(accepted count, next token) at temperature 0."""
+    choice = target_logits.argmax(dim=-1)
+    accepted = leading_true(drafts == choice[: drafts.shape[0]])
+    return accepted, choice[accepted]
+
+
+def _correction_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)) per draft position, falling back to p where p == q."""
+    residual = (p - q).clamp_min(0.0)
+    mass = residual.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, residual / mass.clamp_min(1e-30), p)
+
+
+def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
+                   target_logits: torch.Tensor, params: SamplingParams,
+                   generator: torch.Generator | None):
+    """(accepted count, next token) by rejection sampling.
+
+    `draft_probs` is the processed q each draft was sampled from ([k, vocab]); None
+    means the drafter is deterministic (n-gram lookup), i.e. q is one-hot.
+    """
+    k = drafts.shape[0]
+    p = to_probs(target_logits, params)
+    if draft_probs is None:
+        draft_probs = torch.nn.functional.one_hot(drafts, p.shape[-1]).to(p.dtype)
+    positions = torch.arange(k, device=p.device)
+    p_at = p[positions, drafts]
+    q_at = draft_probs[positions, drafts]
+    u = torch.rand(k, generator=generator, device=p.device)
+    accepted = leading_true(u * q_at < p_at)
+    rows = torch.cat([_correction_rows(p[:k], draft_probs), p[k:]], dim=0)
+    return accepted, sample(rows[accepted], generator)
+
+
+def verify(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
+           target_logits: torch.Tensor, params: SamplingParams,
+           generator: torch.Generator | None) -> tuple[int, int]:
+    """Accepted draft count and the resampled/bonus token, as Python ints."""
+    if params.greedy:
+        accepted, token = verify_greedy(drafts, target_logits)
+    else:
+        accepted, token = verify_sampled(drafts, draft_probs, target_logits, params, generator)
+    both = torch.stack([accepted, token.reshape(())]).tolist()
+    return int(both[0]), int(both[1])

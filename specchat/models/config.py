@@ -1,0 +1,180 @@
+"""models.toml: named draft/target pairs, validated into `PairConfig`.
+
+Files are layered: the built-in models.toml, then the user's (in the config
+directory), then a file named with --config; a pair defined later replaces one of
+the same name. Every mistake becomes a `ConfigError` naming the file and key.
+Knows nothing about loading models.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from specchat import paths
+from specchat.errors import ConfigError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = ("none", "8bit", "4bit")
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    """One draft/target pair and its default decoding settings."""
+
+    name: str
+    target: str
+    """Model reference: hub id, local folder, .gguf file or builtin:NAME."""
+    draft: str | None = None
+    """Draft model reference, "ngram" for prompt lookup, or None for plain decoding."""
+    k: int = 4
+    """Draft tokens per round; 0 decodes with the target alone."""
+    temperature: float = 0.0
+    """0 is greedy (exactly the target's own greedy output in float32)."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold in (0, 1]."""
+    top_k: int = 0
+    """Keep only the k most likely tokens; 0 keeps all."""
+    dtype: str = "auto"
+    """auto picks bfloat16 where the hardware supports it, else float32."""
+    device: str = "auto"
+    """auto is cuda when available, else cpu."""
+    quantization: str = "none"
+    """8bit or 4bit load the target through bitsandbytes (CUDA only)."""
+    ngram_n: int = 3
+    """Longest n-gram prompt lookup tries to match."""
+    description: str = ""
+    source: str = ""
+    """The file this pair came from."""
+
+
+PAIR_KEYS = {f.name for f in fields(PairConfig)} - {"name", "source"}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All pairs known after layering the config files."""
+
+    pairs: dict[str, PairConfig]
+    default: str
+
+    def get(self, name: str | None) -> PairConfig:
+        name = name or self.default
+        if name not in self.pairs:
+            known = ", ".join(sorted(self.pairs)) or "none"
+            raise ConfigError(f"unknown pair '{name}': known pairs are {known} "
+                              f"(add it to {paths.user_models_file()} or pass --config FILE)")
+        return self.pairs[name]
+
+
+def load_catalog(extra: Path | None = None) -> Catalog:
+    """Layer the built-in, user and --config files into one catalog."""
+    files = [paths.shipped("models.toml"), paths.user_models_file()]
+    if extra is not None:
+        if not Path(extra).is_file():
+            raise ConfigError(f"config file {extra} does not exist: check the --config path")
+        files.append(Path(extra))
+    pairs: dict[str, PairConfig] = {}
+    default = ""
+    for file in files:
+        if not file.is_file():
+            continue
+        data = read_toml(file)
+        default = _check_default(data, file) or default
+        pairs.update(parse_pairs(data, file))
+    if default and default not in pairs:
+        raise ConfigError(f"{files[-1]}: default pair '{default}' is not defined under [pairs]")
+    return Catalog(pairs, default or next(iter(pairs), ""))
+
+
+def read_toml(file: Path) -> dict:
+    try:
+        with open(file, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{file}: not valid TOML ({error}); fix the file or move it aside") from None
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot be read ({error.strerror})") from None
+
+
+def _check_default(data: dict, file: Path) -> str:
+    unknown = set(data) - {"default", "pairs"}
+    if unknown:
+        raise ConfigError(f"{file}: unknown top-level key '{sorted(unknown)[0]}' "
+                          "(expected 'default' and [pairs.NAME] tables)")
+    default = data.get("default", "")
+    if not isinstance(default, str):
+        raise ConfigError(f"{file}: 'default' must be a pair name in quotes")
+    return default
+
+
+def parse_pairs(data: dict, file: Path) -> dict[str, PairConfig]:
+    tables = data.get("pairs", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{file}: 'pairs' must be tables like [pairs.NAME]")
+    return {name: parse_pair(name, table, file) for name, table in tables.items()}
+
+
+def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
+    where = f"{file}: [pairs.{name}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = set(table) - PAIR_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{sorted(unknown)[0]}' "
+                          f"(allowed: {', '.join(sorted(PAIR_KEYS))})")
+    if not isinstance(table.get("target"), str) or not table["target"]:
+        raise ConfigError(f"{where}: 'target' is required: a hub id, folder, .gguf file or builtin:NAME")
+    values = {key: _typed(where, key, value) for key, value in table.items()}
+    pair = PairConfig(name=name, source=str(file), **values)
+    validate_pair(pair, where)
+    return pair
+
+
+_TYPES = {"target": str, "draft": str, "k": int, "temperature": (int, float),
+          "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
+          "quantization": str, "ngram_n": int, "description": str}
+
+
+def _typed(where: str, key: str, value):
+    expected = _TYPES[key]
+    if isinstance(value, bool) or not isinstance(value, expected):
+        kind = expected.__name__ if isinstance(expected, type) else "number"
+        raise ConfigError(f"{where}: '{key}' must be a {kind}, not {value!r}")
+    return float(value) if key in ("temperature", "top_p") else value
+
+
+def validate_pair(pair: PairConfig, where: str) -> None:
+    """Range checks shared by config files and command-line overrides."""
+    problem = decoding_problem(pair.k, pair.temperature, pair.top_p, pair.top_k)
+    if problem is None and pair.dtype not in DTYPES:
+        problem = f"'dtype' must be one of {', '.join(DTYPES)}"
+    if problem is None and pair.quantization not in QUANTIZATIONS:
+        problem = f"'quantization' must be one of {', '.join(QUANTIZATIONS)}"
+    if problem is None and not _valid_device(pair.device):
+        problem = "'device' must be auto, cpu, cuda or cuda:N"
+    if problem is None and pair.ngram_n < 1:
+        problem = "'ngram_n' must be at least 1"
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+
+
+def decoding_problem(k: int | None, temperature: float | None, top_p: float | None,
+                     top_k: int | None) -> str | None:
+    """What is out of range among the decoding knobs, or None."""
+    if k is not None and k < 0:
+        return f"k must be 0 or more (got {k}); 0 means plain decoding"
+    if temperature is not None and temperature < 0:
+        return f"temperature must be 0 or more (got {temperature}); 0 is greedy"
+    if top_p is not None and not 0 < top_p <= 1:
+        return f"top-p must be in (0, 1] (got {top_p})"
+    if top_k is not None and top_k < 0:
+        return f"top-k must be 0 or more (got {top_k}); 0 keeps every token"
+    return None
+
+
+def _valid_device(device: str) -> bool:
+    if device in ("auto", "cpu", "cuda"):
+        return True
+    return device.startswith("cuda:") and device[5:].isdigit()
