@@ -1,0 +1,104 @@
+"""The `specchat` command line: a click group that builds things and hands them over.
+
+Heavy imports (torch, transformers, textual) happen inside the commands, so
+`specchat --help` stays fast. Every `SpecchatError` becomes a one-line message and
+exit status 2; a traceback means a bug of ours, not a mistake of the user's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from specchat import __version__
+from specchat.errors import SpecchatError
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+class Group(click.Group):
+    """Runs `chat` when no command is given; turns user errors into one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SpecchatError as error:
+            click.echo(f"specchat: error: {error}", err=True)
+            ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo("specchat: interrupted", err=True)
+            ctx.exit(130)
+
+
+config_option = click.option(
+    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="A models.toml whose pairs win over the user's and the built-in ones.")
+
+
+@click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="specchat")
+@config_option
+@click.pass_context
+def main(ctx: click.Context, config_file: Path | None) -> None:
+    """specchat: watch speculative decoding happen, token by token.
+
+    With no command, opens the chat on the default pair.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config_file
+    if ctx.invoked_subcommand is None:
+        chat_command = main.get_command(ctx, "chat")
+        if chat_command is None:
+            raise click.UsageError("the chat UI is not available in this build")
+        ctx.invoke(chat_command)
+
+
+def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
+    """A command's own --config wins over the group's."""
+    return config_file or (ctx.obj or {}).get("config")
+
+
+@main.command(context_settings=CONTEXT)
+@config_option
+@click.pass_context
+def pairs(ctx: click.Context, config_file: Path | None) -> None:
+    """List the pairs in models.toml and whether each model is available offline."""
+    from specchat.models.config import load_catalog
+    from specchat.models.refs import availability, parse_ref
+
+    catalog = load_catalog(config_from(ctx, config_file))
+    for name, pair in catalog.pairs.items():
+        marker = "*" if name == catalog.default else " "
+        click.echo(f"{marker} {name}  k={pair.k}  {pair.description}")
+        refs = [("target", pair.target)] + ([("draft", pair.draft)] if pair.draft else [])
+        for role, ref in refs:
+            ok, where = availability(parse_ref(ref))
+            state = "available offline" if ok else "NOT available"
+            click.echo(f"    {role:<6} {ref}: {state} ({where})")
+    click.echo(f"(* default; from {', '.join(sorted({p.source for p in catalog.pairs.values()}))})")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("what", type=click.Choice(["config", "data", "themes", "cache"]))
+@config_option
+def locate(what: str, config_file: Path | None) -> None:
+    """Print where specchat keeps its config, data (history), themes or model cache."""
+    from specchat import paths
+
+    place = {"config": paths.user_models_file, "data": paths.data_dir,
+             "themes": paths.user_themes_dir, "cache": paths.cache_dir}[what]()
+    click.echo(str(place))
+
+
+def _register_commands() -> None:
+    from specchat.commands.run import run
+
+    main.add_command(run)
+
+
+_register_commands()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

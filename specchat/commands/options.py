@@ -1,0 +1,53 @@
+"""Command-line options shared by run, chat and bench, and applying them to a pair.
+
+Range checks reuse the config module's, so a bad value reads the same whether it
+came from models.toml or the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from specchat.errors import UsageError
+from specchat.models.config import DTYPES, PairConfig, decoding_problem
+
+
+def pair_option(function):
+    return click.option("--pair", "pair_name", metavar="NAME",
+                        help="Pair from models.toml (default: the file's `default`).")(function)
+
+
+def k_option(function):
+    return click.option("-k", "k", type=int, default=None, metavar="N",
+                        help="Draft tokens per round (0 = target only).")(function)
+
+
+def temperature_option(function):
+    return click.option("--temperature", type=float, default=None, metavar="T",
+                        help="0 is greedy and lossless-exact; >0 samples.")(function)
+
+
+def dtype_option(function):
+    return click.option("--dtype", type=click.Choice(DTYPES), default=None,
+                        help="Override the pair's dtype.")(function)
+
+
+def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
+                    top_p: float | None = None, top_k: int | None = None) -> PairConfig:
+    """The pair with command-line values in place of its own, range-checked."""
+    problem = decoding_problem(k, temperature, top_p, top_k)
+    if problem:
+        raise UsageError(problem)
+    changes = {name: value for name, value in
+               (("k", k), ("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
+               if value is not None}
+    return dataclasses.replace(pair, **changes)
+
+
+def load_pair_config(config: Path | None, name: str | None) -> PairConfig:
+    from specchat.models.config import load_catalog
+
+    return load_catalog(config).get(name)
