@@ -1,0 +1,53 @@
+"""Shared fixtures: every test runs with its own config/data/cache folders, and the
+tiny random pair (tests/tiny.py) is built once per session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    """No test reads or writes the user's real config, history or model cache."""
+    for name in ("CONFIG", "DATA"):
+        monkeypatch.setenv(f"SPECCHAT_{name}_DIR", str(tmp_path / name.lower()))
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(shared_cache_dir()))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def shared_cache_dir() -> Path:
+    """One model-conversion cache for the whole run, so the built-in GGUF converts once."""
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / "specchat-test-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory) -> Path:
+    """models.toml with pairs tiny (1-layer draft), tiny-self, tiny-ngram, tiny-plain."""
+    from tiny import write_models_toml
+
+    return write_models_toml(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def load_tiny(tiny_config):
+    """load_tiny(name) -> LoadedPair, cached per pair name for the session."""
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+
+    loaded = {}
+
+    def load(name: str = "tiny"):
+        if name not in loaded:
+            loaded[name] = load_pair(load_catalog(tiny_config).get(name))
+        return loaded[name]
+
+    return load
