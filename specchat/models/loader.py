@@ -91,7 +91,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
 def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
-        return NgramDrafter(max_ngram=pair.ngram_n)
+        return NgramDrafter(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
