@@ -42,7 +42,8 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
-    pair = load_pair(pair_config, dtype=dtype)
+    pair = load_pair(pair_config, dtype=dtype, progress=lambda note: click.echo(f"specchat: {note}", err=True)
+                     if not jsonl else None)
     session = ChatSession(pair, system=system, seed=seed)
     session.speculate = not no_spec
     printer = JsonlPrinter() if jsonl else TextPrinter(sys.stdout.isatty())
@@ -92,7 +93,8 @@ class TextPrinter:
             return
         mode = "speculative" if session.speculate and pair.drafter else "target only"
         header = [("pair", pair.config.name), ("mode", f"{mode}, k={session.settings.k}"),
-                  ("device / dtype", f"{pair.device} / {pair.dtype}")]
+                  ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
+                  ("load time", f"{pair.load_s:.2f} s")]
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
 
