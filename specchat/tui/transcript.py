@@ -1,0 +1,177 @@
+"""The transcript: user turns, answers drawn token by token in their kind's colour,
+rejected drafts as dim struck-through ghosts, notices.
+
+Every colour comes from the app's theme variables (`spec-accepted`, ...), read
+when the text is styled and again whenever the theme changes. Textual only.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Markdown, Static
+
+from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+
+KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
+               "resampled": "resampled", "bonus": "bonus", "target": "target only",
+               "pending": "pending draft"}
+
+
+def token_styles(variables: dict[str, str]) -> dict[str, Style]:
+    """Rich styles per token kind from theme variables."""
+    def colour(kind: str) -> str:
+        return variables.get(f"spec-{kind}") or variables.get("foreground", "default")
+
+    styles = {kind: Style(color=colour(kind)) for kind in ("accepted", "resampled", "bonus", "target")}
+    styles["rejected"] = Style(color=colour("rejected"), dim=True, strike=True)
+    styles["pending"] = Style(color=colour("pending"), underline=True, italic=True)
+    return styles
+
+
+class TokenText(Widget):
+    """An answer's spans as coloured text; appended to a round at a time."""
+
+    DEFAULT_CSS = "TokenText { height: auto; }"
+    show_ghosts: reactive[bool] = reactive(True)
+
+    def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.spans: list[TokenSpan] = list(spans)
+        self.pending: tuple[TokenSpan, ...] = ()
+        self.set_reactive(TokenText.show_ghosts, show_ghosts)
+        self._text: Text | None = None
+        self._styles: dict[str, Style] | None = None
+
+    @property
+    def styles_by_kind(self) -> dict[str, Style]:
+        if self._styles is None:
+            self._styles = token_styles(self.app.theme_variables)
+        return self._styles
+
+    def append(self, spans: Iterable[TokenSpan], pending: tuple[TokenSpan, ...] = ()) -> None:
+        """Add committed spans (and ghosts); `pending` drafts are drawn after them until resolved."""
+        spans = list(spans)
+        self.spans.extend(spans)
+        if self._text is not None and not self.pending:
+            self._add(self._text, spans)
+        else:
+            self._text = None
+        self.pending = pending
+        if pending:
+            self._text = None
+        self.refresh(layout=True)
+
+    def resolve_pending(self) -> None:
+        self.pending = ()
+        self._text = None
+        self.refresh(layout=True)
+
+    def restyle(self) -> None:
+        """Theme changed: recolour everything."""
+        self._styles = None
+        self._text = None
+        self.refresh()
+
+    def watch_show_ghosts(self) -> None:
+        self._text = None
+        self.refresh(layout=True)
+
+    def _add(self, text: Text, spans: Iterable[TokenSpan]) -> None:
+        styles = self.styles_by_kind
+        for span in spans:
+            if span.kind == "rejected" and not self.show_ghosts:
+                continue
+            text.append(span.text, styles.get(span.kind))
+
+    def plain_text(self) -> str:
+        """The committed text: never the ghosts."""
+        return "".join(s.text for s in self.spans if s.kind != "rejected")
+
+    def render(self) -> Text:
+        if self._text is None:
+            self._text = Text()
+            self._add(self._text, self.spans)
+            if self.pending:
+                pending = self.styles_by_kind["pending"]
+                for span in self.pending:
+                    self._text.append(span.text, pending)
+        return self._text
+
+
+class UserTurn(Static):
+    """A message the user sent."""
+
+    def __init__(self, text: str):
+        super().__init__(text, markup=False, classes="user-turn")
+
+
+class Notice(Static):
+    """A line of information in the transcript (context trimmed, race result...)."""
+
+    def __init__(self, text: str, kind: str = "info"):
+        super().__init__(text, markup=False, classes=f"notice -{kind}")
+
+
+class AnswerView(Vertical):
+    """One answer: a header, the coloured tokens (or its Markdown), and a status line."""
+
+    DEFAULT_CSS = "AnswerView { height: auto; }"
+
+    def __init__(self, label: str, show_ghosts: bool = True, spans: Iterable[TokenSpan] = ()):
+        super().__init__(classes="answer")
+        self.label = label
+        self.tokens = TokenText(spans, show_ghosts)
+        self.status = Static("", classes="answer-status", markup=False)
+        self.finished = False
+        self.markdown_shown = False
+        self._markdown: Markdown | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.label, classes="answer-label", markup=False)
+        yield self.tokens
+        yield self.status
+
+    @property
+    def text(self) -> str:
+        return self.tokens.plain_text()
+
+    def finish(self, done: AnswerDone | None, status: str, error: str | None = None) -> None:
+        self.finished = True
+        self.tokens.resolve_pending()
+        self.status.update(summary_line(done.stats if done else None, status, error))
+        self.set_class(status != "done", "-incomplete")
+
+    def toggle_markdown(self) -> bool:
+        """Switch between coloured tokens and rendered Markdown; True if Markdown is shown."""
+        if self._markdown is None:
+            self._markdown = Markdown(self.text, classes="answer-markdown")
+            self.mount(self._markdown, after=self.tokens)
+        self.markdown_shown = not self.markdown_shown
+        self._markdown.display = self.markdown_shown
+        self.tokens.display = not self.markdown_shown
+        return self.markdown_shown
+
+
+def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = None) -> str:
+    parts = []
+    if stats is not None and stats.tokens:
+        parts.append(f"{stats.tokens} tokens")
+        if stats.tokens_per_s:
+            parts.append(f"{stats.tokens_per_s:.1f} tok/s")
+        if stats.acceptance_rate is not None:
+            parts.append(f"acceptance {stats.acceptance_rate:.0%}")
+        if stats.mean_acceptance_length:
+            parts.append(f"τ {stats.mean_acceptance_length:.2f}")
+    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)"}
+    if status in marks:
+        parts.append(marks[status])
+    if error:
+        parts.append(error)
+    return " · ".join(parts)
