@@ -44,6 +44,11 @@ class ActionsMixin:
     def action_regenerate(self: "SpecchatApp") -> None:
         if not self._ready_for("regenerate"):
             return
+        if self.failed is not None:
+            view, text = self.failed
+            view.remove()
+            self._start_answer(text)
+            return
         text = self.backend.drop_last_exchange()
         if text is None or self.last_answer is None:
             self.notify("nothing to regenerate yet")

@@ -32,7 +32,7 @@ from specchat.tui.recorder import HistoryRecorder
 from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
                                  load_textual_themes, save_preferences)
 from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
-from specchat.tui.worker import Job, Pacing, load_backend, stream_job
+from specchat.tui.worker import Job, Pacing, calibrate_backend, load_backend, stream_job
 
 BackendFactory = Callable[[str], Backend]
 
@@ -82,6 +82,8 @@ class SpecchatApp(ActionsMixin, App):
         self.queued_prompt: str | None = None
         self.pending_turns: list[tuple[str, str]] = []
         self.held_round = None
+        self.failed: tuple[AnswerView, str] | None = None
+        """The last answer if it failed, and its message, so that regenerate retries it."""
         self.pacing = Pacing()
         self.speculate = True
         self.k = k if k is not None else 4
@@ -164,8 +166,20 @@ class SpecchatApp(ActionsMixin, App):
         worker = get_current_worker()
         load_backend(load_id, backend, self, lambda: worker.is_cancelled)
 
+    def recalibrate(self) -> None:
+        """Measure target-only speed again (after the current answer, if one streams)."""
+        if self.backend is None:
+            self.notify("no pair loaded yet", severity="warning")
+            return
+        self._calibrate_worker(self.current_load_id, self.backend)
+
+    @work(thread=True, group="calibrate", exclusive=True, exit_on_error=False)
+    def _calibrate_worker(self, load_id: int, backend: Backend) -> None:
+        worker = get_current_worker()
+        calibrate_backend(load_id, backend, self, lambda: worker.is_cancelled)
+
     def on_load_progress(self, message: LoadProgress) -> None:
-        if message.load_id == self.load_id:
+        if message.load_id in (self.load_id, self.current_load_id):
             self.gauges.status = message.text
 
     def on_load_failed(self, message: LoadFailed) -> None:
@@ -240,6 +254,7 @@ class SpecchatApp(ActionsMixin, App):
         self.action_stop()
 
     def _start_answer(self, text: str) -> None:
+        self.failed = None
         speculate = self.speculate and bool(self.info and self.info.has_drafter)
         mode = f"speculative k={self.k}" if speculate else "target only"
         self._start_job("answer", f"{self.pair_name} · {mode}", text, speculate)
@@ -307,6 +322,7 @@ class SpecchatApp(ActionsMixin, App):
         self.answer_view.finish(None, "error", message.error)
         if self.job.kind == "answer":
             self.recorder.finish(None, "error", self.answer_view.text)
+            self.failed = (self.answer_view, self.job.text)
         self.notify(f"generation failed: {message.error} — the conversation is intact",
                     severity="error", timeout=12)
         self._job_ended()

@@ -33,6 +33,8 @@ def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[],
     for fmt in ("markdown", "json", "html"):
         yield (f"Export conversation as {fmt.upper() if fmt != 'markdown' else 'Markdown'}",
                "write it to the data folder", partial(app.export_current, fmt))
+    yield ("Recalibrate target-only speed", "measure the speedup baseline again",
+           app.recalibrate)
     for title, action, about in ACTIONS:
         yield title, about, partial(app.run_action, action)
 

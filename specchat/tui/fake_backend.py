@@ -82,6 +82,8 @@ class FakeConfig:
     fail_at_round: int | None = None
     """Raise RuntimeError before this round (0-based) of every answer."""
     calibration_tokens_per_s: float | None = 20.0
+    calibrated_at: float | None = None
+    """Reported time of the calibration (None: now)."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
     memory_bytes: int = 270_000_000
@@ -113,7 +115,8 @@ class ScriptedBackend:
 
     def calibrate(self, should_stop: ShouldStop) -> Calibration | None:
         rate = self.config.calibration_tokens_per_s
-        return None if rate is None else Calibration(rate, 32, time.time())
+        when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
+        return None if rate is None else Calibration(rate, 32, when)
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         self._turns.append(("user", text))

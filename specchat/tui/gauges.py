@@ -85,9 +85,9 @@ class Gauges(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
-        yield Digits("–", id="g-tps")
+        yield Digits("-", id="g-tps")
         yield Static("tokens/s", id="g-tps-label")
-        yield Digits("–", id="g-speedup-big", classes="presentation-only")
+        yield Digits("-", id="g-speedup-big", classes="presentation-only")
         yield Static("", id="g-acceptance", markup=False)
         yield Static("", id="g-positions", markup=False)
         yield Static("tokens per round", classes="g-caption")
@@ -120,7 +120,7 @@ class Gauges(VerticalScroll):
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()
         rate = shown.live_tokens_per_s or shown.tokens_per_s
-        self.query_one("#g-tps", Digits).update(fmt(rate))
+        self.query_one("#g-tps", Digits).update(fmt(rate).replace("–", "-"))
         self.query_one("#g-acceptance", Static).update(
             f"acceptance {fmt(None if shown.acceptance_rate is None else shown.acceptance_rate * 100, '.1f', '%')}"
             f" ({shown.accepted}/{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
@@ -140,7 +140,7 @@ class Gauges(VerticalScroll):
     def _show_speedup(self) -> None:
         line = speedup_line(self.stats, self.calibration)
         self.query_one("#g-speedup", Static).update(line)
-        big = "–"
+        big = "-"
         if self.stats and self.stats.tokens_per_s and self.calibration:
             big = f"{self.stats.tokens_per_s / self.calibration.tokens_per_s:.2f}x"
         self.query_one("#g-speedup-big", Digits).update(big)

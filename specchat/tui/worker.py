@@ -68,7 +68,7 @@ def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Should
     for event in events:
         if isinstance(event, RoundUpdate):
             app.post_message(RoundArrived(job.id, event))
-            _pause(job, should_stop)
+            _pause(job, bool(event.accepted or event.rejected), should_stop)
             gauges.post_message(StatsUpdated(job.id, event.stats))
         elif isinstance(event, ContextTrimmed):
             app.post_message(ContextNotice(job.id, event))
@@ -77,9 +77,9 @@ def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Should
             app.post_message(AnswerFinished(job.id, event))
 
 
-def _pause(job: Job, should_stop: ShouldStop) -> None:
-    """Hold the round in step mode until released; sleep in slow motion."""
-    if job.pacing.step:
+def _pause(job: Job, drafted: bool, should_stop: ShouldStop) -> None:
+    """Hold a round with drafts in step mode until released; sleep in slow motion."""
+    if job.pacing.step and drafted:
         while not job.gate.wait(POLL_S):
             if should_stop() or not job.pacing.step:
                 break
@@ -97,6 +97,23 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
     return True
 
 
+def calibrate_backend(load_id: int, backend: Backend, app: MessagePump,
+                      should_stop: ShouldStop) -> None:
+    """Measure target-only speed on a loaded pair (waits for any answer to finish)."""
+    if not _acquire(backend.busy, should_stop):
+        return
+    try:
+        app.post_message(LoadProgress(load_id, "calibrating target-only speed…"))
+        calibration = backend.calibrate(should_stop)
+    except Exception as error:
+        app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
+        return
+    finally:
+        backend.busy.release()
+    if calibration is not None:
+        app.post_message(Calibrated(load_id, calibration))
+
+
 def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
     """Load a pair, announce it, then calibrate target-only speed on it."""
     progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
@@ -106,15 +123,5 @@ def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: 
         app.post_message(LoadFailed(load_id, backend.name, describe_error(error)))
         return
     app.post_message(PairLoaded(load_id, backend, info))
-    if should_stop() or not _acquire(backend.busy, should_stop):
-        return
-    try:
-        progress("calibrating target-only speed…")
-        calibration = backend.calibrate(should_stop)
-    except Exception as error:
-        progress(f"calibration failed: {describe_error(error)}")
-        return
-    finally:
-        backend.busy.release()
-    if calibration is not None:
-        app.post_message(Calibrated(load_id, calibration))
+    if not should_stop():
+        calibrate_backend(load_id, backend, app, should_stop)
