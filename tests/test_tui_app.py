@@ -8,7 +8,7 @@ import time
 from tui_support import ROUNDS, ask, drawn, make_app, ready, run_async, wait_for
 
 from specchat.tui.fake_backend import FakeConfig
-from specchat.tui.transcript import AnswerView, Notice, TokenText
+from specchat.tui.transcript import AnswerView, Notice, TokenFlow
 
 SIZE = (150, 45)
 
@@ -23,7 +23,7 @@ async def test_each_token_is_drawn_in_its_kinds_theme_colour():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        runs = drawn(app.last_answer.tokens.render())
+        runs = drawn(app.last_answer.tokens.render_text())
         by_text = {text: (hex_, strike) for text, hex_, strike in runs}
         assert by_text["Hello"] == (colour(app, "accepted"), False)
         assert by_text[" ghost"] == (colour(app, "rejected"), True)
@@ -37,15 +37,15 @@ async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        assert " ghost" in app.last_answer.tokens.render().plain
+        assert " ghost" in app.last_answer.tokens.render_text().plain
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " ghost" not in app.last_answer.tokens.render().plain
+        assert " ghost" not in app.last_answer.tokens.render_text().plain
         await pilot.press("ctrl+o")
         assert app.clipboard == "Hello world a b c done."
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " nope never" in app.last_answer.tokens.render().plain
+        assert " nope never" in app.last_answer.tokens.render_text().plain
 
 
 @run_async
@@ -167,10 +167,10 @@ async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key(
         await ready(pilot)
         await pilot.press("f7", *"hi", "enter")
         await wait_for(pilot, lambda: app.answer_view is not None and app.answer_view.tokens.pending)
-        tokens: TokenText = app.answer_view.tokens
+        tokens: TokenFlow = app.answer_view.tokens
         assert [s.text for s in tokens.pending] == ["Hello", " ghost"]
         assert tokens.spans == []
-        pending = drawn(tokens.render())
+        pending = drawn(tokens.render_text())
         assert all(hex_ == colour(app, "pending") for _, hex_, _ in pending)
         await pilot.press("f8")
         await wait_for(pilot, lambda: [s.text for s in tokens.pending] == [" a", " b"])
@@ -286,7 +286,7 @@ async def test_reopened_history_shows_answers_with_their_colours():
         view = app.query(AnswerView).first()
         kinds = [(s.text, s.kind) for s in view.tokens.spans]
         assert ("Hello", "accepted") in kinds and (" ghost", "rejected") in kinds
-        runs = {t: h for t, h, _ in drawn(view.tokens.render())}
+        runs = {t: h for t, h, _ in drawn(view.tokens.render_text())}
         assert runs[" c"] == colour(app, "bonus")
         assert app.backends["fake"].turns()[0] == ("user", "remember me")
 
@@ -302,3 +302,18 @@ async def test_the_chosen_theme_is_remembered_for_the_next_start():
         await pilot.pause()
         assert again.theme == "specchat-light"
         assert again.theme_variables["spec-accepted"].lower() == "#1a7f37"
+
+
+@run_async
+async def test_everything_on_screen_is_already_in_the_history_database():
+    app = make_app({"fake": FakeConfig(name="fake", tokens_per_s=60, answer="word " * 300)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"save me", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None and len(app.answer_view.tokens.spans) > 30)
+        on_screen = [(s.text, s.kind) for s in app.answer_view.tokens.spans]
+        saved = app.recorder.load(app.recorder.conversation_id).turns[-1]
+        assert saved.status == "interrupted"  # still streaming: what a crash now would leave
+        assert [(t.text, t.kind) for t in saved.tokens][:len(on_screen)] == on_screen
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.job is None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from specchat.tui.transcript import AnswerView, Notice, TokenText
+from specchat.tui.transcript import Notice, TokenFlow
 
 if TYPE_CHECKING:
     from specchat.tui.app import SpecchatApp
@@ -69,8 +69,8 @@ class ActionsMixin:
 
     def action_toggle_ghosts(self: "SpecchatApp") -> None:
         self.ghosts = not self.ghosts
-        for widget in self.query(TokenText):
-            widget.show_ghosts = self.ghosts
+        for flow in self.query(TokenFlow):
+            flow.set_ghosts(self.ghosts)
         self.preferences.ghosts = self.ghosts
         from specchat.tui.themes import save_preferences
 

@@ -49,7 +49,7 @@ class WorkerThreads(ThreadPoolExecutor):
 class SpecchatApp(ActionsMixin, App):
     """Chat with a draft/target pair and watch every token's fate."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "specchat"
     COMMANDS = App.COMMANDS | {SpecchatCommands}
 
@@ -82,6 +82,7 @@ class SpecchatApp(ActionsMixin, App):
         self.queued_prompt: str | None = None
         self.pending_turns: list[tuple[str, str]] = []
         self.held_round = None
+        self._gauges: Gauges | None = None
         self.failed: tuple[AnswerView, str] | None = None
         """The last answer if it failed, and its message, so that regenerate retries it."""
         self.pacing = Pacing()
@@ -107,13 +108,15 @@ class SpecchatApp(ActionsMixin, App):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.recorder = HistoryRecorder(self.history_path, self._history_error)
         self.recorder.new_chat(self.system)
+        self.set_interval(0.25, self.recorder.flush)  # in case no frame follows a round
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""
         self.start_loading(self.pair_name)
 
     def on_unmount(self) -> None:
-        self.recorder.close()
+        if hasattr(self, "recorder"):
+            self.recorder.close()
 
     def get_system_commands(self, screen) -> list[SystemCommand]:
         """Textual's own commands, less its theme picker (ours lists specchat themes)."""
@@ -121,7 +124,16 @@ class SpecchatApp(ActionsMixin, App):
 
     @property
     def gauges(self) -> Gauges:
-        return self.screen_stack[0].query_one(Gauges)
+        if self._gauges is None:
+            self._gauges = self.screen_stack[0].query_one(Gauges)
+        return self._gauges
+
+    def _display(self, screen, renderable) -> None:
+        """Commit the history before a frame reaches the terminal: nothing shown is unsaved."""
+        recorder = getattr(self, "recorder", None)
+        if recorder is not None:
+            recorder.flush()
+        super()._display(screen, renderable)
 
     @property
     def transcript(self):
@@ -330,7 +342,6 @@ class SpecchatApp(ActionsMixin, App):
     def _release_held(self) -> None:
         held = self.held_round
         if held is not None and self.answer_view is not None:
-            self.answer_view.tokens.pending = ()
             self.answer_view.tokens.append(held.spans)
         self.held_round = None
 

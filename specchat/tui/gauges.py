@@ -23,6 +23,7 @@ from specchat.tui.backend import Calibration, PairInfo
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
+SPARK_INTERVAL_S = 0.05
 BAR_WIDTH = 12
 
 
@@ -82,6 +83,7 @@ class Gauges(VerticalScroll):
         super().__init__(**kwargs)
         self.job_id = -1
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
+        self._spark_due = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
@@ -110,7 +112,14 @@ class Gauges(VerticalScroll):
         self.query_one("#g-spark", Sparkline).data = []
 
     def push_round(self, committed: int) -> None:
+        """Record a round's committed tokens; the sparkline redraws at most 20 times a second."""
         self.per_round.append(committed)
+        if not self._spark_due:
+            self._spark_due = True
+            self.set_timer(SPARK_INTERVAL_S, self._draw_spark)
+
+    def _draw_spark(self) -> None:
+        self._spark_due = False
         self.query_one("#g-spark", Sparkline).data = list(self.per_round)
 
     def on_stats_updated(self, message: StatsUpdated) -> None:

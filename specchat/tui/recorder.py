@@ -1,8 +1,10 @@
 """Saving the conversation on screen to the history database as it streams.
 
-The TUI calls this from its message handlers, before the round is drawn, so
-whatever is on screen is already committed. A database problem is reported
-once and disables saving; it never stops the chat.
+The TUI hands over each round's spans as it arrives; they are buffered and
+committed in one transaction right before the next frame is written to the
+terminal (`flush`, called by the app), so whatever is on screen is already
+committed, at one commit per frame rather than per round. A database problem is
+reported once and disables saving; it never stops the chat.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class HistoryRecorder:
         self.answer_id: int | None = None
         self.last_user_id: int | None = None
         self.system: str | None = None
+        self.pending: list[SavedToken] = []
         try:
             self.store = HistoryStore(path)
         except Exception as error:
@@ -64,11 +67,18 @@ class HistoryRecorder:
             self.answer_id = self._guard(lambda s: s.start_answer(self.conversation_id, mode, pair))
 
     def spans(self, spans: tuple[TokenSpan, ...]) -> None:
-        if self.answer_id is not None and spans:
-            tokens = [SavedToken(s.text, s.kind, s.token_id) for s in spans]
+        """Buffer a round's spans; `flush` commits them."""
+        if self.answer_id is not None:
+            self.pending.extend(SavedToken(s.text, s.kind, s.token_id) for s in spans)
+
+    def flush(self) -> None:
+        """Commit buffered spans (the app calls this before every frame it writes)."""
+        if self.pending and self.answer_id is not None:
+            tokens, self.pending = self.pending, []
             self._guard(lambda s: s.append_tokens(self.answer_id, tokens))
 
     def finish(self, done: AnswerDone | None, status: str, text: str) -> None:
+        self.flush()
         if self.answer_id is not None:
             stats = done.stats.as_dict() if done else None
             self._guard(lambda s: s.finish_answer(self.answer_id, text, status, stats))
@@ -96,5 +106,6 @@ class HistoryRecorder:
             self.new_chat(self.system)
 
     def close(self) -> None:
+        self.flush()
         if self.store is not None:
             self.store.close()

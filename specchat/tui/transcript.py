@@ -102,7 +102,88 @@ class TokenText(Widget):
                 pending = self.styles_by_kind["pending"]
                 for span in self.pending:
                     self._text.append(span.text, pending)
+        if self.chunk_ended and self._text.plain.endswith("\n"):
+            shown = self._text.copy()
+            shown.right_crop(1)
+            return shown
         return self._text
+
+    chunk_ended = False
+    """True once a later chunk follows: its closing newline is the line break between them."""
+
+
+CHUNK_SPANS = 300
+"""A new chunk starts after a newline once a chunk holds this many spans, so a frame
+re-renders only the paragraph still growing, not the whole answer."""
+
+
+class TokenFlow(Vertical):
+    """An answer's tokens as a column of TokenText chunks split at newlines."""
+
+    DEFAULT_CSS = "TokenFlow { height: auto; }"
+
+    def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True):
+        super().__init__()
+        self.show_ghosts = show_ghosts
+        self.chunks: list[TokenText] = [TokenText(show_ghosts=show_ghosts)]
+        self._fill(list(spans))
+
+    def compose(self) -> ComposeResult:
+        yield from self.chunks
+
+    def _fill(self, spans: list[TokenSpan]) -> None:
+        """Put spans into chunks before mounting (saved answers)."""
+        for span in spans:
+            self.chunks[-1].spans.append(span)
+            if self._full(self.chunks[-1]):
+                self.chunks[-1].chunk_ended = True
+                self.chunks.append(TokenText(show_ghosts=self.show_ghosts))
+
+    @staticmethod
+    def _full(chunk: TokenText) -> bool:
+        return len(chunk.spans) >= CHUNK_SPANS and chunk.spans[-1].text.endswith("\n")
+
+    @property
+    def spans(self) -> list[TokenSpan]:
+        return [span for chunk in self.chunks for span in chunk.spans]
+
+    @property
+    def pending(self) -> tuple[TokenSpan, ...]:
+        return self.chunks[-1].pending
+
+    def append(self, spans: Iterable[TokenSpan], pending: tuple[TokenSpan, ...] = ()) -> None:
+        last = self.chunks[-1]
+        last.append(spans, pending)
+        if not pending and self._full(last):
+            last.chunk_ended = True
+            last.refresh(layout=True)
+            chunk = TokenText(show_ghosts=self.show_ghosts)
+            self.chunks.append(chunk)
+            self.mount(chunk)
+
+    def resolve_pending(self) -> None:
+        self.chunks[-1].resolve_pending()
+
+    def set_ghosts(self, shown: bool) -> None:
+        self.show_ghosts = shown
+        for chunk in self.chunks:
+            chunk.show_ghosts = shown
+
+    def restyle(self) -> None:
+        for chunk in self.chunks:
+            chunk.restyle()
+
+    def plain_text(self) -> str:
+        return "".join(chunk.plain_text() for chunk in self.chunks)
+
+    def render_text(self) -> Text:
+        """All chunks' text as one (what the screen shows, for tests and exports)."""
+        text = Text()
+        for chunk in self.chunks:
+            text.append_text(chunk.render())
+            if chunk.chunk_ended:
+                text.append("\n")
+        return text
 
 
 class UserTurn(Static):
@@ -127,7 +208,7 @@ class AnswerView(Vertical):
     def __init__(self, label: str, show_ghosts: bool = True, spans: Iterable[TokenSpan] = ()):
         super().__init__(classes="answer")
         self.label = label
-        self.tokens = TokenText(spans, show_ghosts)
+        self.tokens = TokenFlow(spans, show_ghosts)
         self.status = Static("", classes="answer-status", markup=False)
         self.finished = False
         self.markdown_shown = False
