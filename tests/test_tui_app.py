@@ -23,7 +23,7 @@ async def test_each_token_is_drawn_in_its_kinds_theme_colour():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        runs = drawn(app.last_answer.tokens.render_text())
+        runs = drawn(app.last_answer.tokens)
         by_text = {text: (hex_, strike) for text, hex_, strike in runs}
         assert by_text["Hello"] == (colour(app, "accepted"), False)
         assert by_text[" ghost"] == (colour(app, "rejected"), True)
@@ -37,15 +37,15 @@ async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        assert " ghost" in app.last_answer.tokens.render_text().plain
+        assert " ghost" in app.last_answer.tokens.drawn_text()
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " ghost" not in app.last_answer.tokens.render_text().plain
+        assert " ghost" not in app.last_answer.tokens.drawn_text()
         await pilot.press("ctrl+o")
         assert app.clipboard == "Hello world a b c done."
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " nope never" in app.last_answer.tokens.render_text().plain
+        assert " nope never" in app.last_answer.tokens.drawn_text()
 
 
 @run_async
@@ -170,7 +170,7 @@ async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key(
         tokens: TokenFlow = app.answer_view.tokens
         assert [s.text for s in tokens.pending] == ["Hello", " ghost"]
         assert tokens.spans == []
-        pending = drawn(tokens.render_text())
+        pending = drawn(tokens)
         assert all(hex_ == colour(app, "pending") for _, hex_, _ in pending)
         await pilot.press("f8")
         await wait_for(pilot, lambda: [s.text for s in tokens.pending] == [" a", " b"])
@@ -286,7 +286,7 @@ async def test_reopened_history_shows_answers_with_their_colours():
         view = app.query(AnswerView).first()
         kinds = [(s.text, s.kind) for s in view.tokens.spans]
         assert ("Hello", "accepted") in kinds and (" ghost", "rejected") in kinds
-        runs = {t: h for t, h, _ in drawn(view.tokens.render_text())}
+        runs = {t: h for t, h, _ in drawn(view.tokens)}
         assert runs[" c"] == colour(app, "bonus")
         assert app.backends["fake"].turns()[0] == ("user", "remember me")
 

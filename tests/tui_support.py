@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from rich.text import Text
-
 from specchat.tui.app import create_app
 from specchat.tui.fake_backend import FakeConfig, ScriptedBackend, ScriptedRound
 
@@ -67,13 +65,12 @@ async def ask(pilot, text: str = "hi") -> None:
     await pilot.pause()
 
 
-def drawn(text: Text) -> list[tuple[str, str | None, bool]]:
-    """(substring, colour hex, struck through) for each styled run of a rendered Text."""
+def drawn(flow) -> list[tuple[str, str | None, bool]]:
+    """(text, colour hex, struck through) for each styled run an answer draws."""
     out = []
-    for span in text.spans:
-        style = span.style
-        colour = style.color.triplet.hex if style.color and style.color.triplet else None
-        out.append((text.plain[span.start:span.end], colour, bool(style.strike)))
+    for text, style in flow.drawn():
+        colour = style.foreground.hex.lower() if style.foreground else None
+        out.append((text, colour, bool(style.strike)))
     return out
 
 

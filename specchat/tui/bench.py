@@ -74,7 +74,9 @@ def run_stream(rate: float, tokens: int, answers: int) -> dict:
                 str(answers), str(out)]
         process, master = in_pty(argv, child_env(Path(folder)))
         drain(master, lambda _: process.poll() is not None, timeout=120 + tokens * answers / rate)
-        process.wait(timeout=10)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
         os.close(master)
         if not out.exists():
             raise SystemExit("bench-ui: the app did not report (see `python -m specchat.tui.bench_child`)")
@@ -96,7 +98,12 @@ def run_startup(timeout: float = 60.0) -> dict:
         seen += drain(master, lambda b: b"ready" in b, timeout)
         marks["pair_ready_s"] = time.perf_counter() - started if b"ready" in seen else None
         os.write(master, b"\x11")  # Ctrl+Q
-        process.wait(timeout=10)
+        quit_at = time.perf_counter()
+        drain(master, lambda _: process.poll() is not None, timeout=10)
+        marks["quit_s"] = time.perf_counter() - quit_at
+        if process.poll() is None:
+            process.kill()
+        process.wait()
         os.close(master)
         return marks
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
 from specchat.tui.gauges import Gauges
@@ -57,13 +58,12 @@ class ChatInput(TextArea):
 class Legend(Static):
     """One line naming each token colour, in that colour."""
 
-    def render(self) -> Text:
+    def render(self) -> Content:
         styles = token_styles(self.app.theme_variables)
-        text = Text()
+        parts: list = []
         for kind in LEGEND_KINDS:
-            text.append(" ■ ", styles[kind].__class__(color=styles[kind].color))
-            text.append(KIND_LABELS[kind], styles[kind])
-        return text
+            parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
+        return Content.assemble(*parts)
 
 
 class ChatScreen(Screen):

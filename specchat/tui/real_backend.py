@@ -24,12 +24,13 @@ class ChatBackend:
     """A `Backend` over `specchat.chat.session.ChatSession`."""
 
     def __init__(self, pair_config: Any, system: str | None = None, max_new_tokens: int = 512,
-                 dtype: str | None = None):
+                 dtype: str | None = None, calibration_tokens: int = CALIBRATION_TOKENS):
         self.pair_config = pair_config
         self.name = pair_config.name
         self.busy = threading.Lock()
         self.max_new_tokens = max_new_tokens
         self.dtype = dtype
+        self.calibration_tokens = calibration_tokens
         self.session: Any = None
         self._system = system
         self._pending_turns: list[tuple[str, str]] = []
@@ -55,7 +56,7 @@ class ChatBackend:
         scratch = ChatSession(self.session.pair, settings=Settings(0, SamplingParams()), seed=0)
         scratch.speculate = False
         done = None
-        for event in scratch.answer(CALIBRATION_PROMPT, CALIBRATION_TOKENS, should_stop):
+        for event in scratch.answer(CALIBRATION_PROMPT, self.calibration_tokens, should_stop):
             if isinstance(event, AnswerDone):
                 done = event
         if done is None or not done.stats.tokens_per_s:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from rich.style import Style
-from rich.text import Text
+from textual.color import Color
+from textual.content import Content
+from textual.content import Span as ContentSpan
+from textual.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
@@ -25,18 +27,21 @@ KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)
 
 
 def token_styles(variables: dict[str, str]) -> dict[str, Style]:
-    """Rich styles per token kind from theme variables."""
-    def colour(kind: str) -> str:
-        return variables.get(f"spec-{kind}") or variables.get("foreground", "default")
+    """Textual styles per token kind from theme variables."""
+    def colour(kind: str) -> Color:
+        return Color.parse(variables.get(f"spec-{kind}") or variables.get("foreground", "#ffffff"))
 
-    styles = {kind: Style(color=colour(kind)) for kind in ("accepted", "resampled", "bonus", "target")}
-    styles["rejected"] = Style(color=colour("rejected"), dim=True, strike=True)
-    styles["pending"] = Style(color=colour("pending"), underline=True, italic=True)
+    styles = {kind: Style(foreground=colour(kind)) for kind in ("accepted", "resampled", "bonus", "target")}
+    styles["rejected"] = Style(foreground=colour("rejected"), dim=True, strike=True)
+    styles["pending"] = Style(foreground=colour("pending"), underline=True, italic=True)
     return styles
 
 
 class TokenText(Widget):
-    """An answer's spans as coloured text; appended to a round at a time."""
+    """Coloured spans of an answer (one chunk of it), appended a round at a time.
+
+    Keeps the drawn text and its styled spans and renders them as one `Content`,
+    so a frame costs one wrap of this chunk and no conversion per token."""
 
     DEFAULT_CSS = "TokenText { height: auto; }"
     show_ghosts: reactive[bool] = reactive(True)
@@ -45,8 +50,12 @@ class TokenText(Widget):
         super().__init__(**kwargs)
         self.spans: list[TokenSpan] = list(spans)
         self.pending: tuple[TokenSpan, ...] = ()
+        self.chunk_ended = False
+        """True once a later chunk follows: its closing newline is the break between them."""
         self.set_reactive(TokenText.show_ghosts, show_ghosts)
-        self._text: Text | None = None
+        self._pieces: list[str] | None = None
+        self._styled: list[ContentSpan] = []
+        self._length = 0
         self._styles: dict[str, Style] | None = None
 
     @property
@@ -59,57 +68,57 @@ class TokenText(Widget):
         """Add committed spans (and ghosts); `pending` drafts are drawn after them until resolved."""
         spans = list(spans)
         self.spans.extend(spans)
-        if self._text is not None and not self.pending:
-            self._add(self._text, spans)
-        else:
-            self._text = None
+        if self._pieces is not None:
+            self._draw(spans)
         self.pending = pending
-        if pending:
-            self._text = None
         self.refresh(layout=True)
 
     def resolve_pending(self) -> None:
         self.pending = ()
-        self._text = None
         self.refresh(layout=True)
 
     def restyle(self) -> None:
         """Theme changed: recolour everything."""
         self._styles = None
-        self._text = None
+        self._pieces = None
         self.refresh()
 
     def watch_show_ghosts(self) -> None:
-        self._text = None
+        self._pieces = None
         self.refresh(layout=True)
 
-    def _add(self, text: Text, spans: Iterable[TokenSpan]) -> None:
+    def _draw(self, spans: Iterable[TokenSpan]) -> None:
         styles = self.styles_by_kind
         for span in spans:
-            if span.kind == "rejected" and not self.show_ghosts:
+            if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
                 continue
-            text.append(span.text, styles.get(span.kind))
+            end = self._length + len(span.text)
+            self._pieces.append(span.text)
+            self._styled.append(ContentSpan(self._length, end, styles.get(span.kind, styles["target"])))
+            self._length = end
 
     def plain_text(self) -> str:
         """The committed text: never the ghosts."""
         return "".join(s.text for s in self.spans if s.kind != "rejected")
 
-    def render(self) -> Text:
-        if self._text is None:
-            self._text = Text()
-            self._add(self._text, self.spans)
-            if self.pending:
-                pending = self.styles_by_kind["pending"]
-                for span in self.pending:
-                    self._text.append(span.text, pending)
-        if self.chunk_ended and self._text.plain.endswith("\n"):
-            shown = self._text.copy()
-            shown.right_crop(1)
-            return shown
-        return self._text
+    def content(self) -> Content:
+        """What this chunk draws: committed spans, ghosts if shown, pending drafts."""
+        if self._pieces is None:
+            self._pieces, self._styled, self._length = [], [], 0
+            self._draw(self.spans)
+        pieces, styled, length = list(self._pieces), list(self._styled), self._length
+        pending = self.styles_by_kind["pending"]
+        for span in self.pending:
+            pieces.append(span.text)
+            styled.append(ContentSpan(length, length + len(span.text), pending))
+            length += len(span.text)
+        text = "".join(pieces)
+        if self.chunk_ended and text.endswith("\n"):
+            text = text[:-1]
+        return Content(text, styled)
 
-    chunk_ended = False
-    """True once a later chunk follows: its closing newline is the line break between them."""
+    def render(self) -> Content:
+        return self.content()
 
 
 CHUNK_SPANS = 300
@@ -176,14 +185,16 @@ class TokenFlow(Vertical):
     def plain_text(self) -> str:
         return "".join(chunk.plain_text() for chunk in self.chunks)
 
-    def render_text(self) -> Text:
-        """All chunks' text as one (what the screen shows, for tests and exports)."""
-        text = Text()
+    def drawn(self) -> list[tuple[str, Style]]:
+        """(text, style) of every styled run on screen, all chunks in order."""
+        runs = []
         for chunk in self.chunks:
-            text.append_text(chunk.render())
-            if chunk.chunk_ended:
-                text.append("\n")
-        return text
+            content = chunk.content()
+            runs += [(content.plain[s.start:s.end], s.style) for s in content.spans]
+        return runs
+
+    def drawn_text(self) -> str:
+        return "".join(text for text, _ in self.drawn())
 
 
 class UserTurn(Static):

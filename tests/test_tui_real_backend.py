@@ -1,0 +1,62 @@
+"""The app over the real backend: the tiny random pair through the real loader,
+session and engine (fast), and the built-in SmolLM2 pair (slow)."""
+
+from __future__ import annotations
+
+import pytest
+from tui_support import ready, run_async, wait_for
+
+from specchat.models.config import load_catalog
+from specchat.tui.app import create_app
+from specchat.tui.real_backend import ChatBackend
+
+KINDS = {"accepted", "rejected", "resampled", "bonus", "target"}
+
+
+def real_app(config_file, pair: str, max_new_tokens: int):
+    catalog = load_catalog(config_file)
+
+    def factory(name: str) -> ChatBackend:
+        return ChatBackend(catalog.get(name), max_new_tokens=max_new_tokens, calibration_tokens=8)
+
+    return create_app(factory, [(n, p.description) for n, p in catalog.pairs.items()], pair)
+
+
+async def answer_and_check(app, pilot, timeout: float) -> None:
+    await wait_for(pilot, lambda: app.backend is not None and app.gauges.calibration, timeout)
+    await pilot.press(*"Say hello", "enter")
+    await wait_for(pilot, lambda: app.job is None and app.last_answer is not None, timeout)
+    spans = app.last_answer.tokens.spans
+    assert spans and {s.kind for s in spans} <= KINDS
+    assert app.last_answer.text == app.backend.turns()[-1][1]
+    assert app.gauges.stats.tokens >= 1
+    assert "cpu" in str(app.gauges.query_one("#g-pair").render())
+    assert "speedup:" in str(app.gauges.query_one("#g-speedup").render())
+
+
+@run_async
+async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=16)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=60)
+        drafted = app.gauges.stats.drafted
+        assert drafted > 0, "the tiny pair has a draft model: rounds should draft"
+
+
+@run_async
+async def test_switching_to_another_real_pair_carries_the_conversation(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=8)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=60)
+        app.switch_pair("tiny-ngram")
+        await wait_for(pilot, lambda: app.pair_name == "tiny-ngram", timeout=60)
+        assert app.backend.turns()[0] == ("user", "Say hello")
+
+
+@pytest.mark.slow
+@run_async
+async def test_builtin_pair_answers_in_the_app():
+    app = real_app(None, "smollm2-135m", max_new_tokens=12)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=600)
+        assert app.info.name == "smollm2-135m"
