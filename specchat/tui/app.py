@@ -73,6 +73,7 @@ class SpecchatApp(ActionsMixin, App):
         self.load_id = 0
         self.current_load_id = 0
         self.calibrations: dict[int, Calibration] = {}
+        self.calibrating = False
         self.waiting_backend: tuple[int, Backend, PairInfo] | None = None
         self.job: Job | None = None
         self.job_counter = 0
@@ -183,6 +184,16 @@ class SpecchatApp(ActionsMixin, App):
         if self.backend is None:
             self.notify("no pair loaded yet", severity="warning")
             return
+        self.calibrations.pop(self.current_load_id, None)
+        if self.job is None:
+            self._maybe_calibrate()
+
+    def _maybe_calibrate(self) -> None:
+        """Calibrate the current pair while nothing else runs; a new question interrupts it."""
+        if (self.backend is None or self.job is not None or self.calibrating
+                or self.current_load_id in self.calibrations):
+            return
+        self.calibrating = True
         self._calibrate_worker(self.current_load_id, self.backend)
 
     @work(thread=True, group="calibrate", exclusive=True, exit_on_error=False)
@@ -237,12 +248,19 @@ class SpecchatApp(ActionsMixin, App):
         if self.queued_prompt is not None:
             text, self.queued_prompt = self.queued_prompt, None
             self._start_answer(text)
+        self._maybe_calibrate()
 
     def on_calibrated(self, message: Calibrated) -> None:
+        self.calibrating = False
+        if message.calibration is None:
+            if self.job is None and message.load_id == self.current_load_id:
+                self.gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
+            return
         self.calibrations[message.load_id] = message.calibration
         if message.load_id == self.current_load_id:
             self.gauges.calibration = message.calibration
-            self.gauges.status = "ready"
+            if self.job is None:
+                self.gauges.status = "ready"
 
     # ----- answering -----------------------------------------------------------------------
 
@@ -273,6 +291,8 @@ class SpecchatApp(ActionsMixin, App):
         self.recorder.start_answer(mode, self.pair_name)
 
     def _start_job(self, kind: str, label: str, text: str = "", speculate: bool = True) -> None:
+        if self.calibrating:
+            self.workers.cancel_group(self, "calibrate")  # the question goes first
         self.job_counter += 1
         self.job = Job(self.job_counter, kind, self.backend, self.pacing, text, speculate)
         self.answer_view = AnswerView(label, self.ghosts)
@@ -352,6 +372,8 @@ class SpecchatApp(ActionsMixin, App):
             load_id, backend, info = self.waiting_backend
             self.waiting_backend = None
             self._adopt(load_id, backend, info)
+        else:
+            self._maybe_calibrate()
 
     def _mount(self, widget, before=None) -> None:
         self.transcript.mount(widget, before=before)

@@ -83,6 +83,8 @@ class FakeConfig:
     """Raise RuntimeError before this round (0-based) of every answer."""
     calibration_tokens_per_s: float | None = 20.0
     calibrated_at: float | None = None
+    calibration_s: float = 0.0
+    """How long calibrating takes (it stops early when asked to)."""
     """Reported time of the calibration (None: now)."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
@@ -114,6 +116,12 @@ class ScriptedBackend:
                         self.k, self.temperature, 2048, self.config.load_s, "scripted fake pair")
 
     def calibrate(self, should_stop: ShouldStop) -> Calibration | None:
+        self.calibrations_started = getattr(self, "calibrations_started", 0) + 1
+        deadline = time.perf_counter() + self.config.calibration_s
+        while time.perf_counter() < deadline:
+            if should_stop():
+                return None
+            time.sleep(0.01)
         rate = self.config.calibration_tokens_per_s
         when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
         return None if rate is None else Calibration(rate, 32, when)

@@ -84,6 +84,7 @@ class Gauges(VerticalScroll):
         self.job_id = -1
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
         self._spark_due = False
+        self._drawn = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
@@ -101,9 +102,11 @@ class Gauges(VerticalScroll):
         yield Static("", id="g-pair", markup=False)
 
     def on_mount(self) -> None:
+        self._drawn = True
         self.watch_stats(None)
         self._show_controls()
         self._show_pair()
+        self.watch_status(self.status)
 
     def start_job(self, job_id: int) -> None:
         """A new answer: forget the previous one's rounds."""
@@ -155,11 +158,11 @@ class Gauges(VerticalScroll):
         self.query_one("#g-speedup-big", Digits).update(big)
 
     def watch_calibration(self) -> None:
-        if self.is_mounted:
+        if self._drawn:
             self.watch_stats(self.stats)
 
     def watch_status(self, status: str) -> None:
-        if self.is_mounted:
+        if self._drawn:
             self.query_one("#g-status", Static).update(status)
 
     def watch_k(self) -> None:
@@ -175,14 +178,14 @@ class Gauges(VerticalScroll):
         self._show_pair()
 
     def _show_controls(self) -> None:
-        if not self.is_mounted:
+        if not self._drawn:
             return
         mode = "speculation ON" if self.speculate else "speculation OFF (target only)"
         self.query_one("#g-controls", Static).update(
             f"k {self.k}   temperature {self.temperature:.2f}\n{mode}")
 
     def _show_pair(self) -> None:
-        if not self.is_mounted:
+        if not self._drawn:
             return
         info = self.info
         text = "pair: loading…" if info is None else (

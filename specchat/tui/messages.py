@@ -44,10 +44,10 @@ class LoadFailed(Message):
 
 @dataclass
 class Calibrated(Message):
-    """The target-only calibration of a pair finished."""
+    """The target-only calibration of a pair ended (None: stopped or failed)."""
 
     load_id: int
-    calibration: Calibration
+    calibration: Calibration | None
 
 
 @dataclass

@@ -59,7 +59,7 @@ class ChatBackend:
         for event in scratch.answer(CALIBRATION_PROMPT, self.calibration_tokens, should_stop):
             if isinstance(event, AnswerDone):
                 done = event
-        if done is None or not done.stats.tokens_per_s:
+        if done is None or done.stop_reason == "stopped" or not done.stats.tokens_per_s:
             return None
         return Calibration(done.stats.tokens_per_s, done.stats.tokens, time.time())
 

@@ -99,23 +99,23 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
 
 def calibrate_backend(load_id: int, backend: Backend, app: MessagePump,
                       should_stop: ShouldStop) -> None:
-    """Measure target-only speed on a loaded pair (waits for any answer to finish)."""
-    if not _acquire(backend.busy, should_stop):
-        return
+    """Measure target-only speed on a loaded pair; always ends with a `Calibrated` message
+    (calibration None when it was stopped because the user asked something, or failed)."""
+    calibration = None
     try:
-        app.post_message(LoadProgress(load_id, "calibrating target-only speed…"))
-        calibration = backend.calibrate(should_stop)
+        if _acquire(backend.busy, should_stop):
+            try:
+                app.post_message(LoadProgress(load_id, "calibrating target-only speed…"))
+                calibration = backend.calibrate(should_stop)
+            finally:
+                backend.busy.release()
     except Exception as error:
         app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
-        return
-    finally:
-        backend.busy.release()
-    if calibration is not None:
-        app.post_message(Calibrated(load_id, calibration))
+    app.post_message(Calibrated(load_id, calibration))
 
 
 def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
-    """Load a pair, announce it, then calibrate target-only speed on it."""
+    """Load a pair and announce it (the app calibrates it once it is idle)."""
     progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
     try:
         info = backend.load(progress)
@@ -123,5 +123,3 @@ def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: 
         app.post_message(LoadFailed(load_id, backend.name, describe_error(error)))
         return
     app.post_message(PairLoaded(load_id, backend, info))
-    if not should_stop():
-        calibrate_backend(load_id, backend, app, should_stop)
