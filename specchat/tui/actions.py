@@ -149,8 +149,16 @@ class ActionsMixin:
         screen.toggle_class("-presentation")
         self.notify("presentation mode " + ("on" if screen.has_class("-presentation") else "off"))
 
+    def _show_pacing(self: "SpecchatApp") -> None:
+        parts = (["step mode"] if self.pacing.step else []) + (
+            [f"slow motion {self.pacing.slow_ms} ms"] if self.pacing.slow_ms else [])
+        self.gauges.pacing = " · ".join(parts)
+        for legend in self.query("#legend"):
+            legend.refresh()
+
     def action_toggle_step(self: "SpecchatApp") -> None:
         self.pacing.step = not self.pacing.step
+        self._show_pacing()
         if not self.pacing.step:
             self.action_step()
         self.notify("step mode on: F8 or Ctrl+F resolves each round" if self.pacing.step
@@ -165,6 +173,7 @@ class ActionsMixin:
 
     def action_toggle_slow(self: "SpecchatApp") -> None:
         self.pacing.slow_ms = 0 if self.pacing.slow_ms else self.preferences.slow_motion_ms
+        self._show_pacing()
         self.notify(f"slow motion: {self.pacing.slow_ms} ms per round" if self.pacing.slow_ms
                     else "slow motion off")
 
@@ -174,6 +183,7 @@ class ActionsMixin:
 
         save_preferences(self.preferences, self.preferences_path)
         self.pacing.slow_ms = ms
+        self._show_pacing()
         self.notify(f"slow motion: {ms} ms per round")
 
     # ----- screens -------------------------------------------------------------------------

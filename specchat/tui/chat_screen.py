@@ -61,7 +61,8 @@ class Legend(Static):
     def render(self) -> Content:
         styles = token_styles(self.app.theme_variables)
         parts: list = []
-        for kind in LEGEND_KINDS:
+        kinds = LEGEND_KINDS + (("pending",) if self.app.pacing.step else ())
+        for kind in kinds:
             parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
         return Content.assemble(*parts)
 
@@ -103,4 +104,6 @@ class ChatScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#transcript", VerticalScroll).anchor()
-        self.query_one("#input", ChatInput).focus()
+        message_box = self.query_one("#input", ChatInput)
+        message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
+        message_box.focus()

@@ -78,6 +78,8 @@ class Gauges(VerticalScroll):
     temperature: reactive[float] = reactive(0.0)
     speculate: reactive[bool] = reactive(True)
     status: reactive[str] = reactive("starting…")
+    pacing: reactive[str] = reactive("")
+    """"step mode", "slow motion 300 ms", both or nothing."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -174,6 +176,9 @@ class Gauges(VerticalScroll):
     def watch_speculate(self) -> None:
         self._show_controls()
 
+    def watch_pacing(self) -> None:
+        self._show_controls()
+
     def watch_info(self) -> None:
         self._show_pair()
 
@@ -181,8 +186,9 @@ class Gauges(VerticalScroll):
         if not self._drawn:
             return
         mode = "speculation ON" if self.speculate else "speculation OFF (target only)"
+        pacing = f"\n{self.pacing} (timings include the pauses)" if self.pacing else ""
         self.query_one("#g-controls", Static).update(
-            f"k {self.k}   temperature {self.temperature:.2f}\n{mode}")
+            f"k {self.k}   temperature {self.temperature:.2f}\n{mode}{pacing}")
 
     def _show_pair(self) -> None:
         if not self._drawn:
