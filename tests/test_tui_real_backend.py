@@ -9,6 +9,7 @@ from tui_support import ready, run_async, wait_for
 from specchat.models.config import load_catalog
 from specchat.tui.app import create_app
 from specchat.tui.real_backend import ChatBackend
+from specchat.tui.transcript import Notice
 
 KINDS = {"accepted", "rejected", "resampled", "bonus", "target"}
 
@@ -41,6 +42,9 @@ async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config
         await answer_and_check(app, pilot, timeout=60)
         drafted = app.gauges.stats.drafted
         assert drafted > 0, "the tiny pair has a draft model: rounds should draft"
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: app.query(Notice), timeout=60)
+        assert "texts identical ✓" in str(app.query(Notice).last().render())  # float32, greedy
 
 
 @run_async

@@ -11,6 +11,7 @@ never imported here, the real backend imports it inside its worker.
 from __future__ import annotations
 
 import asyncio
+import gc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -35,6 +36,9 @@ from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
 from specchat.tui.worker import Job, Pacing, calibrate_backend, load_backend, stream_job
 
 BackendFactory = Callable[[str], Backend]
+GC_THRESHOLDS = (20_000, 50, 1_000)
+"""Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
+second on a busy CPU, long enough to see while thousands of tokens a second stream in."""
 
 
 class WorkerThreads(ThreadPoolExecutor):
@@ -113,6 +117,8 @@ class SpecchatApp(ActionsMixin, App):
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""
+        gc.freeze()  # startup's objects leave the collector's view: shorter full collections
+        gc.set_threshold(*GC_THRESHOLDS)
         self.start_loading(self.pair_name)
 
     def on_unmount(self) -> None:
@@ -224,6 +230,7 @@ class SpecchatApp(ActionsMixin, App):
             self.gauges.status = f"{message.info.name} ready: switching after this answer"
             return
         self._adopt(message.load_id, message.backend, message.info)
+        gc.freeze()  # the model's (many, long-lived) objects too
 
     def _adopt(self, load_id: int, backend: Backend, info: PairInfo) -> None:
         """Make a loaded pair the one that answers, carrying the conversation over."""

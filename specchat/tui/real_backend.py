@@ -51,10 +51,10 @@ class ChatBackend:
     def calibrate(self, should_stop: ShouldStop) -> Calibration | None:
         """Decode a short answer target-only, greedy, on a scratch conversation."""
         from specchat.chat.session import ChatSession
-        from specchat.engine import SamplingParams, Settings
 
-        scratch = ChatSession(self.session.pair, settings=Settings(0, SamplingParams()), seed=0)
-        scratch.speculate = False
+        scratch = ChatSession(self.session.pair, seed=0)
+        scratch.speculate = False  # decodes with k = 0 whatever the settings say
+        scratch.settings.sampling = dataclasses.replace(scratch.settings.sampling, temperature=0.0)
         done = None
         for event in scratch.answer(CALIBRATION_PROMPT, self.calibration_tokens, should_stop):
             if isinstance(event, AnswerDone):
@@ -69,14 +69,13 @@ class ChatBackend:
 
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         from specchat.chat.session import ChatSession
-        from specchat.engine import Settings
 
         turns = self.session.conversation.turns
         last = max(i for i, turn in enumerate(turns) if turn.role == "user")
-        settings = Settings(0, self.session.settings.sampling)
-        scratch = ChatSession(self.session.pair, self.session.conversation.system, settings, seed=0)
+        scratch = ChatSession(self.session.pair, self.session.conversation.system, seed=0)
+        scratch.settings.sampling = self.session.settings.sampling
         scratch.conversation.turns = list(turns[:last])
-        scratch.speculate = False
+        scratch.speculate = False  # target only: k = 0 with the same sampling
         yield from scratch.answer(turns[last].content, self.max_new_tokens, should_stop)
 
     def set_k(self, k: int) -> None:
