@@ -12,7 +12,6 @@ from click.testing import CliRunner
 from tui_support import ask, make_app, ready, run_async, wait_for
 
 from specchat.tui.commands import palette_entries
-from specchat.tui.fake_backend import FakeConfig
 
 SIZE = (150, 45)
 

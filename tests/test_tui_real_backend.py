@@ -4,7 +4,7 @@ session and engine (fast), and the built-in SmolLM2 pair (slow)."""
 from __future__ import annotations
 
 import pytest
-from tui_support import ready, run_async, wait_for
+from tui_support import run_async, wait_for
 
 from specchat.models.config import load_catalog
 from specchat.tui.app import create_app

@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from specchat.tui.transcript import Notice, TokenFlow
+from specchat.chat.events import StatsSnapshot, TokenSpan
+from specchat.history.store import SavedConversation
+from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 
 if TYPE_CHECKING:
     from specchat.tui.app import SpecchatApp
@@ -242,6 +244,24 @@ class ActionsMixin:
             return False
         return True
 
+    def show_saved(self: "SpecchatApp", conversation: SavedConversation) -> None:
+        """Replace the transcript with a saved conversation, colours included."""
+        self.transcript.remove_children()
+        for turn in conversation.turns:
+            if turn.role == "user":
+                self._mount(UserTurn(turn.text))
+                continue
+            spans = [TokenSpan(t.text, t.kind, t.token_id or 0) for t in turn.tokens]
+            view = AnswerView(f"{conversation.pair} · {turn.mode}", self.ghosts, spans)
+            self._mount(view)
+            view.call_after_refresh(view.finish, stats_from_dict(turn.stats), turn.status)
+            self.last_answer = view
+        self.system = conversation.system
+        self.pending_turns = conversation_turns(conversation)
+        self.recorder.reopen(conversation)
+        if self.backend is not None:
+            self.backend.reset(self.system, self.pending_turns)
+
     # ----- export --------------------------------------------------------------------------
 
     def export_current(self: "SpecchatApp", fmt: str) -> None:
@@ -280,3 +300,24 @@ class ActionsMixin:
         colours["foreground"] = str(theme.foreground or variables.get("foreground", "#000"))
         colours["background"] = str(theme.background or "#fff")
         return colours
+
+
+def stats_from_dict(data: dict | None) -> StatsSnapshot | None:
+    """A saved answer's figures (`StatsSnapshot.as_dict`) back as a snapshot."""
+    if not data:
+        return None
+    fields = StatsSnapshot.__dataclass_fields__
+    return StatsSnapshot(**{key: tuple(value) if isinstance(value, list) else value
+                            for key, value in data.items() if key in fields})
+
+
+def conversation_turns(conversation: SavedConversation) -> list[tuple[str, str]]:
+    """(role, text) to continue from: failed answers and the messages they answered are left out."""
+    turns: list[tuple[str, str]] = []
+    for turn in conversation.turns:
+        if turn.role == "assistant" and turn.status == "error":
+            if turns and turns[-1][0] == "user":
+                turns.pop()
+            continue
+        turns.append((turn.role, turn.text))
+    return turns

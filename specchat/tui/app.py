@@ -20,7 +20,6 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.worker import get_current_worker
 
-from specchat.history.store import SavedConversation
 from specchat.theme_files import DEFAULT_THEME
 from specchat.tui.actions import ActionsMixin
 from specchat.tui.backend import Backend, Calibration, PairInfo
@@ -344,7 +343,7 @@ class SpecchatApp(ActionsMixin, App):
         self._release_held()
         status = "stopped" if done.stop_reason == "stopped" else "done"
         view, job = self.answer_view, self.job
-        view.finish(done, status)
+        view.finish(done.stats, status)
         if job.kind == "race":
             self._race_result(done)
         else:
@@ -384,46 +383,6 @@ class SpecchatApp(ActionsMixin, App):
 
     def _mount(self, widget, before=None) -> None:
         self.transcript.mount(widget, before=before)
-
-    # ----- reopening -----------------------------------------------------------------------
-
-    def show_saved(self, conversation: SavedConversation) -> None:
-        """Replace the transcript with a saved conversation, colours included."""
-        from specchat.chat.events import StatsSnapshot, TokenSpan
-
-        self.transcript.remove_children()
-        for turn in conversation.turns:
-            if turn.role == "user":
-                self._mount(UserTurn(turn.text))
-                continue
-            spans = [TokenSpan(t.text, t.kind, t.token_id or 0) for t in turn.tokens]
-            view = AnswerView(f"{conversation.pair} · {turn.mode}", self.ghosts, spans)
-            self._mount(view)
-            stats = _stats_from_dict(turn.stats, StatsSnapshot)
-            view.call_after_refresh(view.finish, None if stats is None else _Done(stats),
-                                    turn.status if turn.status != "streaming" else "interrupted")
-            self.last_answer = view
-        self.system = conversation.system
-        turns = [(t.role, t.text) for t in conversation.turns if t.status != "error"]
-        self.pending_turns = turns
-        self.recorder.reopen(conversation)
-        if self.backend is not None:
-            self.backend.reset(self.system, turns)
-
-
-class _Done:
-    """Just enough of an AnswerDone to print a saved answer's summary."""
-
-    def __init__(self, stats):
-        self.stats = stats
-
-
-def _stats_from_dict(data: dict | None, cls):
-    if not data:
-        return None
-    known = {key: (tuple(value) if isinstance(value, list) else value)
-             for key, value in data.items() if key in cls.__dataclass_fields__}
-    return cls(**known)
 
 
 def create_app(backend_factory: BackendFactory, pairs: list[tuple[str, str]], pair_name: str,

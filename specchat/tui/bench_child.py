@@ -88,18 +88,6 @@ class BenchApp(SpecchatApp):
         self.exit()
 
 
-def cpu_use(thread_cpu: float, wall: float, process: os.times_result, until: float) -> dict:
-    """How busy the UI thread and the whole process were while the answer streamed.
-
-    Measured up to now (the answer ended 0.3 s ago), so it slightly undercounts the
-    busy share; the machine's load average says how much CPU others took."""
-    elapsed = time.perf_counter() - wall
-    now = os.times()
-    return {"ui_thread_cpu_share": (time.thread_time() - thread_cpu) / elapsed,
-            "process_cpu_share": (now.user + now.system - process.user - process.system) / elapsed,
-            "load_average": os.getloadavg()[0]}
-
-
 def cpu_use(start: tuple, end: tuple) -> dict:
     """How busy the UI thread and the whole process were while the answer streamed
     (the load average says how much of the machine others took)."""

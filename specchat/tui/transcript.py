@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
-from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+from specchat.chat.events import StatsSnapshot, TokenSpan
 
 KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
                "resampled": "resampled", "bonus": "bonus", "target": "target only",
@@ -234,10 +234,10 @@ class AnswerView(Vertical):
     def text(self) -> str:
         return self.tokens.plain_text()
 
-    def finish(self, done: AnswerDone | None, status: str, error: str | None = None) -> None:
+    def finish(self, stats: StatsSnapshot | None, status: str, error: str | None = None) -> None:
         self.finished = True
         self.tokens.resolve_pending()
-        self.status.update(summary_line(done.stats if done else None, status, error))
+        self.status.update(summary_line(stats, status, error))
         self.set_class(status != "done", "-incomplete")
 
     def toggle_markdown(self) -> bool:
