@@ -117,3 +117,43 @@ def test_chat_command_rejects_an_unknown_theme_in_one_line():
     result = CliRunner().invoke(main, ["chat", "--theme", "no-such-theme"])
     assert result.exit_code == 2
     assert "unknown theme 'no-such-theme'" in result.output and "Traceback" not in result.output
+
+
+@run_async
+async def test_help_lists_the_keys_and_escape_closes_it():
+    from specchat.tui.screens import HelpScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+@run_async
+async def test_regenerate_after_reopening_replaces_the_saved_answer():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "again please")
+        conversation_id = app.recorder.conversation_id
+        await pilot.press("ctrl+n")
+        app.show_saved(app.recorder.load(conversation_id))
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.job is None and app.answer_view is None)
+        await wait_for(pilot, lambda: app.job is None)
+        saved = app.recorder.load(conversation_id)
+        assert [(t.role, t.text) for t in saved.turns] == [
+            ("user", "again please"), ("assistant", "Hello world a b c done.")]
+
+
+def test_chat_help_names_the_options():
+    from specchat.cli import main
+
+    result = CliRunner().invoke(main, ["chat", "--help"])
+    assert result.exit_code == 0
+    for option in ("--pair", "--theme", "-k", "--temperature"):
+        assert option in result.output

@@ -60,6 +60,7 @@ class SavedTurn:
     """For answers: "speculative k=4", "target only", ..."""
     stats: dict | None = None
     tokens: list[SavedToken] = field(default_factory=list)
+    id: int | None = None
 
 
 @dataclass
@@ -179,4 +180,5 @@ class HistoryStore:
         if status == "streaming":
             status = "interrupted"
             text = "".join(t.text for t in tokens if t.kind != "rejected")
-        return SavedTurn(role, text, status, mode, json.loads(stats) if stats else None, tokens)
+        return SavedTurn(role, text, status, mode, json.loads(stats) if stats else None, tokens,
+                         turn_id)

@@ -96,9 +96,12 @@ class HistoryRecorder:
         return self._guard(lambda s: s.load(conversation_id))
 
     def reopen(self, conversation: SavedConversation) -> None:
+        """Continue a saved conversation: new turns are added to it."""
         self.conversation_id = conversation.id
         self.system = conversation.system
-        self.answer_id = self.last_user_id = None
+        self.answer_id = None
+        users = [turn.id for turn in conversation.turns if turn.role == "user"]
+        self.last_user_id = users[-1] if users else None
 
     def delete(self, conversation_id: int) -> None:
         self._guard(lambda s: s.delete_conversation(conversation_id))
