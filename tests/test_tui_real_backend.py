@@ -64,3 +64,33 @@ async def test_builtin_pair_answers_in_the_app():
     async with app.run_test(size=(140, 45)) as pilot:
         await answer_and_check(app, pilot, timeout=600)
         assert app.info.name == "smollm2-135m"
+
+
+@run_async
+async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=150)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(pilot, lambda: app.backend is not None and app.gauges.calibration, 60)
+        app.set_slow_motion(150)
+        await pilot.press(*"Count", "enter")
+        await wait_for(pilot, lambda: app.gauges.stats and app.gauges.stats.rounds >= 2, 60)
+        assert app.gauges.stats.k == 3
+        await pilot.press("f10", "f10")
+        rounds_then = app.gauges.stats.rounds
+        await wait_for(pilot, lambda: app.job is None, 120)
+        assert app.gauges.stats.rounds >= rounds_then + 5
+        stats = app.gauges.stats
+        assert app.backend.session.settings.k == 5
+        assert len(stats.per_position_acceptance) == 5, "later rounds drafted 5 tokens"
+        assert len(stats.histogram) == 6
+
+
+def test_out_of_memory_reads_as_an_actionable_line():
+    from specchat.tui.backend import describe_error
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    text = describe_error(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert text.startswith("out of memory: pick a smaller pair (F3)")
+    assert "\n" not in text
