@@ -14,6 +14,7 @@ from collections import deque
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Digits, Sparkline, Static
 
@@ -110,11 +111,19 @@ class Gauges(VerticalScroll):
         self._show_pair()
         self.watch_status(self.status)
 
+    def _put(self, selector: str, value) -> None:
+        """Show a value in a child (Static or Digits); a no-op while the app shuts down."""
+        try:
+            self.query_one(selector).update(value)
+        except NoMatches:
+            pass
+
     def start_job(self, job_id: int) -> None:
         """A new answer: forget the previous one's rounds."""
         self.job_id = job_id
         self.per_round.clear()
-        self.query_one("#g-spark", Sparkline).data = []
+        for spark in self.query("#g-spark").results(Sparkline):
+            spark.data = []
 
     def push_round(self, committed: int) -> None:
         """Record a round's committed tokens; the sparkline redraws at most 20 times a second."""
@@ -125,7 +134,8 @@ class Gauges(VerticalScroll):
 
     def _draw_spark(self) -> None:
         self._spark_due = False
-        self.query_one("#g-spark", Sparkline).data = list(self.per_round)
+        for spark in self.query("#g-spark").results(Sparkline):
+            spark.data = list(self.per_round)
 
     def on_stats_updated(self, message: StatsUpdated) -> None:
         if message.job_id == self.job_id:
@@ -134,16 +144,16 @@ class Gauges(VerticalScroll):
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()
         rate = shown.live_tokens_per_s or shown.tokens_per_s
-        self.query_one("#g-tps", Digits).update(fmt(rate).replace("–", "-"))
-        self.query_one("#g-acceptance", Static).update(
-            f"acceptance {fmt(None if shown.acceptance_rate is None else shown.acceptance_rate * 100, '.1f', '%')}"
-            f" ({shown.accepted}/{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
-        self.query_one("#g-positions", Static).update(self._positions(shown))
-        self.query_one("#g-timing", Static).update(
-            f"TTFT {fmt(shown.ttft_s and shown.ttft_s * 1000, '.0f', ' ms')}   "
-            f"tokens {shown.tokens}   rounds {shown.rounds}")
+        self._put("#g-tps", fmt(rate).replace("–", "-"))
+        rate_pct = None if shown.acceptance_rate is None else shown.acceptance_rate * 100
+        self._put("#g-acceptance", f"acceptance {fmt(rate_pct, '.1f', '%')} ({shown.accepted}/"
+                                   f"{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
+        self._put("#g-positions", self._positions(shown))
+        ttft = None if shown.ttft_s is None else shown.ttft_s * 1000
+        self._put("#g-timing", f"TTFT {fmt(ttft, '.0f', ' ms')}   tokens {shown.tokens}   "
+                               f"rounds {shown.rounds}")
         self._show_speedup()
-        self.query_one("#g-theory", Static).update(theory_line(shown, self.calibration))
+        self._put("#g-theory", theory_line(shown, self.calibration))
 
     def _positions(self, stats: StatsSnapshot) -> str:
         if not stats.per_position_acceptance:
@@ -153,11 +163,11 @@ class Gauges(VerticalScroll):
 
     def _show_speedup(self) -> None:
         line = speedup_line(self.stats, self.calibration)
-        self.query_one("#g-speedup", Static).update(line)
+        self._put("#g-speedup", line)
         big = "-"
         if self.stats and self.stats.tokens_per_s and self.calibration:
             big = f"{self.stats.tokens_per_s / self.calibration.tokens_per_s:.2f}x"
-        self.query_one("#g-speedup-big", Digits).update(big)
+        self._put("#g-speedup-big", big)
 
     def watch_calibration(self) -> None:
         if self._drawn:
@@ -165,7 +175,7 @@ class Gauges(VerticalScroll):
 
     def watch_status(self, status: str) -> None:
         if self._drawn:
-            self.query_one("#g-status", Static).update(status)
+            self._put("#g-status", status)
 
     def watch_k(self) -> None:
         self._show_controls()
@@ -187,8 +197,7 @@ class Gauges(VerticalScroll):
             return
         mode = "speculation ON" if self.speculate else "speculation OFF (target only)"
         pacing = f"\n{self.pacing} (timings include the pauses)" if self.pacing else ""
-        self.query_one("#g-controls", Static).update(
-            f"k {self.k}   temperature {self.temperature:.2f}\n{mode}{pacing}")
+        self._put("#g-controls", f"k {self.k}   temperature {self.temperature:.2f}\n{mode}{pacing}")
 
     def _show_pair(self) -> None:
         if not self._drawn:
@@ -196,4 +205,4 @@ class Gauges(VerticalScroll):
         info = self.info
         text = "pair: loading…" if info is None else (
             f"pair {info.name}\n{info.device} · {info.dtype} · weights {fmt_bytes(info.memory_bytes)}")
-        self.query_one("#g-pair", Static).update(text)
+        self._put("#g-pair", text)
