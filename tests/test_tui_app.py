@@ -342,3 +342,28 @@ async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards
         assert time.perf_counter() - started < 2.0, "the answer waited for the calibration"
         await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout=10)
         assert app.backends["fake"].calibrations_started == 2
+
+
+@run_async
+async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
+    from specchat.tui.gauges import Gauges
+
+    app = make_app({"fake": FakeConfig(name="fake", answer="w " * 3000)})
+    redraws = []
+    original = Gauges.watch_stats
+
+    def counting(self, stats):
+        redraws.append(stats)
+        original(self, stats)
+
+    Gauges.watch_stats = counting
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await ask(pilot, "fast")
+            rounds = app.gauges.stats.rounds
+    finally:
+        Gauges.watch_stats = original
+    assert rounds > 500
+    assert len(redraws) < rounds / 2, (len(redraws), rounds)
+    assert redraws[-1].rounds == rounds  # the latest figures always arrive

@@ -51,19 +51,25 @@ def words(text: str) -> list[str]:
     return [w for w in out if w]
 
 
-def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[ScriptedRound]:
-    """Rounds that commit exactly `text`, accepting pattern[i] of k drafts in round i."""
-    tokens, rounds, i = words(text), [], 0
+def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATTERN):
+    """Rounds that commit exactly `tokens`, reading k before each round (so a change
+    applies from the next round), accepting pattern[i] of k drafts in round i."""
+    i = index = 0
     while i < len(tokens):
-        n = min(pattern[len(rounds) % len(pattern)], k, len(tokens) - i - 1)
-        accepted = tuple(tokens[i:i + n])
+        k = k_now()
+        n = min(pattern[index % len(pattern)], k, len(tokens) - i - 1)
         full = n == k
         rejected = () if full or k == 0 else tuple(GHOSTS[(i + j) % len(GHOSTS)]
                                                     for j in range(k - n))
         kind = "target" if k == 0 else ("bonus" if full else "resampled")
-        rounds.append(ScriptedRound(accepted, rejected, tokens[i + n], kind))
+        yield ScriptedRound(tuple(tokens[i:i + n]), rejected, tokens[i + n], kind)
         i += n + 1
-    return rounds
+        index += 1
+
+
+def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[ScriptedRound]:
+    """The whole script for `text` at a fixed k."""
+    return list(live_script(words(text), lambda: k, pattern))
 
 
 @dataclass
@@ -143,10 +149,10 @@ class ScriptedBackend:
         done = yield from self._play(False, should_stop)
         yield done
 
-    def _rounds(self, speculate: bool) -> list[ScriptedRound]:
+    def _rounds(self, speculate: bool):
         if self.config.rounds is not None and speculate:
-            return self.config.rounds
-        return script_from_text(self.config.answer, self.k if speculate else 0)
+            return iter(self.config.rounds)
+        return live_script(words(self.config.answer), (lambda: self.k) if speculate else (lambda: 0))
 
     def _play(self, speculate: bool, should_stop: ShouldStop):
         stats = _Counter(self.config.clock)
