@@ -82,7 +82,6 @@ async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
         stats = app.gauges.stats
         assert app.backend.session.settings.k == 5
         assert len(stats.per_position_acceptance) == 5, "later rounds drafted 5 tokens"
-        assert len(stats.histogram) == 6
 
 
 def test_out_of_memory_reads_as_an_actionable_line():

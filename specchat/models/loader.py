@@ -137,6 +137,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
             raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
         return gguf_cache.ensure_converted(path, progress)
     if ref.kind == "folder":
+        if not Path(ref.value).is_dir():
+            raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
         if not (Path(ref.value) / "config.json").is_file():
             raise ModelNotFound(f"model folder {ref.value} has no config.json: "
                                 "point to a folder saved with save_pretrained")
