@@ -96,6 +96,7 @@ def _register_commands() -> None:
     from specchat.commands.run import run
 
     main.add_command(run)
+    from specchat.commands.bench import bench; main.add_command(bench)
 
 
 _register_commands()
