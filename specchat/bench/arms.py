@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import torch
 
@@ -32,6 +32,12 @@ class ArmRun:
     accepted: int = 0
     ks: tuple[int, ...] = ()
     """The draft length each round asked for (specchat arms only)."""
+    drafting_rounds: int = 0
+    """Rounds that drafted at least one token (n-gram lookup finds no match in the others)."""
+    full_rounds: int = 0
+    """Rounds that drafted the arm's full k (fixed-k arms): the rounds τ = E(α, k) describes."""
+    full_tokens: int = 0
+    """Tokens committed by those rounds."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -55,13 +61,12 @@ class SpecchatArm:
     """specchat's own decoding loop, speculative or target-only."""
 
     def __init__(self, key: str, label: str, pair, settings: Settings, speculate: bool,
-                 seed: int = 0, policy_factory=None):
+                 seed: int = 0):
         self.key, self.label, self.pair = key, label, pair
         self.settings = settings
+        """Kept across answers, so an adaptive k policy learns over the run as in a chat."""
         self.speculative = speculate and pair.drafter is not None
         self.seed = seed
-        self.policy_factory = policy_factory
-        """Builds a fresh k policy per answer (k = "auto"); None keeps settings.k."""
 
     def decoder(self) -> Decoder:
         drafter = self.pair.drafter if self.speculative else None
@@ -70,7 +75,7 @@ class SpecchatArm:
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         device = self.pair.target.device
         generator = torch.Generator(device=device).manual_seed(self.seed)
-        settings = self.answer_settings()
+        settings = self.settings if self.speculative else Settings(0, self.settings.sampling)
         result = ArmRun([], 0.0)
         ks: list[int] = []
         synchronize(device)
@@ -82,18 +87,16 @@ class SpecchatArm:
             result.rounds += 1
             result.drafted += event.drafted
             result.accepted += len(event.accepted)
+            if event.drafted:
+                result.drafting_rounds += 1
+            if event.drafted and event.drafted == settings.k:  # not cut by budget, EOS or lookup
+                result.full_rounds += 1
+                result.full_tokens += len(event.committed)
             ks.append(event.k)
         synchronize(device)
         result.seconds = time.perf_counter() - started
         result.ks = tuple(ks)
         return result
-
-    def answer_settings(self) -> Settings:
-        if not self.speculative:
-            return Settings(0, self.settings.sampling)
-        if self.policy_factory is None:
-            return self.settings
-        return Settings(self.settings.k, self.settings.sampling, self.policy_factory())
 
 
 class TransformersArm:
@@ -143,4 +146,23 @@ def standard_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
         label = ("transformers prompt lookup" if speculation.lookup_tokens is not None
                  else "transformers assisted")
         arms.append(TransformersArm("hf_spec", label, pair, settings.sampling, seed, speculation))
+    return arms
+
+
+def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
+               auto: bool = True) -> list[Arm]:
+    """Target-only, specchat at each fixed k, k = "auto", and transformers' heuristic schedule."""
+    from specchat.engine.adaptive import settings_for
+
+    arms: list[Arm] = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling),
+                                   False, seed)]
+    arms += [SpecchatArm(f"k{k}", f"specchat k={k}", pair, Settings(k, sampling), True, seed)
+             for k in ks]
+    if auto:
+        arms.append(SpecchatArm("auto", "specchat k=auto", pair,
+                                settings_for("auto", sampling, k_max=max(max(ks), 8)), True, seed))
+    heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
+    if heuristic is not None and heuristic.assistant is not None:
+        arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
+                                    pair, sampling, seed, heuristic))
     return arms

@@ -53,14 +53,19 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def header_lines(report: dict) -> list[str]:
+    """What was measured, where, and with which arms."""
+    return [f"pair {report['pair']} ({report['draft']}, k={report['k']})  device {report['device']}"
+             f"  dtype {report['dtype']}  max_new_tokens {report['max_new_tokens']}"
+             f"  temperature {report['temperature']}",
+             f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}",
+             "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items())]
+
+
 def format_report(report: dict) -> str:
     keys = list(report["arms"])
     greedy = report["temperature"] == 0
-    lines = [f"pair {report['pair']} ({report['draft']}, k={report['k']})  device {report['device']}"
-             f"  dtype {report['dtype']}  max_new_tokens {report['max_new_tokens']}"
-             f"  temperature {report['temperature']}",
-             "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items()),
-             "", "per prompt:"]
+    lines = header_lines(report) + ["", "per prompt:"]
     lines.append(table([header_row(keys)] + [row(p["id"], p, keys, greedy) for p in report["prompts"]]))
     lines += ["", "per category and total:"]
     groups = [row(name, entry, keys, greedy) for name, entry in report["categories"].items()]

@@ -89,6 +89,12 @@ class Settings:
     def draft_length(self) -> int:
         return self.k_policy() if self.k_policy is not None else self.k
 
+    def observe(self, event: "Round") -> None:
+        """Tell an adaptive policy (one with `observe`, e.g. engine.adaptive.AdaptiveK) what a round did."""
+        observe = getattr(self.k_policy, "observe", None)
+        if observe is not None:
+            observe(event)
+
 
 Event = Round | Finished
 
@@ -125,6 +131,7 @@ class Decoder:
                                                          device=sequence.device)])
             produced += len(event.committed)
             self._check(sequence, event)
+            settings.observe(event)
             yield event
 
     def _prefill(self, sequence: torch.Tensor) -> None:
@@ -205,7 +212,9 @@ class Decoder:
         model = getattr(self.drafter, "model", None)
         if model is None:
             return
-        lowest = expected - self.drafter.max_cache_lag
+        # a round that asked for no drafts (k = 0, e.g. the last token of the budget) leaves
+        # the draft cache untouched; the next proposal feeds whatever it lacks
+        lowest = expected - self.drafter.max_cache_lag if event.k else 0
         if not lowest <= model.cache_length <= expected:
             raise EngineInvariantError(
                 f"draft cache holds {model.cache_length} tokens, expected {lowest}..{expected}")
