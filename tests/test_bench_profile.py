@@ -78,3 +78,14 @@ def test_unknown_synthetic_size_and_bad_k_list_are_one_line_errors(tiny_config, 
     bad = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
                                     str(prompts_file), "--k-sweep", "two"])
     assert bad.exit_code == 2 and "--k-sweep" in bad.output
+
+
+def test_overhead_reports_the_share_outside_forwards(tiny_config, prompts_file):
+    out = invoke("--config", str(tiny_config), "--pair", "tiny", "--prompts", str(prompts_file),
+                 "--max-new-tokens", "8", "--overhead", "--json")
+    report = json.loads(out.stdout)
+    for mode in ("speculative", "target_only"):
+        entry = report["overhead"][mode]
+        assert entry["rounds"] > 0 and 0 < entry["forward_s"] < entry["wall_s"]
+        assert 0 < entry["outside_forward_share"] < 1
+    assert "Name" in report["profiler_table"]

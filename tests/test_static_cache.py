@@ -13,8 +13,9 @@ from specchat.models.hf import HFCausalModel
 from specchat.models.static import StaticCausalModel, adapter_for
 
 
-def static_twin(adapter: HFCausalModel) -> StaticCausalModel:
-    return StaticCausalModel(adapter.model, adapter.vocab_size, max_length=256, compile_steps=False)
+def static_twin(adapter: HFCausalModel, buckets: bool = False) -> StaticCausalModel:
+    return StaticCausalModel(adapter.model, adapter.vocab_size, max_length=256, compile_steps=False,
+                             buckets=buckets)
 
 
 def greedy_ids(target, drafter, eos, prompt, k, budget=24):
@@ -34,8 +35,9 @@ def test_static_cache_logits_match_the_dynamic_cache(load_tiny):
     assert fast.cache_length == eager.cache_length == 30
 
 
-def test_rollback_is_only_moving_the_position(load_tiny):
-    fast = static_twin(load_tiny("tiny").target)
+@pytest.mark.parametrize("buckets", [False, True])
+def test_rollback_is_only_moving_the_position(load_tiny, buckets):
+    fast = static_twin(load_tiny("tiny").target, buckets)
     fast.reset()
     fast.forward(torch.arange(5, 25))
     before = fast.forward(torch.tensor([7, 8, 9]), keep=3)
@@ -55,13 +57,14 @@ def test_reset_forgets_the_previous_answer(load_tiny):
     torch.testing.assert_close(fast.forward(torch.arange(3, 13)), first)
 
 
-@pytest.mark.parametrize("k", [0, 1, 3, 5])
-def test_greedy_through_the_static_cache_equals_eager_target_only(load_tiny, k):
+@pytest.mark.parametrize("k, buckets", [(0, False), (1, False), (3, False), (5, False),
+                                        (3, True), (6, True)])
+def test_greedy_through_the_static_cache_equals_eager_target_only(load_tiny, k, buckets):
     pair = load_tiny("tiny")
     prompt = list(range(4, 30))
     reference = greedy_ids(pair.target, None, pair.eos_ids, prompt, 0)
-    fast_target = static_twin(pair.target)
-    fast_draft = ModelDrafter(static_twin(pair.drafter.model)) if k else None
+    fast_target = static_twin(pair.target, buckets)
+    fast_draft = ModelDrafter(static_twin(pair.drafter.model, buckets)) if k else None
     assert greedy_ids(fast_target, fast_draft, pair.eos_ids, prompt, k) == reference
 
 
@@ -69,7 +72,7 @@ def test_greedy_ngram_through_the_static_cache_equals_eager(load_tiny):
     pair = load_tiny("tiny-ngram")
     prompt = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
     reference = greedy_ids(pair.target, None, pair.eos_ids, prompt, 0, budget=40)
-    fast = static_twin(pair.target)
+    fast = static_twin(pair.target, buckets=True)  # n-gram widths vary: every bucket pads
     assert greedy_ids(fast, NgramDrafter(3), pair.eos_ids, prompt, 6, budget=40) == reference
 
 
@@ -89,3 +92,11 @@ def test_cpu_keeps_the_eager_path_unless_forced(load_tiny, monkeypatch):
     monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
     assert isinstance(adapter_for(model, "cpu"), StaticCausalModel)
     assert type(adapter_for(model, "cpu", quantized=True)) is HFCausalModel
+
+
+def test_prepare_runs_every_step_width_and_leaves_an_empty_cache(load_tiny):
+    fast = static_twin(load_tiny("tiny").target)
+    fast.prepare(widths=5)
+    assert fast.cache_length == 0
+    fast.forward(torch.arange(3, 13))
+    assert fast.cache_length == 10

@@ -41,6 +41,8 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.option("--profile", is_flag=True,
               help=f"Cost model: c, verify cost of 1..16 tokens, ideal vs measured speedup "
                    f"(k = {PROFILE_KS} unless --k-sweep).")
+@click.option("--overhead", is_flag=True,
+              help="Share of each round spent outside model forwards (timed forwards + torch.profiler).")
 @click.option("--synthetic", default=None, metavar="SIZES",
               help="Verify cost vs tokens on random models of real Llama shapes, e.g. 1b,8b.")
 @click.option("--synthetic-layers", type=click.IntRange(min=1), default=None,
@@ -51,7 +53,7 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.pass_context
 def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
-          categories, limit, k_sweep, profile, synthetic, synthetic_layers, threads, as_json,
+          categories, limit, k_sweep, profile, overhead, synthetic, synthetic_layers, threads, as_json,
           config_file):
     """Benchmark a pair: specchat vs transformers, per prompt, category and in total."""
     if threads:
@@ -67,7 +69,9 @@ def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, s
     path = resolve_prompts_file(prompts_file)
     prompts = select(load_prompts(path), categories, limit, path)
     ks = parse_ks(k_sweep or (PROFILE_KS if profile else None))
-    if ks:
+    if overhead:
+        report = run_overhead(pair_config, prompts, path, max_new_tokens, dtype)
+    elif ks:
         report = run_sweep(pair_config, prompts, path, max_new_tokens, dtype, seed, ks, profile)
     else:
         report = run_standard(pair_config, prompts, path, max_new_tokens, dtype, seed)
@@ -100,6 +104,10 @@ def load(pair_config, dtype):
 
     pair = load_pair(pair_config, dtype=dtype, progress=lambda m: click.echo(m, err=True))
     quiet_generation_warnings()
+    for model in (pair.target, pair.draft_model):
+        if hasattr(model, "prepare"):  # static cache: capture every step shape before timing
+            click.echo(f"capturing steps of {type(model).__name__}", err=True)
+            model.prepare()
     return pair
 
 
@@ -138,6 +146,32 @@ def run_sweep(pair_config, prompts, path, max_new_tokens, dtype, seed, ks, profi
         costs = measure_costs(pair, prompt_ids(pair.tokenizer, prompts[0].prompt))
         report["profile"] = profile_report(results, ks, costs)
     return report
+
+
+def run_overhead(pair_config, prompts, path, max_new_tokens, dtype) -> dict:
+    from specchat.bench.overhead import measure_overhead, profiler_table
+    from specchat.bench.runner import prompt_ids
+    from specchat.engine.adaptive import settings_for
+
+    pair = load(pair_config, dtype)
+    settings = settings_for(pair_config.k, sampling_of(pair_config))
+    encoded = [prompt_ids(pair.tokenizer, p.prompt) for p in prompts]
+    measure_overhead(pair, settings, encoded[:1], 8)  # warm-up
+    report = run_meta(pair, path, max_new_tokens, len(prompts))
+    report["overhead"] = {
+        "speculative": measure_overhead(pair, settings, encoded, max_new_tokens).as_dict(),
+        "target_only": measure_overhead(pair, settings, encoded, max_new_tokens, False).as_dict()}
+    report["profiler_table"] = profiler_table(pair, settings, encoded[0], max_new_tokens)
+    return report
+
+
+def format_overhead(report: dict) -> str:
+    lines = ["time outside model forwards (wall time of the answers minus time inside forwards):"]
+    for mode, r in report["overhead"].items():
+        lines.append(f"  {mode:<12} {r['rounds']} rounds, {r['tokens']} tokens, "
+                     f"{r['ms_per_round']:.2f} ms/round of which forwards {r['forward_ms_per_round']:.2f}"
+                     f" ms: outside = {100 * (r['outside_forward_share'] or 0):.1f}%")
+    return "\n".join(lines) + "\n\ntorch.profiler, one speculative answer:\n" + report["profiler_table"]
 
 
 def k_histogram(ks_per_answer) -> dict[int, int]:
@@ -193,6 +227,9 @@ def print_report(report: dict, as_json: bool) -> None:
         return
     from specchat.bench.format import format_report
 
+    if "overhead" in report:
+        click.echo(format_overhead(report))
+        return
     if "sweep" not in report:
         click.echo(format_report(report))
         return
