@@ -200,10 +200,20 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> dict:
     return {"command": "specchat " + shlex.join(sys.argv[1:]), "pair": config.name,
             "target": config.target, "draft": config.draft or "none", "k": config.k,
             "device": device_name(pair.device), "dtype": pair.dtype,
-            "adapter": type(pair.target).__name__,
+            "adapter": adapter_description(pair.target),
             "torch_threads": torch.get_num_threads(), "max_new_tokens": max_new_tokens,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
             "prompts_file": str(path), "prompt_count": prompts}
+
+
+def adapter_description(model) -> str:
+    """Which KV cache path decoded: eager DynamicCache, or the static cache and its capture."""
+    name = type(model).__name__
+    if not hasattr(model, "compiled"):
+        return name
+    from specchat.models.static import compile_mode
+
+    return f"{name} ({'CUDA graphs: ' + compile_mode() if model.compiled else 'not captured'})"
 
 
 def device_name(device: str) -> str:
