@@ -45,9 +45,11 @@ def row(name: str, entry: dict, keys: list[str], greedy: bool) -> list[str]:
     return cells
 
 
-def table(rows: list[list[str]]) -> str:
+def table(rows: list[list[str]], text_last: bool = False) -> str:
+    """Aligned columns: numbers to the right, the first column (and a text last one) to the left."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in (0, len(r) - 1) else c.rjust(w)
+    left = {0, len(widths) - 1} if text_last else {0}
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -66,8 +68,10 @@ def format_report(report: dict) -> str:
     keys = list(report["arms"])
     greedy = report["temperature"] == 0
     lines = header_lines(report) + ["", "per prompt:"]
-    lines.append(table([header_row(keys)] + [row(p["id"], p, keys, greedy) for p in report["prompts"]]))
+    lines.append(table([header_row(keys)] + [row(p["id"], p, keys, greedy) for p in report["prompts"]],
+                       text_last=True))
     lines += ["", "per category and total:"]
     groups = [row(name, entry, keys, greedy) for name, entry in report["categories"].items()]
-    lines.append(table([header_row(keys)] + groups + [row("TOTAL", report["total"], keys, greedy)]))
+    lines.append(table([header_row(keys)] + groups + [row("TOTAL", report["total"], keys, greedy)],
+                       text_last=True))
     return "\n".join(lines)
