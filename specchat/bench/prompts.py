@@ -24,10 +24,12 @@ class BenchPrompt:
 
 
 def default_prompts_file() -> Path | None:
-    """../shared/eval/prompts.jsonl relative to the repository, if present."""
-    repo = Path(__file__).resolve().parents[2]
-    candidate = repo.parent / "shared" / "eval" / "prompts.jsonl"
-    return candidate if candidate.is_file() else None
+    """../shared/eval/prompts.jsonl beside the repository (or the working directory), if present."""
+    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
+        candidate = root.parent / "shared" / "eval" / "prompts.jsonl"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def resolve_prompts_file(given: Path | None) -> Path:

@@ -50,7 +50,8 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A models.toml whose pairs win over the user's and the built-in ones.")
 @click.pass_context
 def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
           categories, limit, k_sweep, profile, overhead, synthetic, synthetic_layers, threads, as_json,
