@@ -151,7 +151,7 @@ def profile_report(results, ks, costs: Costs) -> dict:
 def format_profile(profile: dict) -> str:
     from specchat.bench.format import fmt, table
 
-    widths = sorted(profile["verify_ms"])
+    widths = sorted(profile["verify_ms"], key=int)  # keys are strings after a JSON round trip
     lines = [f"cost model: target step {profile['target_step_ms']:.2f} ms, draft step "
              f"{profile['draft_step_ms']:.3f} ms per token, c = {profile['c']:.4f}",
              "verify cost of n tokens (v = time / one plain step):",

@@ -49,5 +49,6 @@ def format_sweep(report: dict) -> str:
     auto_ks = report.get("auto_k_histogram")
     lines = ["tokens/s by draft length (same prompts, alternating order, one run):", table(rows)]
     if auto_ks:
-        lines.append("k chosen by auto: " + ", ".join(f"k={k}: {n} rounds" for k, n in auto_ks.items()))
+        lines.append("k asked by auto per round (k=0 only for the last token of a budget): "
+                     + ", ".join(f"k={k}: {n}" for k, n in auto_ks.items()))
     return "\n".join(lines)
