@@ -77,9 +77,9 @@ class StaticCausalModel(HFCausalModel):
         self.buckets = self.compiled if buckets is None else buckets
         self._start = torch.zeros((), dtype=torch.long, device=self.device)
         if self.device.type == "cuda":
-            import torch._dynamo
+            import torch._dynamo as dynamo
 
-            torch._dynamo.mark_static_address(self._start)  # graphs read it in place
+            dynamo.mark_static_address(self._start)  # graphs read it in place
         self._position = 0
         self._step = self._compile() if self.compiled else self._logits
         self.compile_error: str | None = None
