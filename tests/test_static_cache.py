@@ -29,9 +29,10 @@ def test_static_cache_logits_match_the_dynamic_cache(load_tiny):
     ids = torch.arange(3, 40)
     for model in (eager, fast):
         model.reset()
-    torch.testing.assert_close(fast.forward(ids[:20], keep=3), eager.forward(ids[:20], keep=3))
+    close = dict(atol=1e-4, rtol=1e-4)  # float32; the static path attends over masked padding
+    torch.testing.assert_close(fast.forward(ids[:20], keep=3), eager.forward(ids[:20], keep=3), **close)
     for i in range(20, 30):
-        torch.testing.assert_close(fast.forward(ids[i:i + 1]), eager.forward(ids[i:i + 1]))
+        torch.testing.assert_close(fast.forward(ids[i:i + 1]), eager.forward(ids[i:i + 1]), **close)
     assert fast.cache_length == eager.cache_length == 30
 
 
