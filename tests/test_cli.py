@@ -165,7 +165,7 @@ def test_out_of_range_decoding_values(tiny_config, args, fragment):
     ('dtype = "float8"', "'dtype' must be one of"),
     ('device = "tpu"', "'device' must be"),
     ('quantization = "3bit"', "'quantization' must be one of"),
-    ('k = "four"', "'k' must be a int"),
+    ('k = "four"', 'k must be a whole number or "auto"'),
 ])
 def test_bad_values_in_models_toml_name_the_key(tmp_path, line, fragment):
     config = write(tmp_path, f'[pairs.x]\ntarget = "a"\n{line}\n')

@@ -20,6 +20,7 @@ from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUp
                                   TokenKind, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
+from specchat.engine.adaptive import settings_for
 
 
 @dataclass
@@ -51,8 +52,8 @@ class ChatSession:
         self.pair = pair
         self.conversation = Conversation(system=system)
         config = pair.config
-        self.settings = settings or Settings(
-            k=config.k, sampling=SamplingParams(config.temperature, config.top_k, config.top_p))
+        self.settings = settings or settings_for(
+            config.k, SamplingParams(config.temperature, config.top_k, config.top_p))
         self.speculate = True
         """False decodes target-only (k = 0) regardless of `settings.k`."""
         self.generator = torch.Generator(device=pair.target.device)

@@ -20,9 +20,23 @@ def pair_option(function):
                         help="Pair from models.toml (default: the file's `default`).")(function)
 
 
+class DraftLength(click.ParamType):
+    """-k: a whole number of draft tokens, or "auto" for the adaptive policy."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+
+
 def k_option(function):
-    return click.option("-k", "k", type=int, default=None, metavar="N",
-                        help="Draft tokens per round (0 = target only).")(function)
+    return click.option("-k", "k", type=DraftLength(), default=None, metavar="N|auto",
+                        help="Draft tokens per round (0 = target only, auto = adaptive).")(function)
 
 
 def temperature_option(function):

@@ -90,6 +90,12 @@ class Settings:
     def draft_length(self) -> int:
         return self.k_policy() if self.k_policy is not None else self.k
 
+    def observe(self, event: "Round") -> None:
+        """Tell an adaptive policy (one with `observe`, e.g. engine.adaptive.AdaptiveK) what a round did."""
+        observe = getattr(self.k_policy, "observe", None)
+        if observe is not None:
+            observe(event)
+
 
 Event = Round | Finished
 
@@ -126,6 +132,7 @@ class Decoder:
                                                          device=sequence.device)])
             produced += len(event.committed)
             self._check(sequence, event)
+            settings.observe(event)
             yield event
 
     def _prefill(self, sequence: torch.Tensor) -> None:

@@ -28,8 +28,8 @@ class PairConfig:
     """Model reference: hub id, local folder, .gguf file or builtin:NAME."""
     draft: str | None = None
     """Draft model reference, "ngram" for prompt lookup, or None for plain decoding."""
-    k: int = 4
-    """Draft tokens per round; 0 decodes with the target alone."""
+    k: int | str = 4
+    """Draft tokens per round; 0 decodes with the target alone; "auto" adapts it every round."""
     temperature: float = 0.0
     """0 is greedy (exactly the target's own greedy output in float32)."""
     top_p: float = 1.0
@@ -132,7 +132,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
     return pair
 
 
-_TYPES = {"target": str, "draft": str, "k": int, "temperature": (int, float),
+_TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
           "quantization": str, "ngram_n": int, "description": str}
 
@@ -163,7 +163,10 @@ def validate_pair(pair: PairConfig, where: str) -> None:
 def decoding_problem(k: int | None, temperature: float | None, top_p: float | None,
                      top_k: int | None) -> str | None:
     """What is out of range among the decoding knobs, or None."""
-    if k is not None and k < 0:
+    if isinstance(k, str):
+        if k != "auto":
+            return f"k must be a whole number or \"auto\" (got {k!r})"
+    elif k is not None and k < 0:
         return f"k must be 0 or more (got {k}); 0 means plain decoding"
     if temperature is not None and temperature < 0:
         return f"temperature must be 0 or more (got {temperature}); 0 is greedy"

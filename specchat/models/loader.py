@@ -20,6 +20,7 @@ from specchat.models import gguf_cache
 from specchat.models.config import PairConfig
 from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.hf import HFCausalModel
+from specchat.models.static import adapter_for
 from specchat.models.refs import ModelRef, builtin_gguf, hub_reachable, hub_snapshot, parse_ref
 
 Progress = Callable[[str], None]
@@ -81,7 +82,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     drafter = None
     if pair.draft:
         drafter = load_drafter(pair, torch_dtype, device, tokenizer, progress)
-    target = HFCausalModel(target_model, vocab_size=shared_vocab_size(target_model, drafter))
+    target = adapter_for(target_model, device, shared_vocab_size(target_model, drafter),
+                         quantized=pair.quantization != "none")
     if isinstance(drafter, ModelDrafter):
         drafter.model.vocab_size = target.vocab_size
     return LoadedPair(pair, target, drafter, tokenizer, device, dtype_name(torch_dtype),
@@ -95,7 +97,7 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
-    return ModelDrafter(HFCausalModel(model))
+    return ModelDrafter(adapter_for(model, device))
 
 
 def shared_vocab_size(target_model, drafter) -> int:

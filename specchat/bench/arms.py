@@ -1,0 +1,168 @@
+"""The contenders of a benchmark run, each answering one prompt's ids with new ids.
+
+- `SpecchatArm`: the engine's `Decoder` over the pair's target and drafter
+  (speculative) or the target alone (k = 0), exactly what `specchat run` decodes.
+- `TransformersArm`: `generate` on the same model objects, plain or with
+  transformers' own speculation (assistant model, or prompt lookup for `ngram`).
+
+An arm returns an `ArmRun`: the new token ids and the wall time of the whole
+answer (prefill included, identically for every arm). Knows nothing about
+reports or prompt files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+
+from specchat.engine import Decoder, Finished, NgramDrafter, SamplingParams, Settings
+
+
+@dataclass
+class ArmRun:
+    """One answer of one arm."""
+
+    tokens: list[int]
+    seconds: float
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    ks: tuple[int, ...] = ()
+    """The draft length each round asked for (specchat arms only)."""
+    drafting_rounds: int = 0
+    """Rounds that drafted at least one token (n-gram lookup finds no match in the others)."""
+    full_rounds: int = 0
+    """Rounds that drafted the arm's full k (fixed-k arms): the rounds τ = E(α, k) describes."""
+    full_tokens: int = 0
+    """Tokens committed by those rounds."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+
+
+class Arm(Protocol):
+    key: str
+    label: str
+    speculative: bool
+
+    def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun: ...
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class SpecchatArm:
+    """specchat's own decoding loop, speculative or target-only."""
+
+    def __init__(self, key: str, label: str, pair, settings: Settings, speculate: bool,
+                 seed: int = 0):
+        self.key, self.label, self.pair = key, label, pair
+        self.settings = settings
+        """Kept across answers, so an adaptive k policy learns over the run as in a chat."""
+        self.speculative = speculate and pair.drafter is not None
+        self.seed = seed
+
+    def decoder(self) -> Decoder:
+        drafter = self.pair.drafter if self.speculative else None
+        return Decoder(self.pair.target, drafter, self.pair.eos_ids)
+
+    def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
+        device = self.pair.target.device
+        generator = torch.Generator(device=device).manual_seed(self.seed)
+        settings = self.settings if self.speculative else Settings(0, self.settings.sampling)
+        result = ArmRun([], 0.0)
+        ks: list[int] = []
+        synchronize(device)
+        started = time.perf_counter()
+        for event in self.decoder().generate(prompt, settings, max_new_tokens, generator):
+            if isinstance(event, Finished):
+                break
+            result.tokens.extend(event.committed)
+            result.rounds += 1
+            result.drafted += event.drafted
+            result.accepted += len(event.accepted)
+            if event.drafted:
+                result.drafting_rounds += 1
+            if event.drafted and event.drafted == settings.k:  # not cut by budget, EOS or lookup
+                result.full_rounds += 1
+                result.full_tokens += len(event.committed)
+            ks.append(event.k)
+        synchronize(device)
+        result.seconds = time.perf_counter() - started
+        result.ks = tuple(ks)
+        return result
+
+
+class TransformersArm:
+    """transformers `generate` on the pair's own model objects."""
+
+    def __init__(self, key: str, label: str, pair, sampling: SamplingParams, seed: int = 0,
+                 speculation=None):
+        self.key, self.label, self.pair = key, label, pair
+        self.sampling, self.seed = sampling, seed
+        self.speculation = speculation
+        self.speculative = speculation is not None
+
+    def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
+        from specchat.models.baselines import BaselineSettings, hf_generate
+
+        settings = BaselineSettings(max_new_tokens, tuple(sorted(self.pair.eos_ids)),
+                                    self.sampling.temperature, self.sampling.top_k,
+                                    self.sampling.top_p, self.seed)
+        device = self.pair.target.device
+        synchronize(device)
+        started = time.perf_counter()
+        tokens = hf_generate(self.pair.target.model, prompt, settings, self.speculation)
+        synchronize(device)
+        return ArmRun(tokens, time.perf_counter() - started)
+
+
+def transformers_speculation(pair, k: int, schedule: str = "constant"):
+    """transformers' counterpart of the pair's drafter, or None for a plain pair."""
+    from specchat.models.baselines import Speculation
+
+    if isinstance(pair.drafter, NgramDrafter):
+        return Speculation(lookup_tokens=k, ngram_size=pair.drafter.max_ngram)
+    if pair.draft_model is not None:
+        return Speculation(assistant=pair.draft_model.model, draft_tokens=k, schedule=schedule)
+    return None
+
+
+def standard_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+    """The four contenders of issue 2: spec, target-only, generate, transformers' speculation."""
+    arms: list[Arm] = [
+        SpecchatArm("spec", "specchat speculative", pair, settings, True, seed),
+        SpecchatArm("target", "specchat target-only", pair, settings, False, seed),
+        TransformersArm("hf", "transformers generate", pair, settings.sampling, seed),
+    ]
+    speculation = transformers_speculation(pair, max(settings.k, 1))
+    if speculation is not None:
+        label = ("transformers prompt lookup" if speculation.lookup_tokens is not None
+                 else "transformers assisted")
+        arms.append(TransformersArm("hf_spec", label, pair, settings.sampling, seed, speculation))
+    return arms
+
+
+def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
+               auto: bool = True) -> list[Arm]:
+    """Target-only, specchat at each fixed k, k = "auto", and transformers' heuristic schedule."""
+    from specchat.engine.adaptive import settings_for
+
+    arms: list[Arm] = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling),
+                                   False, seed)]
+    arms += [SpecchatArm(f"k{k}", f"specchat k={k}", pair, Settings(k, sampling), True, seed)
+             for k in ks]
+    if auto:
+        arms.append(SpecchatArm("auto", "specchat k=auto", pair,
+                                settings_for("auto", sampling, k_max=max(max(ks), 8)), True, seed))
+    heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
+    if heuristic is not None and heuristic.assistant is not None:
+        arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
+                                    pair, sampling, seed, heuristic))
+    return arms

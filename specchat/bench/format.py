@@ -1,0 +1,77 @@
+"""Text tables for a benchmark report (the dict `report.build_report` returns):
+one row per prompt, then one per category and the total. Plain text, no colour,
+so the output pastes into docs/benchmarks.md as is.
+"""
+
+from __future__ import annotations
+
+SHORT = {"spec": "spec", "target": "tgt", "hf": "hf", "hf_spec": "hf-spec"}
+SHOWN_RATIOS = ("spec/target", "spec/hf_spec", "target/hf")
+
+
+def fmt(value, digits: int = 1, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def header_row(keys: list[str]) -> list[str]:
+    return (["name", "n", "tokens"] + [f"{SHORT.get(k, k)} t/s" for k in keys]
+            + ["acc", "tau"] + [r.replace("hf_spec", "hf-spec").replace("target", "tgt")
+                                for r in SHOWN_RATIOS] + ["greedy = tgt"])
+
+
+def same_cell(entry: dict, keys: list[str]) -> str:
+    parts = []
+    for key in keys:
+        same = entry["arms"][key].get("identical")
+        if same is None:
+            continue
+        if entry["prompts"] == 1:
+            if not same["identical"]:
+                parts.append(f"{SHORT.get(key, key)}@{entry['arms'][key].get('first_difference')}")
+        else:
+            parts.append(f"{SHORT.get(key, key)} {same['identical']}/{same['answers']}")
+    if entry["prompts"] == 1:
+        return "yes" if not parts else "differs: " + " ".join(parts)
+    return " ".join(parts) or "-"
+
+
+def row(name: str, entry: dict, keys: list[str], greedy: bool) -> list[str]:
+    spec = entry["arms"].get("spec", {})
+    cells = [name, str(entry["prompts"]), str(entry["arms"]["target"]["tokens"])]
+    cells += [fmt(entry["arms"][k]["tokens_per_s"]) for k in keys]
+    cells += [fmt(spec.get("acceptance_rate"), 2), fmt(spec.get("mean_acceptance_length"), 2)]
+    cells += [fmt(entry["ratios"].get(r), 2, "x") for r in SHOWN_RATIOS]
+    cells.append(same_cell(entry, keys) if greedy else "n/a (sampling)")
+    return cells
+
+
+def table(rows: list[list[str]], text_last: bool = False) -> str:
+    """Aligned columns: numbers to the right, the first column (and a text last one) to the left."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    left = {0, len(widths) - 1} if text_last else {0}
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def header_lines(report: dict) -> list[str]:
+    """What was measured, where, and with which arms."""
+    return [f"pair {report['pair']} ({report['draft']}, k={report['k']})  device {report['device']}"
+             f"  dtype {report['dtype']}  max_new_tokens {report['max_new_tokens']}"
+             f"  temperature {report['temperature']}",
+             f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}",
+             "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items())]
+
+
+def format_report(report: dict) -> str:
+    keys = list(report["arms"])
+    greedy = report["temperature"] == 0
+    lines = header_lines(report) + ["", "per prompt:"]
+    lines.append(table([header_row(keys)] + [row(p["id"], p, keys, greedy) for p in report["prompts"]],
+                       text_last=True))
+    lines += ["", "per category and total:"]
+    groups = [row(name, entry, keys, greedy) for name, entry in report["categories"].items()]
+    lines.append(table([header_row(keys)] + groups + [row("TOTAL", report["total"], keys, greedy)],
+                       text_last=True))
+    return "\n".join(lines)

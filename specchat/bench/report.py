@@ -1,0 +1,91 @@
+"""Turns a benchmark's `PromptResult`s into a JSON-ready report (per prompt, per
+category and in total) and formats it as text tables.
+
+tokens/s of a group is its new tokens over its wall time (prefill included, the
+same for every arm); a ratio is one arm's tokens/s over another's, measured in
+the same run. "identical" compares each arm's greedy output with specchat
+target-only token for token. Knows nothing about models.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from specchat.bench.runner import PromptResult
+
+RATIOS = (("spec", "target"), ("spec", "hf_spec"), ("target", "hf"), ("hf_spec", "hf"),
+          ("spec", "hf"))
+REFERENCE = "target"
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token (or of the shorter end); None if equal."""
+    if a == b:
+        return None
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def arm_entry(runs) -> dict:
+    """Totals over some answers of one arm."""
+    tokens = sum(len(r.tokens) for r in runs)
+    seconds = sum(r.seconds for r in runs)
+    rounds, drafted = sum(r.rounds for r in runs), sum(r.drafted for r in runs)
+    accepted = sum(r.accepted for r in runs)
+    return {"tokens": tokens, "seconds": round(seconds, 4),
+            "tokens_per_s": round(tokens / seconds, 3) if seconds > 0 else None,
+            "rounds": rounds or None, "drafted": drafted or None, "accepted": accepted or None,
+            "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
+            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None}
+
+
+def ratios(arms: dict) -> dict:
+    out = {}
+    for top, bottom in RATIOS:
+        a, b = arms.get(top), arms.get(bottom)
+        if a and b and a["tokens_per_s"] and b["tokens_per_s"]:
+            out[f"{top}/{bottom}"] = round(a["tokens_per_s"] / b["tokens_per_s"], 3)
+    return out
+
+
+def identity(results: Sequence[PromptResult], key: str, greedy: bool) -> dict | None:
+    """How many greedy answers of `key` equal specchat target-only's, token for token."""
+    if not greedy or key == REFERENCE:
+        return None
+    same = sum(r.runs[key].tokens == r.runs[REFERENCE].tokens for r in results)
+    return {"identical": same, "answers": len(results)}
+
+
+def group_entry(results: Sequence[PromptResult], keys: Sequence[str], greedy: bool) -> dict:
+    arms = {key: arm_entry([r.runs[key] for r in results]) for key in keys}
+    for key in keys:
+        arms[key]["identical"] = identity(results, key, greedy)
+    return {"prompts": len(results), "arms": arms, "ratios": ratios(arms)}
+
+
+def prompt_entry(result: PromptResult, keys: Sequence[str], greedy: bool) -> dict:
+    entry = group_entry([result], keys, greedy)
+    reference = result.runs[REFERENCE].tokens
+    for key in keys:
+        if greedy and key != REFERENCE:
+            entry["arms"][key]["first_difference"] = first_difference(result.runs[key].tokens,
+                                                                      reference)
+    entry.update(id=result.prompt.id, category=result.prompt.category,
+                 prompt_tokens=result.prompt_tokens)
+    return entry
+
+
+def build_report(meta: dict, labels: dict[str, str], results: Sequence[PromptResult],
+                 greedy: bool) -> dict:
+    """The whole benchmark as plain data: what --json prints."""
+    keys = list(labels)
+    categories: dict[str, list[PromptResult]] = {}
+    for result in results:
+        categories.setdefault(result.prompt.category, []).append(result)
+    return {**meta, "arms": labels,
+            "prompts": [prompt_entry(r, keys, greedy) for r in results],
+            "categories": {name: group_entry(group, keys, greedy)
+                           for name, group in categories.items()},
+            "total": group_entry(results, keys, greedy)}

@@ -1,0 +1,54 @@
+"""Draft-length sweep: specchat at fixed k = 2..8, k = "auto" and transformers'
+heuristic schedule, per category, next to target-only. Names the best fixed k of
+each category and how close "auto" comes to it. Reads the report dict that
+`report.build_report` makes from the sweep's arms; knows nothing about models.
+"""
+
+from __future__ import annotations
+
+from specchat.bench.format import fmt, table
+
+
+def fixed_keys(report: dict) -> list[str]:
+    return [key for key in report["arms"] if key.startswith("k") and key[1:].isdigit()]
+
+
+def sweep_entry(group: dict, fixed: list[str]) -> dict:
+    """Best fixed k of one group, and auto's and the heuristic's rates against it."""
+    rate = {key: arm["tokens_per_s"] or 0.0 for key, arm in group["arms"].items()}
+    best = max(fixed, key=lambda key: rate[key])
+    target = rate.get("target") or None
+    out = {"best_k": int(best[1:]), "best_tokens_per_s": rate[best],
+           "best_vs_target": round(rate[best] / target, 3) if target else None}
+    for other in ("auto", "hf_heuristic"):
+        if other in rate:
+            out[f"{other}_tokens_per_s"] = rate[other]
+            out[f"{other}_vs_best"] = round(rate[other] / rate[best], 3) if rate[best] else None
+    return out
+
+
+def add_sweep(report: dict) -> dict:
+    """Add a `sweep` section (per category and total) to a sweep run's report."""
+    fixed = fixed_keys(report)
+    groups = {**report["categories"], "TOTAL": report["total"]}
+    report["sweep"] = {name: sweep_entry(group, fixed) for name, group in groups.items()}
+    return report
+
+
+def format_sweep(report: dict) -> str:
+    keys = list(report["arms"])
+    header = ["category"] + [key.replace("target", "tgt") for key in keys] + [
+        "best k", "best/tgt", "auto/best", "heuristic/best"]
+    rows = [header]
+    groups = {**report["categories"], "TOTAL": report["total"]}
+    for name, group in groups.items():
+        entry = report["sweep"][name]
+        rows.append([name] + [fmt(group["arms"][k]["tokens_per_s"]) for k in keys] + [
+            str(entry["best_k"]), fmt(entry["best_vs_target"], 2, "x"),
+            fmt(entry.get("auto_vs_best"), 2, "x"), fmt(entry.get("hf_heuristic_vs_best"), 2, "x")])
+    auto_ks = report.get("auto_k_histogram")
+    lines = ["tokens/s by draft length (same prompts, alternating order, one run):", table(rows)]
+    if auto_ks:
+        lines.append("k asked by auto per round (k=0 only for the last token of a budget): "
+                     + ", ".join(f"k={k}: {n}" for k, n in auto_ks.items()))
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""Adaptive draft length (k = "auto"): pick k each round from the running
+acceptance α and the measured costs of drafting and verifying.
+
+The expected committed tokens of a round with k drafts are (1 − α^(k+1)) / (1 − α)
+(Leviathan et al.); its cost is k draft steps plus one verify of k + 1 tokens. The
+policy picks the k with the most tokens per second. Both α and the costs are
+learned online from the engine's own `Round` events (the decoder calls
+`observe` after every round), with exponential forgetting, so the choice follows
+the conversation: long k on text that repeats, k = 1 on open chat.
+
+α is the maximum-likelihood per-token acceptance of a geometric model: accepted
+drafts over accepted drafts plus rejections. Verify cost per width is a running
+mean where measured and a least-squares line through the measured widths
+elsewhere. Torch-free bookkeeping; knows nothing about models or text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specchat.engine.stats import expected_tokens_per_round
+
+PRIOR_ALPHA = 0.6
+PRIOR_WEIGHT = 2.0
+PRIOR_VERIFY_SLOPE = 0.08
+"""Extra cost of each verified token relative to a one-token step (DESIGN.md §5: ~0.08 on CPU)."""
+
+
+@dataclass
+class RunningMean:
+    """Exponentially weighted mean; `None` until the first sample."""
+
+    decay: float = 0.8
+    value: float | None = None
+
+    def add(self, sample: float) -> None:
+        self.value = sample if self.value is None else self.decay * self.value + (1 - self.decay) * sample
+
+
+@dataclass
+class CostModel:
+    """Seconds per draft token and per verify pass of each width, learned from rounds."""
+
+    draft_step: RunningMean = field(default_factory=RunningMean)
+    verify: dict[int, RunningMean] = field(default_factory=dict)
+
+    def observe(self, drafted: int, draft_s: float, verify_s: float) -> None:
+        if drafted:
+            self.draft_step.add(draft_s / drafted)
+        self.verify.setdefault(drafted + 1, RunningMean()).add(verify_s)
+
+    def verify_cost(self, width: int) -> float | None:
+        """Seconds to verify `width` tokens: measured, else fitted, else None."""
+        known = {w: m.value for w, m in self.verify.items() if m.value is not None}
+        if width in known:
+            return known[width]
+        if not known:
+            return None
+        if len(known) == 1:
+            (w0, v0), = known.items()
+            return v0 * (1 + PRIOR_VERIFY_SLOPE * (width - 1)) / (1 + PRIOR_VERIFY_SLOPE * (w0 - 1))
+        return max(fit_line(known)(width), 1e-9)
+
+    def round_cost(self, k: int) -> float | None:
+        verify = self.verify_cost(k + 1)
+        if verify is None:
+            return None
+        return k * (self.draft_step.value or 0.0) + verify
+
+
+def fit_line(points: dict[int, float]):
+    """Least-squares line through (width, seconds) points, as a function of width."""
+    n = len(points)
+    mean_x = sum(points) / n
+    mean_y = sum(points.values()) / n
+    spread = sum((x - mean_x) ** 2 for x in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
+    slope = max(slope, 0.0)
+    return lambda x: mean_y + slope * (x - mean_x)
+
+
+@dataclass
+class AcceptanceEstimate:
+    """Running per-token acceptance α from accepted drafts and rejections."""
+
+    decay: float = 0.9
+    """Forgetting per drafting round: about seven rounds of half-life."""
+    accepted: float = PRIOR_ALPHA * PRIOR_WEIGHT
+    rejections: float = (1 - PRIOR_ALPHA) * PRIOR_WEIGHT
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if not drafted:
+            return
+        self.accepted = self.decay * self.accepted + accepted
+        self.rejections = self.decay * self.rejections + (1 if accepted < drafted else 0)
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / (self.accepted + self.rejections)
+
+
+class AdaptiveK:
+    """The engine's `Settings.k_policy` for k = "auto": call it for k, feed it rounds."""
+
+    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 1):
+        self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
+        """k_min = 1: a round without drafts would teach nothing about α, and the engine
+        expects a draft model's cache to trail by at most one token."""
+        self.costs = CostModel()
+        self.acceptance = AcceptanceEstimate()
+        self.history: list[int] = []
+
+    def __call__(self) -> int:
+        k = self.choose()
+        self.history.append(k)
+        return k
+
+    def choose(self) -> int:
+        rates = self.rates()
+        if rates is None:
+            return self.k_start
+        return max(rates, key=rates.get)
+
+    def rates(self) -> dict[int, float] | None:
+        """Expected tokens per second for each k, or None before any cost is known."""
+        alpha = self.acceptance.alpha
+        out = {}
+        for k in range(self.k_min, self.k_max + 1):
+            cost = self.costs.round_cost(k)
+            if cost is None:
+                return None
+            out[k] = expected_tokens_per_round(alpha, k) / cost
+        return out
+
+    def observe(self, event) -> None:
+        """Learn from a `Round`: its acceptance and its draft and verify times."""
+        self.costs.observe(event.drafted, event.draft_s, event.verify_s)
+        self.acceptance.observe(event.drafted, len(event.accepted))
+
+
+def settings_for(k: int | str, sampling, k_max: int = 8):
+    """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy."""
+    from specchat.engine.decoder import Settings
+
+    if k == "auto":
+        policy = AdaptiveK(k_max=k_max)
+        return Settings(policy.k_start, sampling, policy)
+    return Settings(int(k), sampling)

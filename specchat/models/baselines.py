@@ -1,0 +1,86 @@
+"""The transformers baselines `specchat bench` compares against: plain `generate`,
+assisted generation with a draft model (`assistant_model=`), and prompt lookup
+(`prompt_lookup_num_tokens=`) for an n-gram pair.
+
+Token ids in, new token ids out, on the very models a `LoadedPair` holds. The
+decoding settings mirror the engine's: greedy at temperature 0, else sampling with
+the same temperature, top-k and top-p; the same EOS ids end the answer. Knows
+nothing about timing or reports: the benchmark times the calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """How a transformers baseline decodes one answer."""
+
+    max_new_tokens: int
+    eos_ids: tuple[int, ...]
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Which kind of transformers speculation to run (None fields: plain generate)."""
+
+    assistant: object | None = None
+    """A transformers draft model for assisted generation."""
+    lookup_tokens: int | None = None
+    """prompt_lookup_num_tokens for n-gram prompt lookup."""
+    draft_tokens: int = 4
+    """num_assistant_tokens: drafts per round for an assistant model."""
+    schedule: str = "constant"
+    """num_assistant_tokens_schedule: constant, heuristic or heuristic_transient."""
+    ngram_size: int = 2
+    """max_matching_ngram_size for prompt lookup."""
+
+
+def sampling_kwargs(settings: BaselineSettings) -> dict:
+    """generate() keywords that match the engine's SamplingParams."""
+    if settings.temperature <= 0:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    return {"do_sample": True, "temperature": settings.temperature,
+            "top_p": settings.top_p, "top_k": settings.top_k or None}
+
+
+def speculation_kwargs(spec: Speculation | None) -> dict:
+    if spec is None:
+        return {}
+    if spec.lookup_tokens is not None:
+        return {"prompt_lookup_num_tokens": spec.lookup_tokens,
+                "max_matching_ngram_size": spec.ngram_size}
+    if spec.assistant is None:
+        return {}
+    return {"assistant_model": spec.assistant, "num_assistant_tokens": spec.draft_tokens,
+            "num_assistant_tokens_schedule": spec.schedule}
+
+
+@torch.inference_mode()
+def hf_generate(model, prompt: list[int], settings: BaselineSettings,
+                speculation: Speculation | None = None) -> list[int]:
+    """New token ids from `model.generate` (plain, assisted or prompt lookup)."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt], dtype=torch.long, device=device)
+    if settings.temperature > 0:
+        torch.manual_seed(settings.seed)
+    output = model.generate(
+        input_ids=ids, attention_mask=torch.ones_like(ids),
+        max_new_tokens=settings.max_new_tokens, eos_token_id=list(settings.eos_ids),
+        pad_token_id=settings.eos_ids[0], use_cache=True,
+        **sampling_kwargs(settings), **speculation_kwargs(speculation))
+    return output[0, len(prompt):].tolist()
+
+
+def quiet_generation_warnings() -> None:
+    """transformers warns about generation flags on every call; the benchmark knows."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()

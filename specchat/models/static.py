@@ -1,0 +1,180 @@
+"""A static, position-indexed KV cache behind the engine's `CausalModel` protocol.
+
+Keys and values live in buffers preallocated for `max_length` tokens (transformers'
+`StaticCache` layers), written at positions `start + 0..n-1`, where `start` is one
+device scalar shared by every layer. The causal mask hides everything past the
+query positions, so rolling back is only moving `start` back: nothing is copied or
+freed (gpt-fast's design).
+
+Shapes never change, which is what lets CUDA capture the steps as graphs: on CUDA
+the forward is compiled with `torch.compile(mode="reduce-overhead")`. To keep the
+number of captured graphs small, inputs are padded to a few bucket widths (1, 2,
+3, 5, 9, 17, ...); the padding writes only past the new position, where the mask
+hides it and the next forward overwrites it.
+
+On CPU the eager `HFCausalModel` (DynamicCache) stays the default: attending over
+the whole preallocated length costs more there than it saves. `adapter_for` picks
+one. Knows nothing about decoding or text.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+from specchat.models.hf import HFCausalModel
+
+DEFAULT_MAX_LENGTH = 4096
+BUCKETS = (1, 2, 3, 5, 9, 17, 33)
+"""Widths a compiled forward is captured at: one draft step, a catch-up, and k + 1 verifies."""
+PREFILL_EAGER_ABOVE = BUCKETS[-1]
+COMPILE_ENV = "SPECCHAT_COMPILE"
+"""How steps are captured on CUDA: reduce-overhead (inductor + CUDA graphs, the default),
+cudagraphs (CUDA graphs of the traced model without inductor: much faster to start), none."""
+FAST_PATH_ENV = "SPECCHAT_FAST_PATH"
+"""1 forces the static cache (also on CPU), 0 forces the eager path, unset: CUDA only."""
+
+
+def bucket(width: int) -> int:
+    return next((b for b in BUCKETS if b >= width), width)
+
+
+def positioned_update(layer, key_states, value_states, *args, **kwargs):
+    """StaticLayer.update writing at the shared `start` instead of a per-layer counter."""
+    if not layer.is_initialized:
+        layer.lazy_initialization(key_states, value_states)
+    positions = layer.start + torch.arange(key_states.shape[-2], device=layer.keys.device)
+    layer.keys.index_copy_(2, positions, key_states)
+    layer.values.index_copy_(2, positions, value_states)
+    return layer.keys, layer.values
+
+
+def positioned_cache(config, max_length: int, start: torch.Tensor):
+    """A transformers StaticCache whose layers all write at `start`."""
+    import types
+
+    from transformers import StaticCache
+
+    cache = StaticCache(config=config, max_cache_len=max_length)
+    for layer in cache.layers:
+        layer.start = start
+        layer.cumulative_length = start  # what get_seq_length reports: the same shared position
+        layer.update = types.MethodType(positioned_update, layer)
+    return cache
+
+
+class StaticCausalModel(HFCausalModel):
+    """A transformers model over a static KV cache; rollback = not advancing the position."""
+
+    def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
+                 compile_steps: bool | None = None, buckets: bool | None = None):
+        super().__init__(model, vocab_size)
+        context = int(getattr(self.config, "max_position_embeddings", DEFAULT_MAX_LENGTH))
+        self.max_length = max_length or min(context, DEFAULT_MAX_LENGTH)
+        self.compiled = self.device.type == "cuda" if compile_steps is None else compile_steps
+        self.buckets = self.compiled if buckets is None else buckets
+        self._start = torch.zeros((), dtype=torch.long, device=self.device)
+        if self.device.type == "cuda":
+            import torch._dynamo as dynamo
+
+            dynamo.mark_static_address(self._start)  # graphs read it in place
+        self._position = 0
+        self._step = self._compile() if self.compiled else self._logits
+        self.compile_error: str | None = None
+
+    @property
+    def cache_length(self) -> int:
+        return self._position
+
+    def reset(self) -> None:
+        if self._cache is None:
+            self._cache = positioned_cache(self.config, self.max_length, self._start)
+        self.crop(0)
+
+    def _compile(self):
+        import torch._dynamo
+
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        how = compile_mode()
+        if how == "none":
+            self.compiled = False
+            return self._logits
+        if how == "cudagraphs":
+            return torch.compile(self._logits, backend="cudagraphs", dynamic=False)
+        return torch.compile(self._logits, mode="reduce-overhead", fullgraph=False, dynamic=False)
+
+    def _logits(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
+        positions = self._start + torch.arange(ids.shape[-1], device=ids.device)
+        out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
+                         cache_position=positions, position_ids=positions.unsqueeze(0),
+                         logits_to_keep=keep)
+        return out.logits[0, -keep:, : self.vocab_size].float()
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        if self._cache is None:
+            self.reset()
+        ids = ids.reshape(-1).to(self.device)
+        n = int(ids.shape[0])
+        width = bucket(n) if self.buckets and n <= PREFILL_EAGER_ABOVE else n
+        if self._position + width > self.max_length:
+            raise ValueError(f"static cache of {self.max_length} tokens is full "
+                             f"({self._position} + {width}); raise max_length")
+        if width > n:  # pad past the new position: hidden by the mask, overwritten next time
+            ids = torch.cat([ids, ids[-1:].expand(width - n)])
+        logits = self._run(ids.reshape(1, -1), width, n <= PREFILL_EAGER_ABOVE)
+        self._advance(n)
+        return logits[n - keep:n]
+
+    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
+        if not (self.compiled and captured):
+            return self._logits(ids, width)
+        try:
+            return self._step(ids, width).clone()  # graph outputs are overwritten by the next replay
+        except Exception as error:  # a model torch.compile cannot capture: stay correct, go eager
+            self.compiled, self.compile_error = False, f"{type(error).__name__}: {error}"
+            print(f"specchat: CUDA graph capture failed, decoding eagerly ({self.compile_error})",
+                  file=sys.stderr)
+            return self._logits(ids, width)
+
+    def _advance(self, n: int) -> None:
+        self._position += n
+        self._start.fill_(self._position)
+
+    def prepare(self, widths: int = 17, context: int = 8) -> None:
+        """Run (on CUDA: capture) every step width up to `widths` now, not mid-answer."""
+        self.reset()
+        self.forward(torch.zeros(context, dtype=torch.long, device=self.device))
+        shapes = sorted({bucket(w) if self.buckets else w for w in range(1, widths + 1)})
+        for width in shapes:
+            for _ in range(3 if self.compiled else 1):  # cudagraph trees record on a later call
+                self.forward(torch.zeros(width, dtype=torch.long, device=self.device), keep=width)
+                self.crop(context)
+        self.reset()
+
+    def crop(self, length: int) -> None:
+        """Move the write position back; the mask hides whatever lies past it."""
+        self._position = min(self._position, max(0, length))
+        self._start.fill_(self._position)
+
+
+def compile_mode() -> str:
+    how = os.environ.get(COMPILE_ENV, "reduce-overhead").strip() or "reduce-overhead"
+    return how if how in ("reduce-overhead", "cudagraphs", "none") else "reduce-overhead"
+
+
+def fast_path_wanted(device: str) -> bool:
+    """Static cache (and CUDA graphs) on CUDA unless SPECCHAT_FAST_PATH=0; forced by =1."""
+    setting = os.environ.get(FAST_PATH_ENV, "").strip()
+    if setting in ("0", "1"):
+        return setting == "1"
+    return device.startswith("cuda")
+
+
+def adapter_for(model, device: str, vocab_size: int | None = None, quantized: bool = False):
+    """The engine adapter for a loaded model: static + compiled on CUDA, eager elsewhere."""
+    if quantized or not fast_path_wanted(device):
+        return HFCausalModel(model, vocab_size)
+    return StaticCausalModel(model, vocab_size)

@@ -1,0 +1,107 @@
+"""`specchat bench` through click's CliRunner on the tiny pairs: the report's shape,
+greedy outputs flagged identical, and one-line errors for bad prompt files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from specchat.cli import main
+
+PROMPTS = [
+    {"id": "chat-a", "category": "chat", "prompt": "hello there"},
+    {"id": "extract-a", "category": "extract",
+     "prompt": "Repeat: the quick brown fox jumps over the lazy dog"},
+    {"id": "chat-b", "category": "chat", "prompt": "what is speculative decoding?"},
+]
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
+    return path
+
+
+def bench_json(tiny_config, prompts_file, *extra):
+    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
+                                       str(prompts_file), "--max-new-tokens", "12", "--json",
+                                       *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("pair", ["tiny", "tiny-ngram"])
+def test_bench_report_has_every_arm_prompt_and_category(tiny_config, prompts_file, pair):
+    report = bench_json(tiny_config, prompts_file, "--pair", pair)
+    assert list(report["arms"]) == ["spec", "target", "hf", "hf_spec"]
+    assert [p["id"] for p in report["prompts"]] == ["chat-a", "extract-a", "chat-b"]
+    assert set(report["categories"]) == {"chat", "extract"}
+    assert report["categories"]["chat"]["prompts"] == 2
+    total = report["total"]
+    for key in report["arms"]:
+        assert total["arms"][key]["tokens"] > 0
+        assert total["arms"][key]["tokens_per_s"] > 0
+    assert set(total["ratios"]) >= {"spec/target", "spec/hf_spec", "target/hf"}
+    assert total["arms"]["spec"]["drafted"] is None or total["arms"]["spec"]["acceptance_rate"] <= 1
+
+
+def test_bench_flags_greedy_outputs_identical_to_target_only(tiny_config, prompts_file):
+    report = bench_json(tiny_config, prompts_file, "--pair", "tiny")
+    for key in ("spec", "hf", "hf_spec"):
+        assert report["total"]["arms"][key]["identical"] == {"identical": 3, "answers": 3}
+        for prompt in report["prompts"]:
+            assert prompt["arms"][key]["first_difference"] is None
+    assert report["total"]["arms"]["spec"]["drafted"] > 0
+
+
+def test_bench_counts_only_new_tokens(tiny_config, prompts_file):
+    report = bench_json(tiny_config, prompts_file, "--pair", "tiny-self")
+    for prompt in report["prompts"]:
+        for arm in prompt["arms"].values():
+            assert 1 <= arm["tokens"] <= 12
+    assert report["total"]["arms"]["spec"]["acceptance_rate"] == 1.0
+
+
+def test_bench_prints_tables_per_prompt_category_and_total(tiny_config, prompts_file):
+    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
+                                       str(prompts_file), "--max-new-tokens", "6"])
+    assert result.exit_code == 0, result.output
+    for needle in ("per prompt:", "extract-a", "per category and total:", "TOTAL",
+                   "spec/tgt", "spec 3/3"):
+        assert needle in result.stdout
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("not json\n", "not valid JSON"),
+    ('{"id": "a", "category": "chat"}\n', "'prompt' must be a non-empty string"),
+    ('[1, 2]\n', "expected a JSON object"),
+    ("\n\n", "holds no prompts"),
+    ('{"id": "a", "category": "c", "prompt": "x"}\n{"id": "a", "category": "c", "prompt": "y"}\n',
+     "appears twice"),
+])
+def test_bad_prompt_files_are_one_line_errors(tiny_config, tmp_path, content, expected):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts", str(path)])
+    assert result.exit_code == 2
+    assert expected in result.output
+    assert str(path) in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_missing_prompt_file_is_a_one_line_error(tiny_config, tmp_path):
+    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
+                                       str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_rotated_order_alternates_which_arm_runs_first():
+    from specchat.bench.runner import rotated
+
+    arms = ["a", "b", "c", "d"]
+    firsts = [rotated(arms, i)[0] for i in range(4)]
+    assert firsts == arms
+    assert sorted(rotated(arms, 5)) == arms
