@@ -21,7 +21,7 @@ class ScriptedDrafter:
     def __init__(self, script: list[list[int]]):
         self.script = list(script)
 
-    def prefill(self, sequence):
+    def reset(self):
         pass
 
     def propose(self, sequence, k, params, generator, should_stop=lambda: False):
@@ -82,8 +82,9 @@ def test_draft_feeds_its_missing_last_draft_before_proposing_again():
     draft = TableModel(seed=9).copy_tables_from(target)
     decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
     list(decoder.generate([1, 2], Settings(k=3), 8))
-    # prefill (1 token), then 3 one-token steps, then the catch-up step feeds 2 tokens
-    assert draft.forward_calls[:6] == [1, 1, 1, 1, 2, 1]
+    # round 1: the prompt with the first step, then two one-token steps; round 2 starts
+    # by feeding the last draft (never fed after the full accept) with the bonus token
+    assert draft.forward_calls[:6] == [2, 1, 1, 2, 1, 1]
 
 
 def test_eos_inside_a_draft_ends_the_answer_there():
@@ -141,7 +142,8 @@ def test_stop_in_the_middle_of_drafting_cancels_the_round_and_rolls_the_draft_ba
 
     events = list(decoder.generate([1, 2, 3], Settings(k=6), 100, should_stop=should_stop))
     assert len(events) == 1 and events[0].stop_reason == "stopped"
-    assert target.fed == [1, 2] and draft.fed == [1, 2]
+    assert target.fed == []  # the cancelled round never reached the target
+    assert draft.fed == [1, 2]  # rolled back to the committed tokens but the newest
 
 
 def test_max_new_tokens_is_never_exceeded_and_drafts_shrink_to_fit():
@@ -158,9 +160,9 @@ def test_max_new_tokens_is_never_exceeded_and_drafts_shrink_to_fit():
 def test_ngram_without_a_match_costs_one_token_verify():
     target = TableModel(seed=0)
     decoder = Decoder(target, NgramDrafter(max_ngram=3, min_ngram=3), eos_ids=set())
-    first = rounds_of(decoder, [1, 2, 3], Settings(k=4), 1)[0]
-    assert first.drafted == 0 and first.token_kind == "target"
-    assert target.forward_calls == [2, 1]  # prefill, then a single-token verify
+    first, second = [e for e in rounds_of(decoder, [1, 2, 3], Settings(k=4), 2) if isinstance(e, Round)]
+    assert first.drafted == second.drafted == 0 and second.token_kind == "target"
+    assert target.forward_calls == [3, 1]  # the prompt, then a single-token verify
 
 
 def test_ngram_proposes_what_followed_the_latest_match():

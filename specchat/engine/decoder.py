@@ -10,7 +10,8 @@ Invariant, checked after every round: the target's cache holds every committed
 token but the newest (which is the next round's input). The draft's holds a
 prefix of them: after a round that drafted, all but at most its own last draft
 (never fed after a full accept); it feeds whatever it lacks first when it next
-proposes. After a stop mid-draft both are back at the committed length.
+proposes. A round cancelled mid-draft leaves no cache holding more than the
+committed tokens (the draft is rolled back; the target was not fed).
 
 Knows token ids only: no text, no tokenizer, no UI.
 """
@@ -37,7 +38,7 @@ class EngineInvariantError(AssertionError):
 
 
 class Drafter(Protocol):
-    def prefill(self, sequence: torch.Tensor) -> None: ...
+    def reset(self) -> None: ...
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool]) -> Proposal: ...
@@ -113,37 +114,41 @@ class Decoder:
     def generate(self, prompt: list[int], settings: Settings, max_new_tokens: int,
                  generator: torch.Generator | None = None,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
-        """Yield a `Round` per verify pass, then one `Finished`."""
+        """Yield a `Round` per verify pass, then one `Finished`.
+
+        There is no separate prefill: each model is fed whatever of the sequence its
+        cache lacks, so the first round's forward passes carry the prompt.
+        """
         if not prompt:
             raise ValueError("the prompt must hold at least one token")
-        sequence = torch.tensor(prompt, dtype=torch.long, device=self.target.device)
-        self._prefill(sequence)
-        produced = 0
+        ids = list(prompt)
+        sequence = torch.tensor(ids, dtype=torch.long, device=self.target.device)
+        self._reset()
         while True:
-            reason = self._stop_reason(sequence, produced, max_new_tokens, should_stop)
+            reason = self._stop_reason(ids, len(ids) - len(prompt), max_new_tokens, should_stop)
             if reason is not None:
-                yield Finished(reason, produced)
+                yield Finished(reason, len(ids) - len(prompt))
                 return
-            event = self._round(sequence, settings, max_new_tokens - produced, generator, should_stop)
-            if event is None:  # stopped while drafting; caches are back at the committed length
-                yield Finished("stopped", produced)
+            budget = max_new_tokens - (len(ids) - len(prompt))
+            event = self._round(sequence, settings, budget, generator, should_stop)
+            if event is None:  # stopped while drafting: the round is cancelled
+                self._check_cancelled(len(ids))
+                yield Finished("stopped", len(ids) - len(prompt))
                 return
+            ids.extend(event.committed)
             sequence = torch.cat([sequence, torch.tensor(event.committed, dtype=torch.long,
                                                          device=sequence.device)])
-            produced += len(event.committed)
-            self._check(sequence, event)
+            self._check(len(ids), event)
             settings.observe(event)
             yield event
 
-    def _prefill(self, sequence: torch.Tensor) -> None:
+    def _reset(self) -> None:
         self.target.reset()
-        if sequence.shape[0] > 1:
-            self.target.forward(sequence[:-1], keep=1)
         if self.drafter is not None:
-            self.drafter.prefill(sequence)
+            self.drafter.reset()
 
-    def _stop_reason(self, sequence, produced, max_new_tokens, should_stop) -> StopReason | None:
-        if produced and int(sequence[-1]) in self.eos_ids:
+    def _stop_reason(self, ids, produced, max_new_tokens, should_stop) -> StopReason | None:
+        if produced and ids[-1] in self.eos_ids:
             return "eos"
         if produced >= max_new_tokens:
             return "max_tokens"
@@ -159,13 +164,13 @@ class Decoder:
         proposal = self._propose(sequence, k, params, generator, should_stop)
         if proposal is None:
             return None
-        drafts = self._cut_after_eos(proposal)
         drafted_at = time.perf_counter()
-        logits = self.target.forward(torch.cat([sequence[-1:], drafts.tokens]), keep=len(drafts) + 1)
-        n, token = verify(drafts.tokens, drafts.probs, logits, params, generator)
+        unseen = sequence[self.target.cache_length:]
+        logits = self.target.forward(torch.cat([unseen, proposal.tokens]), keep=len(proposal) + 1)
+        n, token = verify(proposal.tokens, proposal.probs, logits, params, generator)
+        drafts, n, token = read_round(proposal.tokens, n, token)  # the round's one host sync
         verified_at = time.perf_counter()
-        event = self._make_round(drafts.tokens.tolist(), n, token, k, drafted_at - started,
-                                 verified_at - drafted_at)
+        event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at)
         committed_length = sequence.shape[0] + len(event.committed)
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
@@ -183,30 +188,25 @@ class Decoder:
             return None
         return proposal
 
-    def _cut_after_eos(self, proposal: Proposal) -> Proposal:
-        """An EOS inside the drafts ends the answer there: drop what follows it."""
-        ids = proposal.tokens.tolist()
-        for i, token in enumerate(ids):
-            if token in self.eos_ids:
-                probs = None if proposal.probs is None else proposal.probs[: i + 1]
-                return Proposal(proposal.tokens[: i + 1], probs)
-        return proposal
-
     def _make_round(self, drafts: list[int], n: int, token: int, k: int,
                     draft_s: float, verify_s: float) -> Round:
+        """Split the drafts by the verdict; an EOS among them ends the answer there."""
+        eos_at = next((i for i, t in enumerate(drafts) if t in self.eos_ids), None)
+        if eos_at is not None:
+            drafts = drafts[: eos_at + 1]
+            if n > eos_at:  # the EOS itself was accepted: nothing follows it
+                n, token = eos_at + 1, None
         accepted, rejected = tuple(drafts[:n]), tuple(drafts[n:])
-        if accepted and accepted[-1] in self.eos_ids:
-            token = None
         if not drafts:
             kind: TokenKind = "target"
         else:
             kind = "bonus" if not rejected else "resampled"
         return Round(accepted, rejected, token, kind, draft_s, verify_s, k)
 
-    def _check(self, sequence: torch.Tensor, event: Round) -> None:
+    def _check(self, committed: int, event: Round) -> None:
         if not self.check_invariants:
             return
-        expected = sequence.shape[0] - 1
+        expected = committed - 1
         if self.target.cache_length != expected:
             raise EngineInvariantError(
                 f"target cache holds {self.target.cache_length} tokens, expected {expected}")
@@ -219,3 +219,20 @@ class Decoder:
         if not lowest <= model.cache_length <= expected:
             raise EngineInvariantError(
                 f"draft cache holds {model.cache_length} tokens, expected {lowest}..{expected}")
+
+
+    def _check_cancelled(self, committed: int) -> None:
+        """After a cancelled round no cache may hold anything beyond the committed tokens."""
+        if not self.check_invariants:
+            return
+        models = [self.target, getattr(self.drafter, "model", None)]
+        for name, model in zip(("target", "draft"), models):
+            if model is not None and model.cache_length > committed - 1:
+                raise EngineInvariantError(f"{name} cache holds {model.cache_length} tokens after a "
+                                           f"cancelled round, more than {committed - 1}")
+
+
+def read_round(drafts: torch.Tensor, accepted: torch.Tensor, token: torch.Tensor):
+    """Drafts, accepted count and next token as Python values, in one device-to-host copy."""
+    values = torch.cat([drafts.reshape(-1), accepted.reshape(1), token.reshape(1)]).tolist()
+    return values[:-2], int(values[-2]), int(values[-1])

@@ -53,10 +53,9 @@ class ModelDrafter:
     def __init__(self, model: CausalModel):
         self.model = model
 
-    def prefill(self, sequence: torch.Tensor) -> None:
+    def reset(self) -> None:
+        """Start a new answer: empty the cache (the first proposal feeds the prompt)."""
         self.model.reset()
-        if sequence.shape[0] > 1:
-            self.model.forward(sequence[:-1], keep=1)
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
@@ -105,7 +104,7 @@ class NgramDrafter:
         self._proposed = 0
         self._base = 0
 
-    def prefill(self, sequence: torch.Tensor) -> None:
+    def reset(self) -> None:
         self.length = self.start_length
         self._proposed = 0
 

@@ -6,8 +6,8 @@ rejection the correction is drawn from norm(max(0, p - q)), and after a full
 accept a bonus token is drawn from p at the last position. Greedy is the special
 case "accept iff the draft equals the target's argmax".
 
-Everything stays on the device as tensors; the caller reads the result with one
-synchronisation per round.
+Everything stays on the device as tensors; the decoder reads the drafts, the
+accepted count and the token together, with one synchronisation per round.
 """
 
 from __future__ import annotations
@@ -59,11 +59,8 @@ def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
 
 def verify(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
            target_logits: torch.Tensor, params: SamplingParams,
-           generator: torch.Generator | None) -> tuple[int, int]:
-    """Accepted draft count and the resampled/bonus token, as Python ints."""
+           generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Accepted draft count and the resampled/bonus token, as device tensors (no sync)."""
     if params.greedy:
-        accepted, token = verify_greedy(drafts, target_logits)
-    else:
-        accepted, token = verify_sampled(drafts, draft_probs, target_logits, params, generator)
-    both = torch.stack([accepted, token.reshape(())]).tolist()
-    return int(both[0]), int(both[1])
+        return verify_greedy(drafts, target_logits)
+    return verify_sampled(drafts, draft_probs, target_logits, params, generator)
