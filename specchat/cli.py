@@ -96,6 +96,7 @@ def _register_commands() -> None:
     from specchat.commands.run import run
 
     main.add_command(run)
+    from specchat.commands.distill import distill; main.add_command(distill)  # noqa: E702
 
 
 _register_commands()
