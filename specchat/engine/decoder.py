@@ -7,9 +7,10 @@ full accept, plain `target` when nothing was drafted), and both caches roll back
 to the committed length. The last event is a `Finished` with the stop reason.
 
 Invariant, checked after every round: the target's cache holds every committed
-token but the newest (which is the next round's input); the draft's likewise,
-except that after a full accept it may lack its own last draft, which it feeds
-first on its next proposal.
+token but the newest (which is the next round's input). The draft's holds a
+prefix of them: after a round that drafted, all but at most its own last draft
+(never fed after a full accept); it feeds whatever it lacks first when it next
+proposes. After a stop mid-draft both are back at the committed length.
 
 Knows token ids only: no text, no tokenizer, no UI.
 """
@@ -205,7 +206,9 @@ class Decoder:
         model = getattr(self.drafter, "model", None)
         if model is None:
             return
-        lowest = expected - self.drafter.max_cache_lag
+        # a round that drafted leaves the draft at most `max_cache_lag` behind; one that
+        # did not (k = 0) leaves it wherever it was, and its next proposal catches up
+        lowest = expected - self.drafter.max_cache_lag if event.drafted else 0
         if not lowest <= model.cache_length <= expected:
             raise EngineInvariantError(
                 f"draft cache holds {model.cache_length} tokens, expected {lowest}..{expected}")

@@ -1,0 +1,180 @@
+"""Each pitfall of DESIGN.md §3 has a test: processed q in the ratio, prefix
+acceptance, the draft's missing last token after a full accept, EOS inside a draft,
+cache lengths after every round (also after a stop), and the token budget."""
+
+from __future__ import annotations
+
+import torch
+
+from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, Round, SamplingParams, Settings
+from specchat.engine.drafters import Proposal, find_continuation
+from specchat.engine.sampling import to_probs
+from specchat.engine.verify import verify
+from toy import TableModel, plain_greedy
+
+
+class ScriptedDrafter:
+    """Proposes fixed tokens (deterministic q), to put the engine in exact situations."""
+
+    max_cache_lag = 0
+
+    def __init__(self, script: list[list[int]]):
+        self.script = list(script)
+
+    def prefill(self, sequence):
+        pass
+
+    def propose(self, sequence, k, params, generator, should_stop=lambda: False):
+        tokens = self.script.pop(0)[:k] if self.script else []
+        return Proposal(torch.tensor(tokens, dtype=torch.long), None)
+
+    def rollback(self, committed_length):
+        pass
+
+
+def rounds_of(decoder, prompt, settings, n, **kwargs):
+    return list(decoder.generate(prompt, settings, n, **kwargs))
+
+
+def test_acceptance_ratio_uses_the_processed_draft_distribution():
+    """With top-k = 2 the draft samples from a renormalised q; the ratio must use it."""
+    params = SamplingParams(temperature=1.0, top_k=2)
+    draft_logits = torch.tensor([[1.0, 0.9, 0.5, 0.5]])
+    target_logits = torch.tensor([[1.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    q = to_probs(draft_logits, params)
+    p = to_probs(target_logits[:1], params)
+    expected = min(1.0, float(p[0, 0] / q[0, 0]))
+    generator = torch.Generator().manual_seed(0)
+    trials = 4000
+    accepted = sum(verify(torch.tensor([0]), q, target_logits, params, generator)[0]
+                   for _ in range(trials))
+    raw_q = float(draft_logits.softmax(-1)[0, 0])
+    assert abs(accepted / trials - expected) < 0.03
+    assert abs(min(1.0, float(p[0, 0]) / raw_q) - expected) > 0.1  # the raw ratio would differ
+
+
+def test_acceptance_counts_only_the_prefix_before_the_first_rejection():
+    target = TableModel(seed=0)
+    truth = plain_greedy(TableModel(seed=0), [1, 2], 3)
+    wrong = (truth[0] + 1) % target.vocab_size
+    decoder = Decoder(target, ScriptedDrafter([[wrong, truth[1], truth[2]]]), eos_ids=set())
+    first = rounds_of(decoder, [1, 2], Settings(k=3), 10)[0]
+    assert first.accepted == ()
+    assert first.rejected == (wrong, truth[1], truth[2])  # later matches are not "accepted"
+    assert first.token == truth[0] and first.token_kind == "resampled"
+
+
+def test_draft_cache_holds_exactly_the_committed_prefix_after_every_round():
+    target = TableModel(seed=3)
+    draft = TableModel(seed=9).copy_tables_from(target)  # self-draft: every round fully accepted
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    sequence = [1, 2]
+    for event in decoder.generate(list(sequence), Settings(k=3), 20):
+        if isinstance(event, Round):
+            sequence += list(event.committed)
+            assert target.fed == sequence[:-1]
+            assert draft.fed == sequence[: len(draft.fed)]
+            assert len(draft.fed) == len(sequence) - 2  # its own last draft not fed yet
+
+
+def test_draft_feeds_its_missing_last_draft_before_proposing_again():
+    target = TableModel(seed=3)
+    draft = TableModel(seed=9).copy_tables_from(target)
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    list(decoder.generate([1, 2], Settings(k=3), 8))
+    # prefill (1 token), then 3 one-token steps, then the catch-up step feeds 2 tokens
+    assert draft.forward_calls[:6] == [1, 1, 1, 1, 2, 1]
+
+
+def test_eos_inside_a_draft_ends_the_answer_there():
+    target = TableModel(seed=0)
+    truth = plain_greedy(TableModel(seed=0), [1, 2], 4)
+    eos = truth[1]
+    decoder = Decoder(target, ScriptedDrafter([[truth[0], eos, 5, 6]]), eos_ids={eos})
+    events = rounds_of(decoder, [1, 2], Settings(k=4), 50)
+    first, finished = events[0], events[-1]
+    assert first.accepted == (truth[0], eos)
+    assert first.rejected == () and first.token is None
+    assert isinstance(finished, Finished) and finished.stop_reason == "eos"
+    assert finished.new_tokens == 2
+    assert target.fed == [1, 2, truth[0]]  # nothing after the EOS reached the target's cache
+
+
+def test_eos_from_the_target_ends_the_answer():
+    truth = plain_greedy(TableModel(seed=0), [1, 2], 6)
+    eos = truth[3]
+    decoder = Decoder(TableModel(seed=0), ModelDrafter(TableModel(seed=1)), eos_ids={eos})
+    committed = [t for e in rounds_of(decoder, [1, 2], Settings(k=2), 50)
+                 if isinstance(e, Round) for t in e.committed]
+    assert committed == truth[: truth.index(eos) + 1]
+
+
+def test_stop_is_honoured_within_one_round_and_leaves_caches_committed():
+    target, draft = TableModel(seed=0), TableModel(seed=1)
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    rounds = 0
+
+    def should_stop():
+        return rounds >= 2
+
+    sequence = [1, 2]
+    for event in decoder.generate([1, 2], Settings(k=4), 100, should_stop=should_stop):
+        if isinstance(event, Round):
+            rounds += 1
+            sequence += list(event.committed)
+        else:
+            assert event.stop_reason == "stopped"
+    assert rounds == 2
+    assert target.fed == sequence[:-1]
+    assert draft.fed == sequence[: len(draft.fed)] and len(draft.fed) >= len(sequence) - 2
+
+
+def test_stop_in_the_middle_of_drafting_cancels_the_round_and_rolls_the_draft_back():
+    target, draft = TableModel(seed=0), TableModel(seed=1)
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    calls = 0
+
+    def should_stop():
+        nonlocal calls
+        calls += 1
+        return calls > 3  # true partway through the first round's drafting
+
+    events = list(decoder.generate([1, 2, 3], Settings(k=6), 100, should_stop=should_stop))
+    assert len(events) == 1 and events[0].stop_reason == "stopped"
+    assert target.fed == [1, 2] and draft.fed == [1, 2]
+
+
+def test_max_new_tokens_is_never_exceeded_and_drafts_shrink_to_fit():
+    target = TableModel(seed=3)
+    draft = TableModel(seed=9).copy_tables_from(target)
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    events = rounds_of(decoder, [1, 2], Settings(k=4), 7)
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert sum(len(e.committed) for e in rounds) == 7
+    assert [e.k for e in rounds] == [4, 1]
+    assert events[-1].stop_reason == "max_tokens"
+
+
+def test_ngram_without_a_match_costs_one_token_verify():
+    target = TableModel(seed=0)
+    decoder = Decoder(target, NgramDrafter(max_ngram=3, min_ngram=3), eos_ids=set())
+    first = rounds_of(decoder, [1, 2, 3], Settings(k=4), 1)[0]
+    assert first.drafted == 0 and first.token_kind == "target"
+    assert target.forward_calls == [2, 1]  # prefill, then a single-token verify
+
+
+def test_ngram_proposes_what_followed_the_latest_match():
+    ids = [5, 6, 7, 1, 5, 6, 8, 9, 5, 6]
+    assert find_continuation(ids, 3, max_ngram=2, min_ngram=1) == [8, 9, 5]
+    assert find_continuation([1, 2, 3], 3, max_ngram=2, min_ngram=1) == []
+
+
+def test_changing_k_applies_from_the_next_round():
+    decoder = Decoder(TableModel(seed=0), ModelDrafter(TableModel(seed=1)), eos_ids=set())
+    settings = Settings(k=2)
+    seen = []
+    for event in decoder.generate([1, 2], settings, 60):
+        if isinstance(event, Round):
+            seen.append(event.k)
+            settings.k = 5
+    assert seen[:4] == [2, 5, 5, 5]
