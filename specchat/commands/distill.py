@@ -37,10 +37,16 @@ import click
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's choice).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its checkpoint.")
 def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
-            checkpoint_every, device, seed, resume):
-    """Train a small draft for TARGET by self-distillation."""
+            checkpoint_every, device, seed, threads, resume):
+    """Train a small draft for a target by self-distillation on the target's own answers."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     from specchat.models.distill.run import Callbacks, DistillOptions, run_distill
     from specchat.models.distill.train import TrainSettings
 

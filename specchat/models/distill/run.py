@@ -76,7 +76,6 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
     device, _ = resolve_device(options.device)
     prompts = teacher.read_prompts(options.prompts or default_prompts())
     torch.manual_seed(options.seed)
-    callbacks.message(f"loading target {options.target}")
     target, tokenizer = load_model(parse_ref(options.target), torch.float32, device, "none")
     layers = drafts.pick_layers(target.config.num_hidden_layers, options.layers)
     eos = eos_token_ids(target, tokenizer)
@@ -139,7 +138,7 @@ def run_training(draft, samples, spec: drafts.DraftSpec, options: DistillOptions
     callbacks.message(f"training a {len(spec.layers)}-layer draft (from target layers "
                       f"{spec.layers}) on {len(samples)} answers")
     return train.train(draft, samples, spec.vocab, settings, min(eos), out / "checkpoint.pt",
-                       on_best, callbacks.trained, resume=options.resume)
+                       on_best, report=callbacks.trained, resume=options.resume)
 
 
 def default_prompts() -> Path:

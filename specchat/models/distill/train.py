@@ -58,14 +58,20 @@ class Progress:
 
 def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
                  full_size: int) -> list[int] | None:
-    """The `size` most frequent answer tokens (end-of-sequence always in); None: all."""
+    """The `size` most frequent answer tokens (end-of-sequence always in); None: all.
+
+    Ties, and the room left when the answers hold fewer distinct tokens, go to the
+    tokens the target most often ranks in its top-k, so a small data set still
+    yields a vocabulary of the requested size.
+    """
     if not size or size >= full_size:
         return None
-    counts = Counter()
+    answers, ranked = Counter(), Counter()
     for sample in samples:
-        counts.update(sample.ids[sample.prompt_len:].tolist())
-    chosen = {token for token, _ in counts.most_common(size)} | set(eos_ids)
-    return sorted(chosen)
+        answers.update(sample.ids[sample.prompt_len:].tolist())
+        ranked.update(sample.topk_ids.flatten().tolist())
+    order = sorted(set(answers) | set(ranked), key=lambda t: (-answers[t], -ranked[t], t))
+    return sorted(set(order[:size]) | set(eos_ids))
 
 
 def split_heldout(samples: list[Sample]) -> tuple[list[Sample], list[Sample]]:
@@ -223,4 +229,4 @@ def train_step(draft, head: Head, samples: list[Sample], optimizer, step: int,
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], 1.0)
     optimizer.step()
-    return float(loss), batch.tokens, time.perf_counter() - started
+    return float(loss.detach()), batch.tokens, time.perf_counter() - started
