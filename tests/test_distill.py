@@ -249,3 +249,38 @@ def test_more_layers_than_the_target_has_is_a_one_line_error(tmp_path, target_di
     args = distill_args(target_dir, tmp_path / "out", prompts_file)
     args[args.index("--layers") + 1] = "5"
     assert_user_error(CliRunner().invoke(main, args), "--layers 5", "2 layers")
+
+
+def make_sample(prompt_len: int, answer: list[int], top: list[list[int]]):
+    from specchat.models.distill.teacher import Sample
+
+    ids = torch.tensor([1] * prompt_len + answer)
+    top_ids = torch.tensor(top, dtype=torch.int32)
+    return Sample(ids, prompt_len, top_ids, torch.zeros(top_ids.shape, dtype=torch.float16))
+
+
+def test_reduced_vocabulary_is_the_most_frequent_answer_tokens_plus_end_of_sequence():
+    from specchat.models.distill.train import choose_vocab
+
+    samples = [make_sample(3, [7, 7, 7, 9, 9, 4], [[7, 8]] * 6), make_sample(2, [9, 5], [[9, 8]] * 2)]
+    assert choose_vocab(samples, 2, {2}, 100) == [2, 7, 9]
+    assert choose_vocab(samples, 4, {2}, 100) == [2, 4, 5, 7, 9]
+    assert choose_vocab(samples, 0, {2}, 100) is None
+    # fewer distinct answer tokens than asked: filled with what the target ranks in its top-k
+    assert choose_vocab(samples, 5, {2}, 100) == [2, 4, 5, 7, 8, 9]
+
+
+def test_distillation_loss_is_zero_only_when_the_draft_matches_the_target_top_k():
+    from specchat.models.distill.train import Batch, Head, distill_loss
+
+    head = Head([0, 1, 2, 3, 4, 5], 10, "cpu")
+    top_ids = torch.tensor([[1, 3, 7]])  # token 7 is outside the draft's vocabulary
+    top_logits = torch.tensor([[2.0, 0.5, 9.0]])
+    batch = Batch(torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2), torch.tensor([0]),
+                  torch.tensor([0]), top_ids, top_logits)
+    matching = torch.full((1, 6), float("-inf"))
+    matching[0, 1], matching[0, 3] = 2.0 + 4, 0.5 + 4  # same distribution, shifted logits
+    assert float(distill_loss(matching, head, batch, 1.0)) == pytest.approx(0.0, abs=1e-6)
+    swapped = torch.full((1, 6), float("-inf"))
+    swapped[0, 1], swapped[0, 3] = 0.5, 2.0
+    assert float(distill_loss(swapped, head, batch, 1.0)) > 0.1

@@ -55,7 +55,16 @@ def ensure_assembled(shipped: Path, progress: Callable[[str], None] = lambda _: 
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    remove_older_versions(target)
     return target
+
+
+def remove_older_versions(current: Path) -> None:
+    """Drop folders assembled from earlier versions of the same draft (retrained weights)."""
+    prefix = current.name.rsplit("-", 1)[0] + "-"
+    for folder in current.parent.glob(prefix + "*"):
+        if folder != current and folder.name.rsplit("-", 1)[0] + "-" == prefix:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_full_model(shipped: Path, out: Path, progress: Callable[[str], None]) -> None:

@@ -142,7 +142,8 @@ def distill_loss(student: torch.Tensor, head: Head, batch: Batch, temperature: f
     usable = torch.isfinite(teacher).any(-1)
     p = teacher[usable].softmax(-1)
     log_q = (student[usable] / temperature).log_softmax(-1).gather(-1, where[usable].clamp(min=0))
-    kl = (p * (p.clamp_min(1e-12).log() - log_q)).sum(-1)
+    terms = p * (p.clamp_min(1e-12).log() - log_q)
+    kl = torch.where(p > 0, terms, torch.zeros_like(terms)).sum(-1)  # tokens outside the head: p = 0
     return kl.mean() * temperature ** 2
 
 
