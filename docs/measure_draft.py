@@ -11,6 +11,7 @@ on a noisy machine. A stopgap until `specchat bench` is on main.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -32,10 +33,19 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--prompts", default="../shared/eval/prompts.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("-k", type=int, default=None, help="override the pair's k")
+    parser.add_argument("--every", type=int, default=1, help="use every n-th prompt only")
+    parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    pair = load_pair(load_catalog().get(args.pair), dtype=args.dtype)
-    rows = [json.loads(line) for line in open(args.prompts) if line.strip()][:args.limit]
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    config = load_catalog().get(args.pair)
+    if args.k is not None:
+        config = dataclasses.replace(config, k=args.k)
+    pair = load_pair(config, dtype=args.dtype)
+    rows = [json.loads(line) for line in open(args.prompts) if line.strip()][::args.every]
     totals = defaultdict(lambda: defaultdict(float))
     answer(pair, "Hello!", True, 8)  # warm-up
     for row in rows:
