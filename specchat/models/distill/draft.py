@@ -40,7 +40,11 @@ class DraftSpec:
     """How it was trained (command, seed, tokens, held-out acceptance), for people."""
 
     def save(self, folder: Path) -> None:
-        (folder / SPEC_FILE).write_text(json.dumps(asdict(self), indent=1) + "\n")
+        """Readable JSON with the (long) vocabulary on one line."""
+        data = asdict(self)
+        vocab = json.dumps(data.pop("vocab"))
+        text = json.dumps(data, indent=1)
+        (folder / SPEC_FILE).write_text(f'{text[:-2]},\n "vocab": {vocab}\n}}\n')
 
     @classmethod
     def load(cls, folder: Path) -> "DraftSpec":
