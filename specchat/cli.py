@@ -93,9 +93,12 @@ def locate(what: str, config_file: Path | None) -> None:
 
 
 def _register_commands() -> None:
+    from specchat.commands.chat import bench_ui, chat
     from specchat.commands.run import run
 
     main.add_command(run)
+    main.add_command(chat)
+    main.add_command(bench_ui)
     from specchat.commands.distill import distill; main.add_command(distill)  # noqa: E702
 
 

@@ -109,7 +109,7 @@ def test_unknown_pair_lists_the_known_ones(tiny_config):
 
 def test_missing_model_folder(tmp_path):
     config = write(tmp_path, f'[pairs.x]\ntarget = "{tmp_path}/absent"\n')
-    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), "absent")
+    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), "absent", "does not exist")
 
 
 def test_missing_gguf_file(tmp_path):

@@ -34,7 +34,7 @@ def test_greedy_speculative_equals_plain_greedy(k, prompt):
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_ngram_equals_plain_greedy(prompt):
-    decoder = Decoder(TableModel(seed=0), NgramDrafter(max_ngram=2), eos_ids=set())
+    decoder = Decoder(TableModel(seed=0), NgramDrafter(max_ngram=2, min_ngram=1), eos_ids=set())
     assert generated(decoder, prompt, Settings(k=4), 40) == plain_greedy(TableModel(seed=0), prompt, 40)
 
 
@@ -118,7 +118,7 @@ def test_speculative_sampling_reproduces_the_target_distribution(case, k):
 def test_ngram_sampling_reproduces_the_target_distribution():
     params, runs = SamplingParams(temperature=1.0), 3000
     target = TableModel(VOCAB, seed=5, scale=1.0)
-    decoder = Decoder(target, NgramDrafter(max_ngram=1), eos_ids=set())
+    decoder = Decoder(target, NgramDrafter(max_ngram=1, min_ngram=1), eos_ids=set())
     counts = sampled_pairs(decoder, params, 3, runs, seed=11)
     assert chi2_pvalue(counts, exact_joint(target, params), runs) > 1e-3
 

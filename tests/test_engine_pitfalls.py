@@ -178,3 +178,17 @@ def test_changing_k_applies_from_the_next_round():
             seen.append(event.k)
             settings.k = 5
     assert seen[:4] == [2, 5, 5, 5]
+
+
+def test_ngram_proposal_length_doubles_on_full_accept_and_shrinks_on_rejection():
+    drafter = NgramDrafter(max_ngram=2, min_ngram=1, start_length=2)
+    pattern = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2])
+    params = SamplingParams()
+    first = drafter.propose(pattern, 8, params, None)
+    assert first.tokens.tolist() == [3, 4]
+    drafter.rollback(len(pattern) + 3)  # both accepted, plus a bonus token
+    assert len(drafter.propose(pattern, 8, params, None)) == 4
+    drafter.rollback(len(pattern) + 2)  # one of four accepted
+    assert len(drafter.propose(pattern, 8, params, None)) == 2
+    drafter.rollback(len(pattern) + 1)  # none accepted
+    assert len(drafter.propose(pattern, 8, params, None)) == 1

@@ -43,7 +43,7 @@ def violations(layer: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("layer", ["engine", "models", "chat"])
+@pytest.mark.parametrize("layer", ["engine", "models", "chat", "tui"])
 def test_layer_imports_respect_the_dependency_rule(layer):
     if not (PACKAGE / layer).is_dir():
         pytest.fail(f"specchat/{layer} is missing")

@@ -62,11 +62,23 @@ def save_tiny(folder: Path, tokenizer, layers: int, hidden: int, seed: int) -> P
     return folder
 
 
+def save_truncated(target_folder: Path, folder: Path, layers: int = 1) -> Path:
+    """The target cut to its first `layers` layers: a draft that agrees only partly."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(target_folder)
+    model.model.layers = model.model.layers[:layers]
+    model.config.num_hidden_layers = layers
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(target_folder).save_pretrained(folder)
+    return folder
+
+
 def write_models_toml(root: Path) -> Path:
-    """Tiny target, a different tiny draft, and pairs over them; returns the toml path."""
+    """Tiny target, a truncated-copy draft, and pairs over them; returns the toml path."""
     tokenizer = build_tokenizer()
     target = save_tiny(root / "target", tokenizer, layers=2, hidden=64, seed=1)
-    draft = save_tiny(root / "draft", tokenizer, layers=1, hidden=32, seed=2)
+    draft = save_truncated(target, root / "draft")
     toml = root / "models.toml"
     toml.write_text(f'''default = "tiny"
 

@@ -42,13 +42,20 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
-    pair = load_pair(pair_config, dtype=dtype)
+    pair = load_pair(pair_config, dtype=dtype, progress=progress_printer())
     session = ChatSession(pair, system=system, seed=seed)
     session.speculate = not no_spec
     printer = JsonlPrinter() if jsonl else TextPrinter(sys.stdout.isatty())
     for event in session.answer(text, max_new_tokens=max_new_tokens):
         printer.handle(event)
     printer.finish(pair, session)
+
+
+def progress_printer():
+    """Loading notes on stderr for a person watching a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        return lambda note: None
+    return lambda note: click.echo(f"specchat: {note}", err=True)
 
 
 def read_prompt(words: tuple[str, ...]) -> str:
@@ -92,7 +99,8 @@ class TextPrinter:
             return
         mode = "speculative" if session.speculate and pair.drafter else "target only"
         header = [("pair", pair.config.name), ("mode", f"{mode}, k={session.settings.k}"),
-                  ("device / dtype", f"{pair.device} / {pair.dtype}")]
+                  ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
+                  ("load time", f"{pair.load_s:.2f} s")]
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
 

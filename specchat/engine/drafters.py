@@ -86,31 +86,47 @@ class NgramDrafter:
 
     Tries the longest n first (`max_ngram` down to `min_ngram`) and the most recent
     match first. Proposes nothing when no match exists, so the round becomes a
-    plain decoding step with no wasted verify.
+    plain decoding step with no wasted verify. The proposal length adapts like
+    TCP's window: it doubles after a full accept and drops to one more than the
+    accepted count after a rejection, so open chat (few matches that hold) pays for
+    short verifies while copying text quickly grows to the full k.
     """
 
     max_cache_lag = 0
+    MAX_LENGTH = 64
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, start_length: int = 2):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.start_length = start_length
+        self.length = start_length
+        self._proposed = 0
+        self._base = 0
 
     def prefill(self, sequence: torch.Tensor) -> None:
-        pass
+        self.length = self.start_length
+        self._proposed = 0
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False) -> Proposal:
         ids = sequence.tolist()
-        found = find_continuation(ids, k, self.max_ngram, self.min_ngram)
+        found = find_continuation(ids, min(k, self.length), self.max_ngram, self.min_ngram)
+        self._proposed, self._base = len(found), len(ids)
         if not found:
             return empty_proposal(sequence.device)
         return Proposal(torch.tensor(found, dtype=torch.long, device=sequence.device), None)
 
     def rollback(self, committed_length: int) -> None:
-        pass
+        """Learn from the verdict: committed = base + accepted + 1 target token."""
+        if not self._proposed:
+            return
+        accepted = max(0, min(self._proposed, committed_length - self._base - 1))
+        full = accepted == self._proposed
+        self.length = min(self.MAX_LENGTH, 2 * self.length if full else accepted + 1)
+        self._proposed = 0
 
 
 def find_continuation(ids: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:

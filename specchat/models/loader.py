@@ -92,7 +92,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
 def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
-        return NgramDrafter(max_ngram=pair.ngram_n)
+        return NgramDrafter(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
@@ -155,6 +155,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
             raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
         return gguf_cache.ensure_converted(path, progress)
     if ref.kind == "folder":
+        if not Path(ref.value).is_dir():
+            raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
         if is_shipped_draft(Path(ref.value)):
             return assembled_draft(Path(ref.value), progress)
         if not (Path(ref.value) / "config.json").is_file():

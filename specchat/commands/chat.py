@@ -1,0 +1,102 @@
+"""`specchat chat` (and plain `specchat`): the Textual chat on a pair.
+
+Builds the real backend factory and hands it to the TUI; the model loads in the
+background once the app is on screen. Imports textual, never torch, before the
+app opens.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from specchat.commands.options import (apply_overrides, dtype_option, k_option,
+                                       pair_option, temperature_option)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@pair_option
+@click.option("--theme", default=None, metavar="NAME",
+              help="Colour theme (default: the last one chosen; see `specchat locate themes`).")
+@k_option
+@temperature_option
+@dtype_option
+@click.option("--system", default=None, help="System prompt.")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
+              help="Use the scripted fake pair streaming at this many tokens/s (no model).")
+@click.pass_context
+def chat(ctx, pair_name, theme, k, temperature, dtype, system, max_new_tokens, config_file,
+         demo_rate):
+    """Open the chat: watch speculative decoding token by token."""
+    if demo_rate is not None:
+        app = build_demo_app(demo_rate, theme, system)
+        app.run()
+        leave(app.return_code or 0)
+        return
+    from specchat.models.config import load_catalog
+    from specchat.theme_files import available_themes
+
+    catalog = load_catalog(config_file or (ctx.obj or {}).get("config"))
+    first = apply_overrides(catalog.get(pair_name), k, temperature)
+    if theme is not None and theme not in available_themes():
+        from specchat.errors import ConfigError
+
+        raise ConfigError(f"unknown theme '{theme}': available are "
+                          f"{', '.join(sorted(available_themes()))}")
+    app = build_app(catalog, first, theme, system, max_new_tokens, dtype)
+    app.run()
+    leave(app.return_code or 0)
+
+
+def build_app(catalog, first, theme, system, max_new_tokens, dtype):
+    from specchat.tui.app import create_app
+    from specchat.tui.real_backend import ChatBackend
+
+    def factory(name: str):
+        config = first if name == first.name else catalog.get(name)
+        return ChatBackend(config, system, max_new_tokens, dtype)
+
+    pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
+    return create_app(factory, pairs, first.name, theme=theme, k=first.k,
+                      temperature=first.temperature, system=system)
+
+
+def build_demo_app(rate: float, theme, system):
+    from specchat.tui.app import create_app
+    from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
+
+    def factory(name: str):
+        return ScriptedBackend(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
+
+    pairs = [("demo", "scripted fake pair"), ("demo-2", "another scripted fake pair")]
+    return create_app(factory, pairs, "demo", theme=theme, system=system)
+
+
+def leave(code: int) -> None:
+    """Exit at once: the terminal is restored and the history closed by now, and neither a
+    model still loading in a worker thread (which cannot be interrupted) nor tearing down
+    torch's modules should keep a user who quit waiting."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@click.command("bench-ui", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--tokens-per-s", "rate", type=float, default=2000.0, show_default=True,
+              help="Pace of the scripted stream.")
+@click.option("--tokens", type=click.IntRange(min=10), default=4000, show_default=True,
+              help="Tokens per answer.")
+@click.option("--answers", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--startup/--no-startup", default=True,
+              help="Also time opening the real app in tmux until it accepts typing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_ui(rate, tokens, answers, startup, as_json):
+    """UI benchmark: the app against a scripted pair streaming at RATE tokens/s."""
+    from specchat.tui.bench import main as bench_main
+
+    bench_main(rate, tokens, answers, startup, as_json)

@@ -1,0 +1,184 @@
+"""The history database: conversations, their turns, and every token of every
+answer with its kind, saved as the answer streams.
+
+SQLite in WAL mode, one commit per batch of spans handed over (the TUI hands
+over one verify round at a time), so a crash or `kill -9` loses nothing that
+was already on screen. An answer still marked `streaming` when the file is
+opened again was interrupted; it reads back as `interrupted`. Standard library
+only; knows nothing about Textual or the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from specchat import paths
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY, title TEXT NOT NULL, pair TEXT NOT NULL DEFAULT '',
+    system TEXT, created REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS turns (
+    id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL REFERENCES conversations(id)
+        ON DELETE CASCADE,
+    role TEXT NOT NULL, text TEXT NOT NULL DEFAULT '', status TEXT NOT NULL DEFAULT 'done',
+    mode TEXT NOT NULL DEFAULT '', stats TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL, text TEXT NOT NULL, kind TEXT NOT NULL, token_id INTEGER,
+    PRIMARY KEY (turn_id, seq));
+"""
+
+
+def default_path() -> Path:
+    return paths.data_dir() / "history.sqlite3"
+
+
+@dataclass(frozen=True)
+class SavedToken:
+    """One token as stored: text, kind (accepted, rejected, ...) and id."""
+
+    text: str
+    kind: str
+    token_id: int | None = None
+
+
+@dataclass
+class SavedTurn:
+    """A user message or an answer; `text` never contains rejected drafts."""
+
+    role: str
+    text: str
+    status: str = "done"
+    """done, stopped, error, or interrupted (the app died while it streamed)."""
+    mode: str = ""
+    """For answers: "speculative k=4", "target only", ..."""
+    stats: dict | None = None
+    tokens: list[SavedToken] = field(default_factory=list)
+    id: int | None = None
+
+
+@dataclass
+class SavedConversation:
+    """A conversation read back from the database."""
+
+    id: int
+    title: str
+    pair: str
+    system: str | None
+    created: float
+    updated: float
+    turns: list[SavedTurn] = field(default_factory=list)
+
+
+class HistoryStore:
+    """Reads and writes the history file; use from one thread."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(SCHEMA)
+        self.db.commit()
+        self._next_seq: dict[int, int] = {}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def new_conversation(self, title: str, pair: str = "", system: str | None = None) -> int:
+        now = time.time()
+        cursor = self.db.execute(
+            "INSERT INTO conversations (title, pair, system, created, updated) VALUES (?,?,?,?,?)",
+            (title[:80], pair, system, now, now))
+        self.db.commit()
+        return int(cursor.lastrowid)
+
+    def set_system(self, conversation_id: int, system: str | None) -> None:
+        self.db.execute("UPDATE conversations SET system = ? WHERE id = ?", (system, conversation_id))
+        self.db.commit()
+
+    def add_user_turn(self, conversation_id: int, text: str) -> int:
+        return self._add_turn(conversation_id, "user", text, "done", "")
+
+    def start_answer(self, conversation_id: int, mode: str, pair: str = "") -> int:
+        """A new answer row marked `streaming`; spans follow with `append_tokens`."""
+        turn_id = self._add_turn(conversation_id, "assistant", "", "streaming", mode)
+        if pair:
+            self.db.execute("UPDATE conversations SET pair = ? WHERE id = ?", (pair, conversation_id))
+            self.db.commit()
+        return turn_id
+
+    def _add_turn(self, conversation_id: int, role: str, text: str, status: str, mode: str) -> int:
+        now = time.time()
+        cursor = self.db.execute(
+            "INSERT INTO turns (conversation_id, role, text, status, mode, created) "
+            "VALUES (?,?,?,?,?,?)", (conversation_id, role, text, status, mode, now))
+        self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        self.db.commit()
+        return int(cursor.lastrowid)
+
+    def append_tokens(self, turn_id: int, tokens: Iterable[SavedToken]) -> None:
+        """Add tokens to an answer and commit: what was handed over is on disk."""
+        seq = self._next_seq.get(turn_id)
+        if seq is None:
+            row = self.db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM tokens WHERE turn_id = ?",
+                                  (turn_id,)).fetchone()
+            seq = int(row[0])
+        rows = []
+        for token in tokens:
+            rows.append((turn_id, seq, token.text, token.kind, token.token_id))
+            seq += 1
+        self._next_seq[turn_id] = seq
+        self.db.executemany("INSERT INTO tokens VALUES (?,?,?,?,?)", rows)
+        self.db.commit()
+
+    def finish_answer(self, turn_id: int, text: str, status: str, stats: dict | None) -> None:
+        self.db.execute("UPDATE turns SET text = ?, status = ?, stats = ? WHERE id = ?",
+                        (text, status, None if stats is None else json.dumps(stats), turn_id))
+        self.db.commit()
+        self._next_seq.pop(turn_id, None)
+
+    def delete_turns_from(self, turn_id: int) -> None:
+        """Forget a turn and every later one in its conversation (regenerate)."""
+        row = self.db.execute("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,)).fetchone()
+        if row:
+            self.db.execute("DELETE FROM turns WHERE conversation_id = ? AND id >= ?", (row[0], turn_id))
+            self.db.commit()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        self.db.commit()
+
+    def list_conversations(self, limit: int = 200) -> list[SavedConversation]:
+        rows = self.db.execute(
+            "SELECT id, title, pair, system, created, updated FROM conversations "
+            "ORDER BY updated DESC LIMIT ?", (limit,)).fetchall()
+        return [SavedConversation(*row) for row in rows]
+
+    def load(self, conversation_id: int) -> SavedConversation:
+        row = self.db.execute("SELECT id, title, pair, system, created, updated FROM conversations "
+                              "WHERE id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            raise KeyError(conversation_id)
+        conversation = SavedConversation(*row)
+        turns = self.db.execute("SELECT id, role, text, status, mode, stats FROM turns WHERE "
+                                "conversation_id = ? ORDER BY id", (conversation_id,)).fetchall()
+        conversation.turns = [self._read_turn(*turn) for turn in turns]
+        return conversation
+
+    def _read_turn(self, turn_id, role, text, status, mode, stats) -> SavedTurn:
+        tokens = [SavedToken(*row) for row in self.db.execute(
+            "SELECT text, kind, token_id FROM tokens WHERE turn_id = ? ORDER BY seq", (turn_id,))]
+        if status == "streaming":
+            status = "interrupted"
+            text = "".join(t.text for t in tokens if t.kind != "rejected")
+        return SavedTurn(role, text, status, mode, json.loads(stats) if stats else None, tokens,
+                         turn_id)

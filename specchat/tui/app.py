@@ -1,0 +1,391 @@
+"""The specchat Textual app: wiring between the chat screen, the backend's
+workers, the gauges and the history.
+
+`create_app` is the factory the CLI and the tests call. The app holds one
+backend (a loaded pair); answers run in one thread worker each (group
+"answer", exclusive), pair loading in another ("load"). Messages from workers
+carry a job or load id, and stale ones are dropped. Textual only: torch is
+never imported here, the real backend imports it inside its worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.worker import get_current_worker
+
+from specchat.theme_files import DEFAULT_THEME
+from specchat.tui.actions import ActionsMixin
+from specchat.tui.backend import Backend, Calibration, PairInfo
+from specchat.tui.chat_screen import ChatInput, ChatScreen
+from specchat.tui.commands import SpecchatCommands
+from specchat.tui.gauges import Gauges
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
+                                   LoadFailed, LoadProgress, PairLoaded, RoundArrived)
+from specchat.tui.recorder import HistoryRecorder
+from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
+                                 load_textual_themes, save_preferences)
+from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
+from specchat.tui.worker import Job, Pacing, calibrate_backend, load_backend, stream_job
+
+BackendFactory = Callable[[str], Backend]
+GC_THRESHOLDS = (20_000, 50, 1_000)
+"""Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
+second on a busy CPU, long enough to see while thousands of tokens a second stream in."""
+
+
+class WorkerThreads(ThreadPoolExecutor):
+    """The loop's executor for thread workers. Closing the app does not wait for a round (or a
+    model load) that is still running: the worker was cancelled and its thread is abandoned,
+    so quitting mid-answer takes well under a second."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+
+
+class SpecchatApp(ActionsMixin, App):
+    """Chat with a draft/target pair and watch every token's fate."""
+
+    CSS_PATH = Path(__file__).parent / "app.tcss"
+    TITLE = "specchat"
+    COMMANDS = App.COMMANDS | {SpecchatCommands}
+
+    def __init__(self, backend_factory: BackendFactory, pairs: list[tuple[str, str]],
+                 pair_name: str, theme: str | None = None, k: int | None = None,
+                 temperature: float | None = None, system: str | None = None,
+                 history_path: Path | None = None, preferences_path: Path | None = None):
+        super().__init__()
+        self.backend_factory = backend_factory
+        self.pairs = pairs
+        self.pair_name = pair_name
+        self.preferences_path = preferences_path
+        self.preferences: Preferences = load_preferences(preferences_path)
+        self.spec_themes = load_textual_themes()
+        self.requested_theme = theme
+        self.cli_k, self.cli_temperature = k, temperature
+        self.system = system
+        self.history_path = history_path
+        self.backend: Backend | None = None
+        self.info: PairInfo | None = None
+        self.load_id = 0
+        self.current_load_id = 0
+        self.calibrations: dict[int, Calibration] = {}
+        self.calibrating = False
+        self.waiting_backend: tuple[int, Backend, PairInfo] | None = None
+        self.job: Job | None = None
+        self.job_counter = 0
+        self.answer_view: AnswerView | None = None
+        self.last_answer: AnswerView | None = None
+        self.last_speculative_stats = None
+        self.queued_prompt: str | None = None
+        self.pending_turns: list[tuple[str, str]] = []
+        self.held_round = None
+        self._gauges: Gauges | None = None
+        self.failed: tuple[AnswerView, str] | None = None
+        """The last answer if it failed, and its message, so that regenerate retries it."""
+        self.pacing = Pacing()
+        self.speculate = True
+        self.k = k if k is not None else 4
+        self.temperature = temperature if temperature is not None else 0.0
+        self.ghosts = self.preferences.ghosts
+
+    # ----- startup -------------------------------------------------------------------------
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(TOKEN_FALLBACKS)
+
+    def get_default_screen(self) -> ChatScreen:
+        return ChatScreen()
+
+    def on_mount(self) -> None:
+        asyncio.get_running_loop().set_default_executor(
+            WorkerThreads(max_workers=4, thread_name_prefix="specchat-worker"))
+        for theme in self.spec_themes.values():
+            self.register_theme(theme)
+        self.set_theme(self.requested_theme or self.preferences.theme, remember=False)
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.recorder = HistoryRecorder(self.history_path, self._history_error)
+        self.recorder.new_chat(self.system)
+        self.set_interval(0.25, self.recorder.flush)  # in case no frame follows a round
+
+    def on_ready(self) -> None:
+        """The screen is up and takes typing; now start loading the pair in the background."""
+        gc.freeze()  # startup's objects leave the collector's view: shorter full collections
+        gc.set_threshold(*GC_THRESHOLDS)
+        self.start_loading(self.pair_name)
+
+    def on_unmount(self) -> None:
+        if hasattr(self, "recorder"):
+            self.recorder.close()
+
+    def get_system_commands(self, screen) -> list[SystemCommand]:
+        """Textual's own commands, less its theme picker (ours lists specchat themes)."""
+        return [c for c in super().get_system_commands(screen) if "theme" not in c.title.lower()]
+
+    @property
+    def gauges(self) -> Gauges:
+        if self._gauges is None:
+            self._gauges = self.screen_stack[0].query_one(Gauges)
+        return self._gauges
+
+    def _display(self, screen, renderable) -> None:
+        """Commit the history before a frame reaches the terminal: nothing shown is unsaved."""
+        recorder = getattr(self, "recorder", None)
+        if recorder is not None:
+            recorder.flush()
+        super()._display(screen, renderable)
+
+    @property
+    def transcript(self):
+        return self.screen_stack[0].query_one("#transcript")
+
+    def _history_error(self, text: str) -> None:
+        self.notify(text, severity="warning", timeout=8)
+
+    # ----- themes --------------------------------------------------------------------------
+
+    def set_theme(self, name: str, remember: bool = True) -> None:
+        if name not in self.spec_themes:
+            self.notify(f"unknown theme '{name}'; using {DEFAULT_THEME}", severity="warning")
+            name = DEFAULT_THEME if DEFAULT_THEME in self.spec_themes else next(iter(self.spec_themes))
+        self.theme = name
+        if remember:
+            self.preferences.theme = name
+            save_preferences(self.preferences, self.preferences_path)
+
+    def _theme_changed(self, theme) -> None:
+        for widget in self.query(TokenText):
+            widget.restyle()
+        for widget in self.query("#legend"):
+            widget.refresh()
+
+    # ----- loading -------------------------------------------------------------------------
+
+    def start_loading(self, pair_name: str) -> None:
+        self.load_id += 1
+        self.gauges.status = f"loading {pair_name}…"
+        try:
+            backend = self.backend_factory(pair_name)
+        except Exception as error:
+            from specchat.tui.backend import describe_error
+
+            self.post_message(LoadFailed(self.load_id, pair_name, describe_error(error)))
+            return
+        self._load_worker(self.load_id, backend)
+
+    @work(thread=True, group="load", exclusive=True, exit_on_error=False)
+    def _load_worker(self, load_id: int, backend: Backend) -> None:
+        worker = get_current_worker()
+        load_backend(load_id, backend, self, lambda: worker.is_cancelled)
+
+    def recalibrate(self) -> None:
+        """Measure target-only speed again (after the current answer, if one streams)."""
+        if self.backend is None:
+            self.notify("no pair loaded yet", severity="warning")
+            return
+        self.calibrations.pop(self.current_load_id, None)
+        if self.job is None:
+            self._maybe_calibrate()
+
+    def _maybe_calibrate(self) -> None:
+        """Calibrate the current pair while nothing else runs; a new question interrupts it."""
+        if (self.backend is None or self.job is not None or self.calibrating
+                or self.current_load_id in self.calibrations):
+            return
+        self.calibrating = True
+        self._calibrate_worker(self.current_load_id, self.backend)
+
+    @work(thread=True, group="calibrate", exclusive=True, exit_on_error=False)
+    def _calibrate_worker(self, load_id: int, backend: Backend) -> None:
+        worker = get_current_worker()
+        calibrate_backend(load_id, backend, self, lambda: worker.is_cancelled)
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        if message.load_id in (self.load_id, self.current_load_id):
+            self.gauges.status = message.text
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        if message.load_id != self.load_id:
+            return
+        usable = "the current pair keeps working" if self.backend else "pick another pair with F3"
+        self.gauges.status = f"load failed: {message.pair}"
+        self.notify(f"cannot load pair '{message.pair}': {message.error} ({usable})",
+                    severity="error", timeout=12)
+        if self.backend is None and self.queued_prompt is not None:
+            self.queued_prompt = None
+            self._mount(Notice("the model did not load: your message was not answered", "error"))
+
+    def on_pair_loaded(self, message: PairLoaded) -> None:
+        if message.load_id != self.load_id:
+            return
+        if self.job is not None:
+            self.waiting_backend = (message.load_id, message.backend, message.info)
+            self.gauges.status = f"{message.info.name} ready: switching after this answer"
+            return
+        self._adopt(message.load_id, message.backend, message.info)
+        gc.freeze()  # the model's (many, long-lived) objects too
+
+    def _adopt(self, load_id: int, backend: Backend, info: PairInfo) -> None:
+        """Make a loaded pair the one that answers, carrying the conversation over."""
+        previous = self.backend
+        backend.reset(self.system, previous.turns() if previous else self.pending_turns)
+        self.backend, self.info, self.current_load_id = backend, info, load_id
+        self.pair_name = info.name
+        self.k = self.cli_k if (self.cli_k is not None and previous is None) else info.k
+        if self.cli_temperature is not None and previous is None:
+            self.temperature = self.cli_temperature
+        else:
+            self.temperature = info.temperature
+        backend.set_k(self.k)
+        backend.set_temperature(self.temperature)
+        gauges = self.gauges
+        gauges.info, gauges.k, gauges.temperature = info, self.k, self.temperature
+        gauges.calibration = self.calibrations.get(load_id)
+        gauges.status = f"ready · loaded in {info.load_s:.1f} s"
+        self.sub_title = info.name
+        if previous is not None:
+            self.notify(f"now answering with {info.name}")
+        if self.queued_prompt is not None:
+            text, self.queued_prompt = self.queued_prompt, None
+            self._start_answer(text)
+        self._maybe_calibrate()
+
+    def on_calibrated(self, message: Calibrated) -> None:
+        self.calibrating = False
+        if message.calibration is None:
+            if self.job is None and message.load_id == self.current_load_id:
+                self.gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
+            return
+        self.calibrations[message.load_id] = message.calibration
+        if message.load_id == self.current_load_id:
+            self.gauges.calibration = message.calibration
+            if self.job is None:
+                self.gauges.status = "ready"
+
+    # ----- answering -----------------------------------------------------------------------
+
+    def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
+        text = message.text.strip()
+        if not text:
+            return
+        if self.job is not None:
+            self.notify("an answer is streaming: Esc stops it", severity="warning")
+            return
+        self.screen_stack[0].query_one(ChatInput).clear()
+        self._mount(UserTurn(text))
+        self.recorder.user(text, self.pair_name)
+        if self.backend is None:
+            self.queued_prompt = text
+            self.gauges.status = "your message will be answered once the pair has loaded…"
+            return
+        self._start_answer(text)
+
+    def on_chat_input_stop_requested(self) -> None:
+        self.action_stop()
+
+    def _start_answer(self, text: str) -> None:
+        self.failed = None
+        speculate = self.speculate and bool(self.info and self.info.has_drafter)
+        mode = f"speculative k={self.k}" if speculate else "target only"
+        self._start_job("answer", f"{self.pair_name} · {mode}", text, speculate)
+        self.recorder.start_answer(mode, self.pair_name)
+
+    def _start_job(self, kind: str, label: str, text: str = "", speculate: bool = True) -> None:
+        if self.calibrating:
+            self.workers.cancel_group(self, "calibrate")  # the question goes first
+        self.job_counter += 1
+        self.job = Job(self.job_counter, kind, self.backend, self.pacing, text, speculate)
+        self.answer_view = AnswerView(label, self.ghosts)
+        self._mount(self.answer_view)
+        self.gauges.start_job(self.job.id)
+        self._answer_worker(self.job)
+
+    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
+    def _answer_worker(self, job: Job) -> None:
+        worker = get_current_worker()
+        stream_job(job, self, self.gauges, lambda: worker.is_cancelled)
+
+    def _current(self, job_id: int) -> bool:
+        return self.job is not None and self.job.id == job_id and self.answer_view is not None
+
+    def on_round_arrived(self, message: RoundArrived) -> None:
+        if not self._current(message.job_id):
+            return
+        update = message.update
+        if self.job.kind == "answer":
+            self.recorder.spans(update.spans)
+        self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
+        if self.pacing.step and update.accepted + update.rejected:
+            self.answer_view.tokens.append((), pending=update.accepted + update.rejected)
+            self.held_round = update
+            return
+        self.answer_view.tokens.append(update.spans)
+
+    def on_context_notice(self, message: ContextNotice) -> None:
+        if not self._current(message.job_id):
+            return
+        trimmed = message.trimmed
+        text = (f"⚠ dropped the {trimmed.dropped_exchanges} oldest exchange(s) from the prompt to "
+                f"fit the model's context of {trimmed.context_length} tokens")
+        self._mount(Notice(text, "warning"), before=self.answer_view)
+        self.notify(text, severity="warning")
+
+    def on_answer_finished(self, message: AnswerFinished) -> None:
+        if not self._current(message.job_id):
+            return
+        done = message.done
+        self._release_held()
+        status = "stopped" if done.stop_reason == "stopped" else "done"
+        view, job = self.answer_view, self.job
+        view.finish(done.stats, status)
+        if job.kind == "race":
+            self._race_result(done)
+        else:
+            self.recorder.finish(done, status, done.text)
+            self.last_answer = view
+            if job.speculate:
+                self.last_speculative_stats = done.stats
+        self._job_ended()
+
+    def on_answer_failed(self, message: AnswerFailed) -> None:
+        if not self._current(message.job_id):
+            return
+        self._release_held()
+        self.answer_view.finish(None, "error", message.error)
+        if self.job.kind == "answer":
+            self.recorder.finish(None, "error", self.answer_view.text)
+            self.failed = (self.answer_view, self.job.text)
+        self.notify(f"generation failed: {message.error} — the conversation is intact",
+                    severity="error", timeout=12)
+        self._job_ended()
+
+    def _release_held(self) -> None:
+        held = self.held_round
+        if held is not None and self.answer_view is not None:
+            self.answer_view.tokens.append(held.spans)
+        self.held_round = None
+
+    def _job_ended(self) -> None:
+        self.job = None
+        self.answer_view = None
+        if self.waiting_backend is not None:
+            load_id, backend, info = self.waiting_backend
+            self.waiting_backend = None
+            self._adopt(load_id, backend, info)
+        else:
+            self._maybe_calibrate()
+
+    def _mount(self, widget, before=None) -> None:
+        self.transcript.mount(widget, before=before)
+
+
+def create_app(backend_factory: BackendFactory, pairs: list[tuple[str, str]], pair_name: str,
+               **options) -> SpecchatApp:
+    """The app, ready to `run()` or to drive with `run_test()`."""
+    return SpecchatApp(backend_factory, pairs, pair_name, **options)

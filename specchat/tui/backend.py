@@ -1,0 +1,88 @@
+"""The seam between the UI and the model: a small `Backend` protocol, the facts a
+loaded pair reports, and the user's decoding controls.
+
+The UI only ever talks to a backend from its worker threads, and only through
+this protocol, so the real one (real_backend.py, over `ChatSession`) and the
+scripted one (fake_backend.py, for tests and the UI benchmark) are
+interchangeable. No torch, no Textual here.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol
+
+from specchat.chat.events import ChatEvent
+
+ShouldStop = Callable[[], bool]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """What the gauges show about a loaded pair."""
+
+    name: str
+    device: str
+    dtype: str
+    memory_bytes: int
+    """Parameter bytes of target and draft together."""
+    has_drafter: bool
+    k: int
+    temperature: float
+    context_length: int
+    load_s: float = 0.0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Target-only decoding speed of a pair on this machine, measured after loading."""
+
+    tokens_per_s: float
+    tokens: int
+    measured_at: float
+    """time.time() when it finished."""
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per plain decoding step."""
+        return 1.0 / self.tokens_per_s
+
+
+class Backend(Protocol):
+    """A pair behind the UI. Every method but the setters runs in a worker thread."""
+
+    name: str
+    busy: threading.Lock
+    """Held while a thread decodes, so two threads never share the model's caches."""
+
+    def load(self, progress: Progress) -> PairInfo: ...
+    def calibrate(self, should_stop: ShouldStop) -> Calibration | None: ...
+    def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]: ...
+    def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        """Replay the last user message target-only, leaving the conversation alone."""
+        ...
+    def set_k(self, k: int) -> None: ...
+    def set_temperature(self, temperature: float) -> None: ...
+    def reset(self, system: str | None, turns: list[tuple[str, str]]) -> None:
+        """Start over from these (role, text) turns under this system prompt."""
+        ...
+    def turns(self) -> list[tuple[str, str]]: ...
+    def drop_last_exchange(self) -> str | None:
+        """Forget the last user message and its answer; return the message."""
+        ...
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line message for a notification, naming what to do where we can."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if "out of memory" in text.lower() or type(error).__name__ == "OutOfMemoryError":
+        return ("out of memory: pick a smaller pair (F3), lower the answer length, "
+                f"or use a smaller dtype ({text[:120]})")
+    from specchat.errors import SpecchatError
+
+    if isinstance(error, SpecchatError):
+        return text
+    return f"{type(error).__name__}: {text}"

@@ -1,0 +1,109 @@
+"""The main screen: transcript and gauges side by side, the legend, the message
+input and the footer. Its bindings call the app's actions, so they are off while
+a modal screen (help, history, pair picker) is on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.style import Style
+from textual.widgets import Footer, Static, TextArea
+
+from specchat.tui.gauges import Gauges
+from specchat.tui.transcript import KIND_LABELS, token_styles
+
+LEGEND_KINDS = ("accepted", "rejected", "resampled", "bonus", "target")
+
+
+class ChatInput(TextArea):
+    """The message box: Enter sends, Ctrl+J (or Shift+Enter) inserts a new line."""
+
+    @dataclass
+    class Submitted(Message):
+        """The user sent a message."""
+
+        text: str
+
+    @dataclass
+    class StopRequested(Message):
+        """Esc was pressed in the message box."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self.text))
+            return
+        if event.key in ("ctrl+j", "shift+enter", "alt+enter"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if event.key == "escape":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.StopRequested())
+            return
+        await super()._on_key(event)
+
+
+class Legend(Static):
+    """One line naming each token colour, in that colour."""
+
+    def render(self) -> Content:
+        styles = token_styles(self.app.theme_variables)
+        parts: list = []
+        kinds = LEGEND_KINDS + (("pending",) if self.app.pacing.step else ())
+        for kind in kinds:
+            parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
+        return Content.assemble(*parts)
+
+
+class ChatScreen(Screen):
+    """Transcript, gauges, legend, input."""
+
+    BINDINGS = [
+        Binding("escape", "app.stop", "Stop"),
+        Binding("ctrl+n", "app.new_chat", "New", show=False, priority=True),
+        Binding("ctrl+r", "app.regenerate", "Regenerate", show=False, priority=True),
+        Binding("ctrl+o", "app.copy_answer", "Copy", show=False, priority=True),
+        Binding("ctrl+g", "app.toggle_ghosts", "Ghosts", priority=True),
+        Binding("ctrl+t", "app.toggle_markdown", "Markdown", priority=True),
+        Binding("ctrl+s", "app.toggle_speculation", "Spec on/off", priority=True),
+        Binding("f1", "app.help", "Help"),
+        Binding("f2", "app.system_prompt", "System", show=False),
+        Binding("f3", "app.pick_pair", "Pair"),
+        Binding("f4", "app.history", "History", show=False),
+        Binding("f5", "app.race", "Race"),
+        Binding("f6", "app.toggle_presentation", "Present", show=False, priority=True),
+        Binding("f7", "app.toggle_step", "Step mode", show=False, priority=True),
+        Binding("f8,ctrl+f", "app.step", "Step", show=False, priority=True),
+        Binding("f9", "app.change_k(-1)", "k−", show=False),
+        Binding("f10", "app.change_k(1)", "k+", show=False),
+        Binding("f11", "app.change_temperature(-0.1)", "T−", show=False),
+        Binding("f12", "app.change_temperature(0.1)", "T+", show=False),
+        Binding("ctrl+l", "app.toggle_slow", "Slow", show=False, priority=True),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield VerticalScroll(id="transcript")
+            yield Gauges(id="gauges")
+        yield Legend(id="legend")
+        yield ChatInput(id="input", placeholder="Message (Enter sends, Ctrl+J new line, F1 keys)",
+                        soft_wrap=True, show_line_numbers=False, compact=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#transcript", VerticalScroll).anchor()
+        message_box = self.query_one("#input", ChatInput)
+        message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
+        message_box.focus()

@@ -1,0 +1,70 @@
+"""Command-palette entries (Ctrl+P): decoding knobs, pacing, themes, pairs, exports
+and the app's actions, each a title, a help line and a callback on the app.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from specchat.tui.app import SpecchatApp
+
+K_CHOICES = range(0, 9)
+TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0)
+SLOW_DELAYS_MS = (100, 250, 500, 1000, 2000)
+
+
+def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[], object]]]:
+    """(title, help, callback) for every palette command."""
+    for k in K_CHOICES:
+        yield f"Set k = {k}", "draft tokens per round, from the next round", partial(app.set_k, k)
+    for t in TEMPERATURES:
+        yield (f"Set temperature = {t:g}", "sampling temperature, from the next round",
+               partial(app.set_temperature, t))
+    for ms in SLOW_DELAYS_MS:
+        yield f"Slow motion delay = {ms} ms", "and turn slow motion on", partial(app.set_slow_motion, ms)
+    for name in sorted(app.spec_themes):
+        yield f"Theme: {name}", "switch colour theme (remembered)", partial(app.set_theme, name)
+    for name, about in app.pairs:
+        yield f"Switch pair: {name}", about or "load in the background", partial(app.switch_pair, name)
+    for fmt in ("markdown", "json", "html"):
+        yield (f"Export conversation as {fmt.upper() if fmt != 'markdown' else 'Markdown'}",
+               "write it to the data folder", partial(app.export_current, fmt))
+    yield ("Recalibrate target-only speed", "measure the speedup baseline again",
+           app.recalibrate)
+    for title, action, about in ACTIONS:
+        yield title, about, partial(app.run_action, action)
+
+
+ACTIONS = (
+    ("Race: replay last prompt target-only", "race", "compare tokens/s and text"),
+    ("New chat", "new_chat", "clear the conversation"),
+    ("Regenerate last answer", "regenerate", "ask again"),
+    ("Copy last answer", "copy_answer", "without rejected drafts"),
+    ("Toggle ghosts (rejected drafts)", "toggle_ghosts", "show or hide"),
+    ("Toggle Markdown view of last answer", "toggle_markdown", "tokens ⇄ Markdown"),
+    ("Toggle speculation (A/B)", "toggle_speculation", "for the next answer"),
+    ("Toggle presentation mode", "toggle_presentation", "large gauges"),
+    ("Toggle step mode", "toggle_step", "pause every round"),
+    ("Toggle slow motion", "toggle_slow", "delay every round"),
+    ("Edit system prompt", "system_prompt", "applies from the next answer"),
+    ("Open history", "history", "reopen or export past conversations"),
+)
+
+
+class SpecchatCommands(Provider):
+    """The palette's specchat section."""
+
+    async def discover(self) -> Hits:
+        for title, about, callback in palette_entries(self.app):
+            yield DiscoveryHit(title, callback, help=about)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, about, callback in palette_entries(self.app):
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=about)

@@ -1,0 +1,262 @@
+"""A scripted backend: streams `RoundUpdate`s and an `AnswerDone` from a script of
+rounds at a chosen pace, with no model at all.
+
+Used by the pilot tests (deterministic rounds, a fake clock, injected failures)
+and by the UI benchmark (thousands of tokens per second on an absolute
+schedule, so the stream never slows down to wait for anyone). It computes its
+statistics the way the chat layer defines them. No torch, no Textual.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
+                                  StatsSnapshot, TokenSpan)
+from specchat.tui.backend import Calibration, PairInfo, Progress, ShouldStop
+
+SAMPLE_ANSWER = (
+    "Speculative decoding lets a **small draft model** guess the next few tokens, and the "
+    "large target model checks all of them in *one* forward pass.\n\n"
+    "1. The draft proposes k tokens.\n2. The target verifies them at once.\n"
+    "3. The longest agreeing prefix is kept, plus one token from the target.\n\n"
+    "```python\nfor round in decoder.generate(prompt):\n    print(round.accepted)\n```\n\n"
+    "With greedy decoding the output is exactly what the target would write alone.")
+GHOSTS = (" maybe", " the", " perhaps", " a", " very", " quick", " it", " so")
+ACCEPT_PATTERN = (4, 2, 0, 3, 4, 1, 4, 2)
+SCRIPTED_DRAFT_S = 0.005
+"""Reported draft time per drafted token (the wall clock is not used for it)."""
+SCRIPTED_VERIFY_S = 0.065
+"""Reported verify time per round."""
+
+
+@dataclass(frozen=True)
+class ScriptedRound:
+    """One round of a script: drafts kept, drafts thrown away, and the target's token."""
+
+    accepted: tuple[str, ...]
+    rejected: tuple[str, ...]
+    token: str | None
+    kind: str = "resampled"
+
+
+def words(text: str) -> list[str]:
+    """Split text into word-sized tokens that join back into the same text."""
+    out: list[str] = []
+    for piece in text.split(" "):
+        out.append(piece if not out else " " + piece)
+    return [w for w in out if w]
+
+
+def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATTERN):
+    """Rounds that commit exactly `tokens`, reading k before each round (so a change
+    applies from the next round), accepting pattern[i] of k drafts in round i."""
+    i = index = 0
+    while i < len(tokens):
+        k = k_now()
+        n = min(pattern[index % len(pattern)], k, len(tokens) - i - 1)
+        full = n == k
+        rejected = () if full or k == 0 else tuple(GHOSTS[(i + j) % len(GHOSTS)]
+                                                    for j in range(k - n))
+        kind = "target" if k == 0 else ("bonus" if full else "resampled")
+        yield ScriptedRound(tuple(tokens[i:i + n]), rejected, tokens[i + n], kind)
+        i += n + 1
+        index += 1
+
+
+def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[ScriptedRound]:
+    """The whole script for `text` at a fixed k."""
+    return list(live_script(words(text), lambda: k, pattern))
+
+
+@dataclass
+class FakeConfig:
+    """How the scripted backend behaves; every field has a harmless default."""
+
+    name: str = "fake"
+    k: int = 4
+    temperature: float = 0.0
+    answer: str = SAMPLE_ANSWER
+    """Text every answer commits (split into word tokens)."""
+    tokens_per_s: float | None = None
+    """Pace of the stream; None streams as fast as the consumer pulls."""
+    load_s: float = 0.0
+    load_error: str | None = None
+    fail_at_round: int | None = None
+    """Raise RuntimeError before this round (0-based) of every answer."""
+    calibration_tokens_per_s: float | None = 20.0
+    calibrated_at: float | None = None
+    calibration_s: float = 0.0
+    """How long calibrating takes (it stops early when asked to)."""
+    """Reported time of the calibration (None: now)."""
+    clock: Callable[[], float] = time.perf_counter
+    trim_every_answer: bool = False
+    memory_bytes: int = 270_000_000
+    rounds: list[ScriptedRound] | None = field(default=None, repr=False)
+
+
+class ScriptedBackend:
+    """A `Backend` that plays a script."""
+
+    def __init__(self, config: FakeConfig | None = None):
+        self.config = config or FakeConfig()
+        self.name = self.config.name
+        self.busy = threading.Lock()
+        self.k = self.config.k
+        self.temperature = self.config.temperature
+        self.system: str | None = None
+        self._turns: list[tuple[str, str]] = []
+        self.answers_started = 0
+
+    def load(self, progress: Progress) -> PairInfo:
+        progress(f"loading scripted pair {self.name}")
+        deadline = time.perf_counter() + self.config.load_s
+        while time.perf_counter() < deadline:
+            time.sleep(0.01)
+        if self.config.load_error:
+            raise RuntimeError(self.config.load_error)
+        return PairInfo(self.name, "cpu", "float32", self.config.memory_bytes, self.k > 0,
+                        self.k, self.temperature, 2048, self.config.load_s, "scripted fake pair")
+
+    def calibrate(self, should_stop: ShouldStop) -> Calibration | None:
+        self.calibrations_started = getattr(self, "calibrations_started", 0) + 1
+        deadline = time.perf_counter() + self.config.calibration_s
+        while time.perf_counter() < deadline:
+            if should_stop():
+                return None
+            time.sleep(0.01)
+        rate = self.config.calibration_tokens_per_s
+        when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
+        return None if rate is None else Calibration(rate, 32, when)
+
+    def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        self._turns.append(("user", text))
+        self.answers_started += 1
+        if self.config.trim_every_answer:
+            yield ContextTrimmed(1, 2048)
+        try:
+            done = yield from self._play(speculate, should_stop)
+        except BaseException:
+            self._turns.pop()
+            raise
+        self._turns.append(("assistant", done.text))
+        yield done
+
+    def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        done = yield from self._play(False, should_stop)
+        yield done
+
+    def _rounds(self, speculate: bool):
+        if self.config.rounds is not None and speculate:
+            return iter(self.config.rounds)
+        return live_script(words(self.config.answer), (lambda: self.k) if speculate else (lambda: 0))
+
+    def _play(self, speculate: bool, should_stop: ShouldStop):
+        stats = _Counter(self.config.clock)
+        spans: list[TokenSpan] = []
+        started = time.perf_counter()
+        for index, scripted in enumerate(self._rounds(speculate)):
+            if should_stop():
+                return self._done(spans, "stopped", stats)
+            if index == self.config.fail_at_round:
+                raise RuntimeError(f"scripted failure at round {index}")
+            update = self._update(scripted, stats)
+            self._pace(started, stats.tokens)
+            spans.extend(update.spans)
+            yield update
+        return self._done(spans, "eos", stats)
+
+    def _pace(self, started: float, tokens: int) -> None:
+        """Sleep until the absolute time this many tokens are due (never drifts)."""
+        if self.config.tokens_per_s:
+            due = started + tokens / self.config.tokens_per_s
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+
+    def _update(self, scripted: ScriptedRound, stats: "_Counter") -> RoundUpdate:
+        accepted = tuple(TokenSpan(t, "accepted", i) for i, t in enumerate(scripted.accepted))
+        rejected = tuple(TokenSpan(t, "rejected", i) for i, t in enumerate(scripted.rejected))
+        token = None if scripted.token is None else TokenSpan(scripted.token, scripted.kind, 0)
+        stats.record(len(accepted), len(rejected), 0 if token is None else 1, self.k)
+        return RoundUpdate(accepted, rejected, token, 1.0, 2.0, stats.snapshot())
+
+    def _done(self, spans: list[TokenSpan], reason: str, stats: "_Counter") -> AnswerDone:
+        text = "".join(s.text for s in spans if s.kind != "rejected")
+        return AnswerDone(text, reason, stats.snapshot(), tuple(spans))
+
+    def set_k(self, k: int) -> None:
+        self.k = k
+
+    def set_temperature(self, temperature: float) -> None:
+        self.temperature = temperature
+
+    def reset(self, system: str | None, turns: list[tuple[str, str]]) -> None:
+        self.system, self._turns = system, list(turns)
+
+    def turns(self) -> list[tuple[str, str]]:
+        return list(self._turns)
+
+    def drop_last_exchange(self) -> str | None:
+        users = [i for i, (role, _) in enumerate(self._turns) if role == "user"]
+        if not users:
+            return None
+        text = self._turns[users[-1]][1]
+        self._turns = self._turns[:users[-1]]
+        return text
+
+
+class _Counter:
+    """The chat layer's metrics, computed from scripted rounds."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.started = clock()
+        self.first_at: float | None = None
+        self.rounds = self.drafted = self.accepted = self.tokens = self.k = 0
+        self.draft_s = self.verify_s = 0.0
+        self.histogram: list[int] = []
+        self.position_drafted: list[int] = []
+        self.position_accepted: list[int] = []
+
+    def record(self, accepted: int, rejected: int, token: int, k: int) -> None:
+        if self.first_at is None:
+            self.first_at = self.clock()
+        drafted = accepted + rejected
+        self.rounds += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        self.tokens += accepted + token
+        self.k = k
+        self.draft_s += SCRIPTED_DRAFT_S * drafted
+        self.verify_s += SCRIPTED_VERIFY_S
+        if drafted:
+            _bump(self.histogram, accepted)
+            for i in range(drafted):
+                _bump(self.position_drafted, i)
+                if i < accepted:
+                    _bump(self.position_accepted, i)
+
+    def snapshot(self) -> StatsSnapshot:
+        now = self.clock()
+        elapsed = now - (self.first_at if self.first_at is not None else now)
+        accepted = self.position_accepted + [0] * (len(self.position_drafted) - len(self.position_accepted))
+        return StatsSnapshot(
+            tokens=self.tokens, rounds=self.rounds, drafted=self.drafted, accepted=self.accepted,
+            acceptance_rate=self.accepted / self.drafted if self.drafted else None,
+            mean_acceptance_length=self.tokens / self.rounds if self.rounds else None,
+            per_position_acceptance=tuple(a / d for a, d in zip(accepted, self.position_drafted)),
+            histogram=tuple(self.histogram),
+            tokens_per_s=self.tokens / elapsed if elapsed > 0 else None,
+            live_tokens_per_s=self.tokens / elapsed if elapsed > 0 else None,
+            ttft_s=None if self.first_at is None else self.first_at - self.started,
+            elapsed_s=now - self.started, draft_s=self.draft_s, verify_s=self.verify_s, k=self.k)
+
+
+def _bump(counts: list[int], index: int) -> None:
+    while len(counts) <= index:
+        counts.append(0)
+    counts[index] += 1

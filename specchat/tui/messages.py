@@ -1,0 +1,93 @@
+"""Messages the worker threads post to the UI: small dataclasses, one line each.
+
+Every message carries the id of the job it belongs to, so that a late message
+from a stopped or replaced job can be recognised and dropped. `StatsUpdated` is
+posted to the gauges alone and replaces a pending one, so a flood of rounds
+collapses to the latest figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate, StatsSnapshot
+from specchat.tui.backend import Backend, Calibration, PairInfo
+
+
+@dataclass
+class LoadProgress(Message):
+    """A line of progress from a pair that is loading."""
+
+    load_id: int
+    text: str
+
+
+@dataclass
+class PairLoaded(Message):
+    """A pair finished loading and can answer."""
+
+    load_id: int
+    backend: Backend
+    info: PairInfo
+
+
+@dataclass
+class LoadFailed(Message):
+    """A pair could not be loaded; `error` is a one-line explanation."""
+
+    load_id: int
+    pair: str
+    error: str
+
+
+@dataclass
+class Calibrated(Message):
+    """The target-only calibration of a pair ended (None: stopped or failed)."""
+
+    load_id: int
+    calibration: Calibration | None
+
+
+@dataclass
+class RoundArrived(Message):
+    """One verify round of an answer, as coloured spans."""
+
+    job_id: int
+    update: RoundUpdate
+
+
+@dataclass
+class StatsUpdated(Message):
+    """The answer's statistics after a round (coalesces: only the latest matters)."""
+
+    job_id: int
+    stats: StatsSnapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StatsUpdated)
+
+
+@dataclass
+class ContextNotice(Message):
+    """Oldest exchanges were dropped to fit the model's context."""
+
+    job_id: int
+    trimmed: ContextTrimmed
+
+
+@dataclass
+class AnswerFinished(Message):
+    """The answer is complete or was stopped."""
+
+    job_id: int
+    done: AnswerDone
+
+
+@dataclass
+class AnswerFailed(Message):
+    """Generation raised; `error` is a one-line explanation."""
+
+    job_id: int
+    error: str

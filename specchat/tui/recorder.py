@@ -1,0 +1,114 @@
+"""Saving the conversation on screen to the history database as it streams.
+
+The TUI hands over each round's spans as it arrives; they are buffered and
+committed in one transaction right before the next frame is written to the
+terminal (`flush`, called by the app), so whatever is on screen is already
+committed, at one commit per frame rather than per round. A database problem is
+reported once and disables saving; it never stops the chat.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from specchat.chat.events import AnswerDone, TokenSpan
+from specchat.history.store import HistoryStore, SavedConversation, SavedToken
+
+
+class HistoryRecorder:
+    """The current conversation's rows in the history database."""
+
+    def __init__(self, path: Path | None, on_error: Callable[[str], None]):
+        self.on_error = on_error
+        self.store: HistoryStore | None = None
+        self.conversation_id: int | None = None
+        self.answer_id: int | None = None
+        self.last_user_id: int | None = None
+        self.system: str | None = None
+        self.pending: list[SavedToken] = []
+        try:
+            self.store = HistoryStore(path)
+        except Exception as error:
+            self._fail(error)
+
+    def _fail(self, error: Exception) -> None:
+        self.store = None
+        self.on_error(f"history is not being saved: {error}")
+
+    def _guard(self, action: Callable[[HistoryStore], object]):
+        if self.store is None:
+            return None
+        try:
+            return action(self.store)
+        except Exception as error:
+            self._fail(error)
+            return None
+
+    def new_chat(self, system: str | None) -> None:
+        self.conversation_id = self.answer_id = self.last_user_id = None
+        self.system = system
+
+    def set_system(self, system: str | None) -> None:
+        self.system = system
+        if self.conversation_id is not None:
+            self._guard(lambda s: s.set_system(self.conversation_id, system))
+
+    def user(self, text: str, pair: str) -> None:
+        if self.conversation_id is None:
+            title = " ".join(text.split())[:60] or "untitled"
+            self.conversation_id = self._guard(lambda s: s.new_conversation(title, pair, self.system))
+        if self.conversation_id is not None:
+            self.last_user_id = self._guard(lambda s: s.add_user_turn(self.conversation_id, text))
+
+    def start_answer(self, mode: str, pair: str) -> None:
+        self.answer_id = None
+        if self.conversation_id is not None:
+            self.answer_id = self._guard(lambda s: s.start_answer(self.conversation_id, mode, pair))
+
+    def spans(self, spans: tuple[TokenSpan, ...]) -> None:
+        """Buffer a round's spans; `flush` commits them."""
+        if self.answer_id is not None:
+            self.pending.extend(SavedToken(s.text, s.kind, s.token_id) for s in spans)
+
+    def flush(self) -> None:
+        """Commit buffered spans (the app calls this before every frame it writes)."""
+        if self.pending and self.answer_id is not None:
+            tokens, self.pending = self.pending, []
+            self._guard(lambda s: s.append_tokens(self.answer_id, tokens))
+
+    def finish(self, done: AnswerDone | None, status: str, text: str) -> None:
+        self.flush()
+        if self.answer_id is not None:
+            stats = done.stats.as_dict() if done else None
+            self._guard(lambda s: s.finish_answer(self.answer_id, text, status, stats))
+        self.answer_id = None
+
+    def forget_last_exchange(self) -> None:
+        """Regenerate: the last user message and its answer leave the history."""
+        if self.last_user_id is not None:
+            self._guard(lambda s: s.delete_turns_from(self.last_user_id))
+
+    def list(self) -> list[SavedConversation]:
+        return self._guard(lambda s: s.list_conversations()) or []
+
+    def load(self, conversation_id: int) -> SavedConversation | None:
+        return self._guard(lambda s: s.load(conversation_id))
+
+    def reopen(self, conversation: SavedConversation) -> None:
+        """Continue a saved conversation: new turns are added to it."""
+        self.conversation_id = conversation.id
+        self.system = conversation.system
+        self.answer_id = None
+        users = [turn.id for turn in conversation.turns if turn.role == "user"]
+        self.last_user_id = users[-1] if users else None
+
+    def delete(self, conversation_id: int) -> None:
+        self._guard(lambda s: s.delete_conversation(conversation_id))
+        if conversation_id == self.conversation_id:
+            self.new_chat(self.system)
+
+    def close(self) -> None:
+        self.flush()
+        if self.store is not None:
+            self.store.close()

@@ -1,0 +1,141 @@
+"""Modal screens: system prompt, pair picker, history browser, and the key help.
+
+Each returns its result through `dismiss`; none knows about backends or models.
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from specchat.history.store import SavedConversation
+
+KEYS_HELP = """\
+# specchat keys
+
+| key | what it does |
+|---|---|
+| Enter | send the message |
+| Ctrl+J (or Shift+Enter where the terminal reports it) | new line in the message |
+| Esc | stop the answer (keeps the partial answer, marked stopped) |
+| Ctrl+Q | quit (also while an answer streams) |
+| Ctrl+N | new chat |
+| Ctrl+R | regenerate the last answer |
+| Ctrl+O | copy the last answer (never includes rejected drafts) |
+| Ctrl+G | show / hide rejected drafts (ghosts) |
+| Ctrl+T | last answer: coloured tokens ⇄ rendered Markdown |
+| Ctrl+S | speculation on / off for the next answer (A/B) |
+| Ctrl+P | command palette: k, temperature, slow-motion delay, theme, pair, export… |
+| F1 | this help |
+| F2 | system prompt |
+| F3 | switch pair (loads in the background) |
+| F4 | history: reopen, export, delete past conversations |
+| F5 | race: replay the last prompt target-only, compare tokens/s and text |
+| F6 | presentation mode (large gauges) |
+| F7 | step mode: each round pauses with its drafts pending |
+| F8 or Ctrl+F | step: resolve the pending round |
+| F9 / F10 | k − 1 / k + 1 (from the next round) |
+| F11 / F12 | temperature − 0.1 / + 0.1 (from the next round) |
+| Ctrl+L | slow motion on / off (delay set in the palette) |
+
+Colours: **accepted** draft tokens, **rejected** drafts (dim, struck through),
+**resampled** (the target's correction), **bonus** (the target's extra token
+after a full accept), **target** (plain decoding), **pending** (step mode).
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys, as a table."""
+
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Markdown(KEYS_HELP)
+            yield Static("Esc closes", classes="dialog-hint")
+
+
+class SystemPromptScreen(ModalScreen[str | None]):
+    """Edit the system prompt; Ctrl+S saves, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save", priority=True)]
+
+    def __init__(self, current: str | None):
+        super().__init__()
+        self.current = current or ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("System prompt (applies from the next answer) — Ctrl+S saves, Esc cancels")
+            yield TextArea(self.current, id="system-text")
+            yield Button("Save", id="save", variant="primary")
+
+    def on_button_pressed(self) -> None:
+        self.action_save()
+
+    def action_save(self) -> None:
+        text = self.query_one("#system-text", TextArea).text.strip()
+        self.dismiss(text or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(self.current or None)
+
+
+class PairPickerScreen(ModalScreen[str | None]):
+    """Choose a pair from models.toml."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, pairs: list[tuple[str, str]], current: str | None):
+        super().__init__()
+        self.pairs = pairs
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("Switch pair — it loads in the background; the current one keeps working")
+            options = [Option(f"{'● ' if name == self.current else '  '}{name}  {about}", id=name)
+                       for name, about in self.pairs]
+            yield OptionList(*options, id="pair-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+class HistoryScreen(ModalScreen[tuple[str, int] | None]):
+    """Past conversations: Enter reopens; m, j, h export; d deletes."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close"),
+                Binding("m", "pick('markdown')", "Markdown"), Binding("j", "pick('json')", "JSON"),
+                Binding("h", "pick('html')", "HTML"), Binding("d", "pick('delete')", "Delete")]
+
+    def __init__(self, conversations: list[SavedConversation]):
+        super().__init__()
+        self.conversations = conversations
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("History — Enter reopens · m Markdown · j JSON · h HTML export · "
+                         "d delete · Esc closes")
+            options = [Option(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
+                              f"{c.title}  [{c.pair}]", id=str(c.id)) for c in self.conversations]
+            if not options:
+                options = [Option("no saved conversations yet", disabled=True)]
+            yield OptionList(*options, id="history-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(("open", int(event.option.id)))
+
+    def action_pick(self, what: str) -> None:
+        options = self.query_one("#history-list", OptionList)
+        if options.highlighted is None:
+            return
+        option = options.get_option_at_index(options.highlighted)
+        if option.id is not None:
+            self.dismiss((what, int(option.id)))

@@ -1,0 +1,269 @@
+"""The transcript: user turns, answers drawn token by token in their kind's colour,
+rejected drafts as dim struck-through ghosts, notices.
+
+Every colour comes from the app's theme variables (`spec-accepted`, ...), read
+when the text is styled and again whenever the theme changes. Textual only.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from textual.color import Color
+from textual.content import Content
+from textual.content import Span as ContentSpan
+from textual.style import Style
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Markdown, Static
+
+from specchat.chat.events import StatsSnapshot, TokenSpan
+
+KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
+               "resampled": "resampled", "bonus": "bonus", "target": "target only",
+               "pending": "pending draft"}
+
+
+def token_styles(variables: dict[str, str]) -> dict[str, Style]:
+    """Textual styles per token kind from theme variables."""
+    def colour(kind: str) -> Color:
+        return Color.parse(variables.get(f"spec-{kind}") or variables.get("foreground", "#ffffff"))
+
+    styles = {kind: Style(foreground=colour(kind)) for kind in ("accepted", "resampled", "bonus", "target")}
+    styles["rejected"] = Style(foreground=colour("rejected"), dim=True, strike=True)
+    styles["pending"] = Style(foreground=colour("pending"), underline=True, italic=True)
+    return styles
+
+
+class TokenText(Widget):
+    """Coloured spans of an answer (one chunk of it), appended a round at a time.
+
+    Keeps the drawn text and its styled spans and renders them as one `Content`,
+    so a frame costs one wrap of this chunk and no conversion per token."""
+
+    DEFAULT_CSS = "TokenText { height: auto; }"
+    show_ghosts: reactive[bool] = reactive(True)
+
+    def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.spans: list[TokenSpan] = list(spans)
+        self.pending: tuple[TokenSpan, ...] = ()
+        self.chunk_ended = False
+        """True once a later chunk follows: its closing newline is the break between them."""
+        self.set_reactive(TokenText.show_ghosts, show_ghosts)
+        self._pieces: list[str] | None = None
+        self._styled: list[ContentSpan] = []
+        self._length = 0
+        self._styles: dict[str, Style] | None = None
+
+    @property
+    def styles_by_kind(self) -> dict[str, Style]:
+        if self._styles is None:
+            self._styles = token_styles(self.app.theme_variables)
+        return self._styles
+
+    def append(self, spans: Iterable[TokenSpan], pending: tuple[TokenSpan, ...] = ()) -> None:
+        """Add committed spans (and ghosts); `pending` drafts are drawn after them until resolved."""
+        spans = list(spans)
+        self.spans.extend(spans)
+        if self._pieces is not None:
+            self._draw(spans)
+        self.pending = pending
+        self.refresh(layout=True)
+
+    def resolve_pending(self) -> None:
+        self.pending = ()
+        self.refresh(layout=True)
+
+    def restyle(self) -> None:
+        """Theme changed: recolour everything."""
+        self._styles = None
+        self._pieces = None
+        self.refresh()
+
+    def watch_show_ghosts(self) -> None:
+        self._pieces = None
+        self.refresh(layout=True)
+
+    def _draw(self, spans: Iterable[TokenSpan]) -> None:
+        styles = self.styles_by_kind
+        for span in spans:
+            if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
+                continue
+            end = self._length + len(span.text)
+            self._pieces.append(span.text)
+            self._styled.append(ContentSpan(self._length, end, styles.get(span.kind, styles["target"])))
+            self._length = end
+
+    def plain_text(self) -> str:
+        """The committed text: never the ghosts."""
+        return "".join(s.text for s in self.spans if s.kind != "rejected")
+
+    def content(self) -> Content:
+        """What this chunk draws: committed spans, ghosts if shown, pending drafts."""
+        if self._pieces is None:
+            self._pieces, self._styled, self._length = [], [], 0
+            self._draw(self.spans)
+        pieces, styled, length = list(self._pieces), list(self._styled), self._length
+        pending = self.styles_by_kind["pending"]
+        for span in self.pending:
+            pieces.append(span.text)
+            styled.append(ContentSpan(length, length + len(span.text), pending))
+            length += len(span.text)
+        text = "".join(pieces)
+        if self.chunk_ended and text.endswith("\n"):
+            text = text[:-1]
+        return Content(text, styled)
+
+    def render(self) -> Content:
+        return self.content()
+
+
+CHUNK_SPANS = 300
+"""A new chunk starts after a newline once a chunk holds this many spans, so a frame
+re-renders only the paragraph still growing, not the whole answer."""
+
+
+class TokenFlow(Vertical):
+    """An answer's tokens as a column of TokenText chunks split at newlines."""
+
+    DEFAULT_CSS = "TokenFlow { height: auto; }"
+
+    def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True):
+        super().__init__()
+        self.show_ghosts = show_ghosts
+        self.chunks: list[TokenText] = [TokenText(show_ghosts=show_ghosts)]
+        self._fill(list(spans))
+
+    def compose(self) -> ComposeResult:
+        yield from self.chunks
+
+    def _fill(self, spans: list[TokenSpan]) -> None:
+        """Put spans into chunks before mounting (saved answers)."""
+        for span in spans:
+            self.chunks[-1].spans.append(span)
+            if self._full(self.chunks[-1]):
+                self.chunks[-1].chunk_ended = True
+                self.chunks.append(TokenText(show_ghosts=self.show_ghosts))
+
+    @staticmethod
+    def _full(chunk: TokenText) -> bool:
+        return len(chunk.spans) >= CHUNK_SPANS and chunk.spans[-1].text.endswith("\n")
+
+    @property
+    def spans(self) -> list[TokenSpan]:
+        return [span for chunk in self.chunks for span in chunk.spans]
+
+    @property
+    def pending(self) -> tuple[TokenSpan, ...]:
+        return self.chunks[-1].pending
+
+    def append(self, spans: Iterable[TokenSpan], pending: tuple[TokenSpan, ...] = ()) -> None:
+        last = self.chunks[-1]
+        last.append(spans, pending)
+        if not pending and self._full(last):
+            last.chunk_ended = True
+            last.refresh(layout=True)
+            chunk = TokenText(show_ghosts=self.show_ghosts)
+            self.chunks.append(chunk)
+            self.mount(chunk)
+
+    def resolve_pending(self) -> None:
+        self.chunks[-1].resolve_pending()
+
+    def set_ghosts(self, shown: bool) -> None:
+        self.show_ghosts = shown
+        for chunk in self.chunks:
+            chunk.show_ghosts = shown
+
+    def restyle(self) -> None:
+        for chunk in self.chunks:
+            chunk.restyle()
+
+    def plain_text(self) -> str:
+        return "".join(chunk.plain_text() for chunk in self.chunks)
+
+    def drawn(self) -> list[tuple[str, Style]]:
+        """(text, style) of every styled run on screen, all chunks in order."""
+        runs = []
+        for chunk in self.chunks:
+            content = chunk.content()
+            runs += [(content.plain[s.start:s.end], s.style) for s in content.spans]
+        return runs
+
+    def drawn_text(self) -> str:
+        return "".join(text for text, _ in self.drawn())
+
+
+class UserTurn(Static):
+    """A message the user sent."""
+
+    def __init__(self, text: str):
+        super().__init__(text, markup=False, classes="user-turn")
+
+
+class Notice(Static):
+    """A line of information in the transcript (context trimmed, race result...)."""
+
+    def __init__(self, text: str, kind: str = "info"):
+        super().__init__(text, markup=False, classes=f"notice -{kind}")
+
+
+class AnswerView(Vertical):
+    """One answer: a header, the coloured tokens (or its Markdown), and a status line."""
+
+    DEFAULT_CSS = "AnswerView { height: auto; }"
+
+    def __init__(self, label: str, show_ghosts: bool = True, spans: Iterable[TokenSpan] = ()):
+        super().__init__(classes="answer")
+        self.label = label
+        self.tokens = TokenFlow(spans, show_ghosts)
+        self.status = Static("", classes="answer-status", markup=False)
+        self.finished = False
+        self.markdown_shown = False
+        self._markdown: Markdown | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.label, classes="answer-label", markup=False)
+        yield self.tokens
+        yield self.status
+
+    @property
+    def text(self) -> str:
+        return self.tokens.plain_text()
+
+    def finish(self, stats: StatsSnapshot | None, status: str, error: str | None = None) -> None:
+        self.finished = True
+        self.tokens.resolve_pending()
+        self.status.update(summary_line(stats, status, error))
+        self.set_class(status != "done", "-incomplete")
+
+    def toggle_markdown(self) -> bool:
+        """Switch between coloured tokens and rendered Markdown; True if Markdown is shown."""
+        if self._markdown is None:
+            self._markdown = Markdown(self.text, classes="answer-markdown")
+            self.mount(self._markdown, after=self.tokens)
+        self.markdown_shown = not self.markdown_shown
+        self._markdown.display = self.markdown_shown
+        self.tokens.display = not self.markdown_shown
+        return self.markdown_shown
+
+
+def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = None) -> str:
+    parts = []
+    if stats is not None and stats.tokens:
+        parts.append(f"{stats.tokens} tokens")
+        if stats.tokens_per_s:
+            parts.append(f"{stats.tokens_per_s:.1f} tok/s")
+        if stats.acceptance_rate is not None:
+            parts.append(f"acceptance {stats.acceptance_rate:.0%}")
+        if stats.mean_acceptance_length:
+            parts.append(f"τ {stats.mean_acceptance_length:.2f}")
+    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)"}
+    if status in marks:
+        parts.append(marks[status])
+    if error:
+        parts.append(error)
+    return " · ".join(parts)

@@ -1,0 +1,125 @@
+"""What runs inside the thread workers: streaming one answer (or a race) and
+loading a pair. Only `post_message` reaches the UI from here, and `should_stop`
+(the worker's `is_cancelled`) is checked between rounds; no widget is touched.
+
+Step mode and slow motion are read from a shared `Pacing` at every round, so
+toggling them applies from the next round.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from textual.message_pump import MessagePump
+
+from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
+from specchat.tui.backend import Backend, ShouldStop, describe_error
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
+                                   LoadFailed, LoadProgress, PairLoaded, RoundArrived,
+                                   StatsUpdated)
+
+POLL_S = 0.02
+
+
+@dataclass
+class Pacing:
+    """Demo pacing, written by the UI and read by the worker each round."""
+
+    step: bool = False
+    slow_ms: int = 0
+    """Delay after each round; 0 is full speed."""
+
+
+@dataclass
+class Job:
+    """One answer (kind "answer") or one target-only replay (kind "race")."""
+
+    id: int
+    kind: str
+    backend: Backend
+    pacing: Pacing
+    text: str = ""
+    speculate: bool = True
+    gate: threading.Event = field(default_factory=threading.Event)
+    """Set by the UI to release a round held in step mode."""
+
+
+def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
+    """Run a job to its end, posting one message per round."""
+    try:
+        if not _acquire(job.backend.busy, should_stop):
+            return
+        try:
+            _stream(job, app, gauges, should_stop)
+        finally:
+            job.backend.busy.release()
+    except Exception as error:  # any failure in generation becomes a notification
+        app.post_message(AnswerFailed(job.id, describe_error(error)))
+
+
+def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
+    if job.kind == "race":
+        events = job.backend.race(should_stop)
+    else:
+        events = job.backend.answer(job.text, job.speculate, should_stop)
+    for event in events:
+        if isinstance(event, RoundUpdate):
+            app.post_message(RoundArrived(job.id, event))
+            _pause(job, bool(event.accepted or event.rejected), should_stop)
+            gauges.post_message(StatsUpdated(job.id, event.stats))
+        elif isinstance(event, ContextTrimmed):
+            app.post_message(ContextNotice(job.id, event))
+        elif isinstance(event, AnswerDone):
+            gauges.post_message(StatsUpdated(job.id, event.stats))
+            app.post_message(AnswerFinished(job.id, event))
+
+
+def _pause(job: Job, drafted: bool, should_stop: ShouldStop) -> None:
+    """Hold a round with drafts in step mode until released; sleep in slow motion."""
+    if job.pacing.step and drafted:
+        while not job.gate.wait(POLL_S):
+            if should_stop() or not job.pacing.step:
+                break
+        job.gate.clear()
+    deadline = time.perf_counter() + job.pacing.slow_ms / 1000
+    while time.perf_counter() < deadline and not should_stop():
+        time.sleep(min(POLL_S, max(0.0, deadline - time.perf_counter())))
+
+
+def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
+    """Wait for the model (a previous job finishing its round) unless stopped first."""
+    while not lock.acquire(timeout=POLL_S):
+        if should_stop():
+            return False
+    return True
+
+
+def calibrate_backend(load_id: int, backend: Backend, app: MessagePump,
+                      should_stop: ShouldStop) -> None:
+    """Measure target-only speed on a loaded pair; always ends with a `Calibrated` message
+    (calibration None when it was stopped because the user asked something, or failed)."""
+    calibration = None
+    try:
+        if _acquire(backend.busy, should_stop):
+            try:
+                app.post_message(LoadProgress(load_id, "calibrating target-only speed…"))
+                calibration = backend.calibrate(should_stop)
+            finally:
+                backend.busy.release()
+    except Exception as error:
+        app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
+    app.post_message(Calibrated(load_id, calibration))
+
+
+def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
+    """Load a pair and announce it (the app calibrates it once it is idle)."""
+    progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
+    try:
+        info = backend.load(progress)
+    except Exception as error:
+        app.post_message(LoadFailed(load_id, backend.name, describe_error(error)))
+        return
+    app.post_message(PairLoaded(load_id, backend, info))

@@ -1,0 +1,369 @@
+"""Pilot tests of the chat app against scripted backends: colours, ghosts, gauges,
+stopping, errors, quitting, switching pairs, step mode and the trial features."""
+
+from __future__ import annotations
+
+import time
+
+from tui_support import ROUNDS, ask, drawn, make_app, ready, run_async, wait_for
+
+from specchat.tui.fake_backend import FakeConfig
+from specchat.tui.transcript import AnswerView, Notice, TokenFlow
+
+SIZE = (150, 45)
+
+
+def colour(app, kind: str) -> str:
+    return app.theme_variables[f"spec-{kind}"].lower()
+
+
+@run_async
+async def test_each_token_is_drawn_in_its_kinds_theme_colour():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        runs = drawn(app.last_answer.tokens)
+        by_text = {text: (hex_, strike) for text, hex_, strike in runs}
+        assert by_text["Hello"] == (colour(app, "accepted"), False)
+        assert by_text[" ghost"] == (colour(app, "rejected"), True)
+        assert by_text[" world"] == (colour(app, "resampled"), False)
+        assert by_text[" c"] == (colour(app, "bonus"), False)
+
+
+@run_async
+async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        assert " ghost" in app.last_answer.tokens.drawn_text()
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert " ghost" not in app.last_answer.tokens.drawn_text()
+        await pilot.press("ctrl+o")
+        assert app.clipboard == "Hello world a b c done."
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert " nope never" in app.last_answer.tokens.drawn_text()
+
+
+@run_async
+async def test_gauges_show_the_scripted_statistics():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        await wait_for(pilot, lambda: app.gauges.stats is not None and app.gauges.stats.rounds == 3)
+        text = lambda wid: str(app.gauges.query_one(wid).render())
+        assert "acceptance 50.0% (3/6)" in text("#g-acceptance")
+        assert "τ 2.00" in text("#g-acceptance")
+        assert "pos 1" in text("#g-positions") and "0.67" in text("#g-positions")
+        assert "0.33" in text("#g-positions")
+        stats = app.gauges.stats
+        assert f"{stats.tokens_per_s / 20.0:.2f}×" in text("#g-speedup")
+        assert "target-only 20.0 tok/s" in text("#g-speedup")
+        assert "α≈" in text("#g-theory") and "ideal" in text("#g-theory")
+        assert "k 2" in text("#g-controls")
+        assert "cpu · float32" in text("#g-pair")
+
+
+@run_async
+async def test_escape_stops_the_answer_and_keeps_the_partial_text_marked_stopped():
+    config = FakeConfig(name="fake", tokens_per_s=40, answer="word " * 400)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"go", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None and len(app.answer_view.text) > 20)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.job is None, timeout=2)
+        view = app.last_answer
+        assert 0 < len(view.text) < len(config.answer)
+        assert "stopped" in str(view.status.render())
+        assert app.backends["fake"].turns()[-1] == ("assistant", view.text)
+        saved = app.recorder.load(app.recorder.conversation_id)
+        assert saved.turns[-1].status == "stopped" and saved.turns[-1].text == view.text
+
+
+@run_async
+async def test_a_failure_during_generation_notifies_and_the_next_message_works():
+    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, fail_at_round=1)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"first", "enter")
+        await wait_for(pilot, lambda: any("generation failed" in n.message for n in app._notifications))
+        assert app.job is None
+        failed = app.query(AnswerView).last()
+        assert "failed" in str(failed.status.render()) and failed.text == "Hello world"
+        assert "scripted failure at round 1" in str(failed.status.render())
+        assert app.backends["fake"].turns() == []
+        config.fail_at_round = None
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.job is None and app.backends["fake"].turns())
+        assert app.backends["fake"].turns()[0] == ("user", "first")
+        assert [v.text for v in app.query(AnswerView)] == ["Hello world a b c done."]
+        await pilot.press(*"second", "enter")
+        await wait_for(pilot, lambda: app.job is None and len(app.backends["fake"].turns()) == 4)
+
+
+@run_async
+async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
+    configs = {"broken": FakeConfig(name="broken", load_error="no such model file"),
+               "fake": FakeConfig(name="fake", k=2, rounds=ROUNDS)}
+    app = make_app(configs, first="broken")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: any("cannot load" in n.message for n in app._notifications))
+        await pilot.press(*"still typing")
+        assert app.screen.query_one("#input").text == "still typing"
+        app.switch_pair("fake")
+        await ready(pilot)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.job is None and app.last_answer is not None)
+        assert app.last_answer.text == "Hello world a b c done."
+
+
+@run_async
+async def test_quitting_during_generation_exits_within_a_second():
+    config = FakeConfig(name="fake", tokens_per_s=30, answer="word " * 1000)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"go", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None and app.answer_view.text)
+        started = time.perf_counter()
+        await pilot.press("ctrl+q")
+    assert time.perf_counter() - started < 1.0
+    backend = app.backends["fake"]
+    assert backend.busy.acquire(timeout=1.0), "the worker thread kept decoding after quit"
+
+
+@run_async
+async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_loads():
+    configs = {"old": FakeConfig(name="old", tokens_per_s=100, answer="old " * 300),
+               "new": FakeConfig(name="new", load_s=0.3, answer="new answer")}
+    app = make_app(configs, first="old")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"q1", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None)
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: app.waiting_backend is not None or app.pair_name == "new")
+        assert app.backend is app.backends["old"] or app.job is None
+        await wait_for(pilot, lambda: app.job is None and app.pair_name == "new")
+        assert app.last_answer.text.startswith("old")
+        assert app.backends["new"].turns()[0] == ("user", "q1")
+        await pilot.press(*"q2", "enter")
+        await wait_for(pilot, lambda: app.job is None and app.last_answer.text == "new answer")
+
+
+@run_async
+async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f7", *"hi", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None and app.answer_view.tokens.pending)
+        tokens: TokenFlow = app.answer_view.tokens
+        assert [s.text for s in tokens.pending] == ["Hello", " ghost"]
+        assert tokens.spans == []
+        pending = drawn(tokens)
+        assert all(hex_ == colour(app, "pending") for _, hex_, _ in pending)
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: [s.text for s in tokens.pending] == [" a", " b"])
+        assert [(s.text, s.kind) for s in tokens.spans] == [
+            ("Hello", "accepted"), (" ghost", "rejected"), (" world", "resampled")]
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: [s.text for s in tokens.pending] == [" nope", " never"])
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: app.job is None)
+        assert app.last_answer.text == "Hello world a b c done."
+
+
+@run_async
+async def test_markdown_toggle_switches_a_finished_answer_between_views():
+    app = make_app({"fake": FakeConfig(name="fake")})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        view: AnswerView = app.last_answer
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert view.markdown_shown and not view.tokens.display
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert view.tokens.display
+
+
+@run_async
+async def test_regenerate_asks_the_same_message_again_and_replaces_the_answer():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "again")
+        first = app.last_answer
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.job is None and app.last_answer is not first)
+        assert len(app.query(AnswerView)) == 1
+        assert app.backends["fake"].turns() == [("user", "again"), ("assistant", "Hello world a b c done.")]
+
+
+@run_async
+async def test_race_replays_target_only_and_reports_both_speeds_and_identity():
+    app = make_app({"fake": FakeConfig(name="fake", answer="one two three four five six")})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: app.query(Notice))
+        notice = str(app.query(Notice).last().render())
+        assert "speculative" in notice and "target-only" in notice and "identical ✓" in notice
+        race_views = [v for v in app.query(AnswerView) if "race" in v.label]
+        assert {s.kind for s in race_views[0].tokens.spans} == {"target"}
+
+
+@run_async
+async def test_k_and_temperature_keys_apply_to_the_backend():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f10", "f12", "f12")
+        backend = app.backends["fake"]
+        assert backend.k == 3 and abs(backend.temperature - 0.2) < 1e-9
+        assert "k 3" in str(app.gauges.query_one("#g-controls").render())
+
+
+@run_async
+async def test_speculation_toggle_makes_the_next_answer_target_only():
+    app = make_app({"fake": FakeConfig(name="fake", answer="a b c d e f")})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+s")
+        await ask(pilot)
+        assert {s.kind for s in app.last_answer.tokens.spans} == {"target"}
+        assert "target only" in app.last_answer.label
+
+
+@run_async
+async def test_a_trimmed_context_shows_a_visible_notice():
+    app = make_app({"fake": FakeConfig(name="fake", trim_every_answer=True)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        assert any("oldest exchange" in str(n.render()) for n in app.query(Notice))
+
+
+@run_async
+async def test_the_app_takes_typing_while_the_pair_is_still_loading():
+    app = make_app({"fake": FakeConfig(name="fake", load_s=3.0)})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press(*"early bird")
+        assert app.backend is None and "loading" in app.gauges.status
+        assert app.screen.query_one("#input").text == "early bird"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.last_answer is not None and app.job is None, timeout=10)
+        assert app.backends["fake"].turns()[0] == ("user", "early bird")
+
+
+@run_async
+async def test_reopened_history_shows_answers_with_their_colours():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "remember me")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query(AnswerView)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: app.screen.query("#history-list"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.query(AnswerView))
+        await pilot.pause()
+        view = app.query(AnswerView).first()
+        kinds = [(s.text, s.kind) for s in view.tokens.spans]
+        assert ("Hello", "accepted") in kinds and (" ghost", "rejected") in kinds
+        runs = {t: h for t, h, _ in drawn(view.tokens)}
+        assert runs[" c"] == colour(app, "bonus")
+        assert app.backends["fake"].turns()[0] == ("user", "remember me")
+
+
+@run_async
+async def test_the_chosen_theme_is_remembered_for_the_next_start():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.set_theme("specchat-light")
+        await pilot.pause()
+    again = make_app()
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert again.theme == "specchat-light"
+        assert again.theme_variables["spec-accepted"].lower() == "#1a7f37"
+
+
+@run_async
+async def test_every_frame_written_shows_only_tokens_already_in_the_history_database():
+    app = make_app({"fake": FakeConfig(name="fake", tokens_per_s=300, answer="word " * 3000)})
+    frames: list[tuple[int, int]] = []
+    display = app._display
+
+    def checked_display(screen, renderable):
+        display(screen, renderable)  # flushes the history, then writes the frame
+        if app.answer_view is not None and app.recorder.answer_id is not None:
+            shown = len(app.answer_view.tokens.spans)
+            rows = app.recorder.store.db.execute(
+                "SELECT COUNT(*) FROM tokens WHERE turn_id = ?", (app.recorder.answer_id,)).fetchone()[0]
+            frames.append((shown, rows))
+
+    app._display = checked_display
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"save me", "enter")
+        await wait_for(pilot, lambda: app.answer_view is not None and len(app.answer_view.tokens.spans) > 60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.job is None)
+    streaming = [f for f in frames if f[0] > 0]
+    assert len(streaming) >= 3
+    assert all(rows >= shown for shown, rows in streaming), streaming
+
+
+@run_async
+async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards():
+    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.backend is not None and app.calibrating)
+        started = time.perf_counter()
+        await pilot.press(*"now", "enter")
+        await wait_for(pilot, lambda: app.last_answer is not None and app.job is None)
+        assert time.perf_counter() - started < 2.0, "the answer waited for the calibration"
+        await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout=10)
+        assert app.backends["fake"].calibrations_started == 2
+
+
+@run_async
+async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
+    from specchat.tui.gauges import Gauges
+
+    app = make_app({"fake": FakeConfig(name="fake", answer="w " * 3000)})
+    redraws = []
+    original = Gauges.watch_stats
+
+    def counting(self, stats):
+        redraws.append(stats)
+        original(self, stats)
+
+    Gauges.watch_stats = counting
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await ask(pilot, "fast")
+            rounds = app.gauges.stats.rounds
+    finally:
+        Gauges.watch_stats = original
+    assert rounds > 500
+    assert len(redraws) < rounds / 2, (len(redraws), rounds)
+    assert redraws[-1].rounds == rounds  # the latest figures always arrive

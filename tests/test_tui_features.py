@@ -1,0 +1,159 @@
+"""Trial and demo features of the app: user themes, presentation mode, slow motion,
+exports, the system prompt, the command palette's entries, and the chat command."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from tui_support import ask, make_app, ready, run_async, wait_for
+
+from specchat.tui.commands import palette_entries
+
+SIZE = (150, 45)
+
+USER_THEME = """
+name = "my-theme"
+dark = true
+primary = "#112233"
+background = "#000000"
+foreground = "#dddddd"
+
+[variables]
+spec-accepted = "#00ff88"
+spec-rejected = "#ff0044"
+spec-resampled = "#ffaa00"
+spec-bonus = "#00aaff"
+spec-target = "#dddddd"
+"""
+
+
+@run_async
+async def test_a_theme_file_in_the_config_folder_becomes_a_theme():
+    folder = Path(os.environ["SPECCHAT_CONFIG_DIR"]) / "themes"
+    folder.mkdir(parents=True)
+    (folder / "mine.toml").write_text(USER_THEME)
+    app = make_app(theme="my-theme")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.theme == "my-theme"
+        assert app.theme_variables["spec-accepted"].lower() == "#00ff88"
+        assert "Theme: my-theme" in [title for title, _, _ in palette_entries(app)]
+
+
+@run_async
+async def test_presentation_mode_shows_the_large_speedup_digits():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        big = app.gauges.query_one("#g-speedup-big")
+        assert not big.display or big.region.height == 0
+        await pilot.press("f6")
+        await pilot.pause()
+        assert app.screen.has_class("-presentation") and big.region.height > 0
+
+
+@run_async
+async def test_slow_motion_spaces_rounds_by_the_configured_delay():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.set_slow_motion(200)
+        started = time.perf_counter()
+        await ask(pilot)
+        assert time.perf_counter() - started >= 3 * 0.2 * 0.9  # three rounds
+        assert json.loads((Path(os.environ["SPECCHAT_CONFIG_DIR"]) / "tui.json").read_text())[
+            "slow_motion_ms"] == 200
+
+
+@run_async
+async def test_exports_land_in_the_data_folder_without_ghost_text():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "export me")
+        for fmt in ("markdown", "json", "html"):
+            app.export_current(fmt)
+        exports = Path(os.environ["SPECCHAT_DATA_DIR"]) / "exports"
+        markdown = next(exports.glob("*.md")).read_text()
+        assert "Hello world a b c done." in markdown and "ghost" not in markdown
+        page = next(exports.glob("*.html")).read_text()
+        assert f".accepted{{color:{app.theme_variables['spec-accepted']}}}" in page
+        data = json.loads(next(exports.glob("*.json")).read_text())
+        assert data["turns"][1]["tokens"][1] == {"text": " ghost", "kind": "rejected", "id": 0}
+
+
+@run_async
+async def test_the_system_prompt_reaches_the_backend_and_the_history():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: app.screen.query("#system-text"))
+        await pilot.press(*"be terse", "ctrl+s")
+        await wait_for(pilot, lambda: app.system == "be terse")
+        await ask(pilot)
+        assert app.backends["fake"].system == "be terse"
+        assert app.recorder.load(app.recorder.conversation_id).system == "be terse"
+
+
+@run_async
+async def test_palette_entries_set_k_and_temperature():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        entries = {title: callback for title, _, callback in palette_entries(app)}
+        entries["Set k = 7"]()
+        entries["Set temperature = 0.7"]()
+        assert app.backends["fake"].k == 7 and app.backends["fake"].temperature == 0.7
+
+
+def test_chat_command_rejects_an_unknown_theme_in_one_line():
+    from specchat.cli import main
+
+    result = CliRunner().invoke(main, ["chat", "--theme", "no-such-theme"])
+    assert result.exit_code == 2
+    assert "unknown theme 'no-such-theme'" in result.output and "Traceback" not in result.output
+
+
+@run_async
+async def test_help_lists_the_keys_and_escape_closes_it():
+    from specchat.tui.screens import HelpScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+@run_async
+async def test_regenerate_after_reopening_replaces_the_saved_answer():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "again please")
+        conversation_id = app.recorder.conversation_id
+        await pilot.press("ctrl+n")
+        app.show_saved(app.recorder.load(conversation_id))
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.job is None and app.answer_view is None)
+        await wait_for(pilot, lambda: app.job is None)
+        saved = app.recorder.load(conversation_id)
+        assert [(t.role, t.text) for t in saved.turns] == [
+            ("user", "again please"), ("assistant", "Hello world a b c done.")]
+
+
+def test_chat_help_names_the_options():
+    from specchat.cli import main
+
+    result = CliRunner().invoke(main, ["chat", "--help"])
+    assert result.exit_code == 0
+    for option in ("--pair", "--theme", "-k", "--temperature"):
+        assert option in result.output

@@ -1,0 +1,95 @@
+"""The app over the real backend: the tiny random pair through the real loader,
+session and engine (fast), and the built-in SmolLM2 pair (slow)."""
+
+from __future__ import annotations
+
+import pytest
+from tui_support import run_async, wait_for
+
+from specchat.models.config import load_catalog
+from specchat.tui.app import create_app
+from specchat.tui.real_backend import ChatBackend
+from specchat.tui.transcript import Notice
+
+KINDS = {"accepted", "rejected", "resampled", "bonus", "target"}
+
+
+def real_app(config_file, pair: str, max_new_tokens: int):
+    catalog = load_catalog(config_file)
+
+    def factory(name: str) -> ChatBackend:
+        return ChatBackend(catalog.get(name), max_new_tokens=max_new_tokens, calibration_tokens=8)
+
+    return create_app(factory, [(n, p.description) for n, p in catalog.pairs.items()], pair)
+
+
+async def answer_and_check(app, pilot, timeout: float) -> None:
+    await wait_for(pilot, lambda: app.backend is not None and app.gauges.calibration, timeout)
+    await pilot.press(*"Say hello", "enter")
+    await wait_for(pilot, lambda: app.job is None and app.last_answer is not None, timeout)
+    spans = app.last_answer.tokens.spans
+    assert spans and {s.kind for s in spans} <= KINDS
+    assert app.last_answer.text == app.backend.turns()[-1][1]
+    assert app.gauges.stats.tokens >= 1
+    assert "cpu" in str(app.gauges.query_one("#g-pair").render())
+    assert "speedup:" in str(app.gauges.query_one("#g-speedup").render())
+
+
+@run_async
+async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=16)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=60)
+        drafted = app.gauges.stats.drafted
+        assert drafted > 0, "the tiny pair has a draft model: rounds should draft"
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: app.query(Notice), timeout=60)
+        assert "texts identical ✓" in str(app.query(Notice).last().render())  # float32, greedy
+
+
+@run_async
+async def test_switching_to_another_real_pair_carries_the_conversation(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=8)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=60)
+        app.switch_pair("tiny-ngram")
+        await wait_for(pilot, lambda: app.pair_name == "tiny-ngram", timeout=60)
+        assert app.backend.turns()[0] == ("user", "Say hello")
+
+
+@pytest.mark.slow
+@run_async
+async def test_builtin_pair_answers_in_the_app():
+    app = real_app(None, "smollm2-135m", max_new_tokens=12)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=600)
+        assert app.info.name == "smollm2-135m"
+
+
+@run_async
+async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
+    app = real_app(tiny_config, "tiny", max_new_tokens=150)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(pilot, lambda: app.backend is not None and app.gauges.calibration, 60)
+        app.set_slow_motion(150)
+        await pilot.press(*"Count", "enter")
+        await wait_for(pilot, lambda: app.gauges.stats and app.gauges.stats.rounds >= 2, 60)
+        assert app.gauges.stats.k == 3
+        await pilot.press("f10", "f10")
+        rounds_then = app.gauges.stats.rounds
+        await wait_for(pilot, lambda: app.job is None, 120)
+        assert app.gauges.stats.rounds >= rounds_then + 5
+        stats = app.gauges.stats
+        assert app.backend.session.settings.k == 5
+        assert len(stats.per_position_acceptance) == 5, "later rounds drafted 5 tokens"
+
+
+def test_out_of_memory_reads_as_an_actionable_line():
+    from specchat.tui.backend import describe_error
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    text = describe_error(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert text.startswith("out of memory: pick a smaller pair (F3)")
+    assert "\n" not in text
