@@ -29,9 +29,9 @@ import click
                    "default: the built-in set.")
 @click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Training steps.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Answers per training step.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=5e-4, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True,
               help="Longest teacher answer.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=50, show_default=True)

@@ -34,9 +34,9 @@ class TrainSettings:
     """Knobs of one training run."""
 
     steps: int = 1000
-    batch_size: int = 16
+    batch_size: int = 8
     """Answers per step."""
-    lr: float = 5e-4
+    lr: float = 1e-3
     warmup: int = 30
     temperature: float = 1.0
     """Softening of both distributions in the KL (multiplied back by T²)."""
