@@ -284,3 +284,14 @@ def test_distillation_loss_is_zero_only_when_the_draft_matches_the_target_top_k(
     swapped = torch.full((1, 6), float("-inf"))
     swapped[0, 1], swapped[0, 3] = 0.5, 2.0
     assert float(distill_loss(swapped, head, batch, 1.0)) > 0.1
+
+
+def test_progress_shows_tokens_per_second_loss_and_held_out_acceptance(target_dir, prompts_file,
+                                                                       tmp_path):
+    result = CliRunner().invoke(main, distill_args(target_dir, tmp_path / "out", prompts_file, 3))
+    assert result.exit_code == 0, result.output
+    teacher_lines = [line for line in result.stderr.splitlines() if " teacher " in line]
+    assert teacher_lines and teacher_lines[0].endswith("0.0 tok/s")  # the starting point
+    last = result.stderr.strip().splitlines()[-1]
+    assert "step 3/3" in last and "tok/s" in last and "loss" in last
+    assert "held-out acceptance 0." in last or "held-out acceptance 1." in last

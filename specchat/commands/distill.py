@@ -67,8 +67,8 @@ class ProgressLine:
     """One self-overwriting stderr line: a bar, tokens/s, loss, held-out acceptance."""
 
     def __init__(self):
-        self.started = time.perf_counter()
         self.acceptance = None
+        self.generation_start: tuple[int, float] | None = None
         self.open = False
 
     def message(self, text: str) -> None:
@@ -76,7 +76,11 @@ class ProgressLine:
         click.echo(text, err=True)
 
     def generated(self, done: int, total: int) -> None:
-        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        """The first call gives the tokens already there; the rate counts new ones only."""
+        if self.generation_start is None:
+            self.generation_start = (done, time.perf_counter())
+        first, since = self.generation_start
+        rate = (done - first) / max(time.perf_counter() - since, 1e-9)
         self.show(f"{bar(done, total)} teacher {done}/{total} tokens  {rate:.1f} tok/s")
 
     def trained(self, progress) -> None:

@@ -152,6 +152,7 @@ def generate_shards(model, tokenizer, eos_ids: set[int], prompts: list[str], fol
     """Fill `folder` with shards until they hold at least `tokens` answer tokens."""
     folder.mkdir(parents=True, exist_ok=True)
     done = answer_tokens(load_shards(folder))
+    report(done, tokens)  # the starting point, so a rate counts only new tokens
     passes = max(1, -(-tokens // max(1, len(prompts) * max_new_tokens // 2)))
     for index, (number, batch) in enumerate(batch_plan(prompts, batch_size, passes + 4, seed)):
         if done >= tokens:
