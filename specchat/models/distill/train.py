@@ -174,18 +174,21 @@ def batch_order(count: int, step: int, settings: TrainSettings) -> list[int]:
     return order[index * settings.batch_size:(index + 1) * settings.batch_size].tolist()
 
 
-def save_checkpoint(path: Path, draft, optimizer, step: int, best: float) -> None:
+def save_checkpoint(path: Path, draft, optimizer, step: int, best: float, samples: int) -> None:
     staging = path.with_suffix(".tmp")
-    torch.save({"step": step, "best": best, "draft": own_state(draft),
+    torch.save({"step": step, "best": best, "samples": samples, "draft": own_state(draft),
                 "optimizer": optimizer.state_dict()}, staging)
     staging.replace(path)
 
 
-def load_checkpoint(path: Path, draft, optimizer) -> tuple[int, float]:
+def load_checkpoint(path: Path, draft, optimizer, samples: int) -> tuple[int, float]:
+    """(step, best held-out acceptance); the best is forgotten when the data grew,
+    since the held-out set grew with it and old scores no longer compare."""
     state = torch.load(path, map_location="cpu")
     draft.load_state_dict(state["draft"], strict=False)
     optimizer.load_state_dict(state["optimizer"])
-    return int(state["step"]), float(state["best"])
+    same_data = state.get("samples") == samples
+    return int(state["step"]), float(state["best"]) if same_data else -1.0
 
 
 def train(draft, samples: list[Sample], vocab: list[int] | None, settings: TrainSettings,
@@ -197,8 +200,8 @@ def train(draft, samples: list[Sample], vocab: list[int] | None, settings: Train
     head = Head(vocab, full_size, device)
     train_set, held = split_heldout(samples)
     optimizer = torch.optim.AdamW(trainable_parameters(draft), lr=settings.lr, weight_decay=0.0)
-    step, best = (load_checkpoint(checkpoint, draft, optimizer) if resume and checkpoint.exists()
-                  else (0, -1.0))
+    step, best = (load_checkpoint(checkpoint, draft, optimizer, len(samples))
+                  if resume and checkpoint.exists() else (0, -1.0))
     draft.train()
     while step < settings.steps:
         loss, tokens, seconds = train_step(draft, head, train_set, optimizer, step, settings, pad_id)
@@ -212,7 +215,7 @@ def train(draft, samples: list[Sample], vocab: list[int] | None, settings: Train
                 best = accepted
                 on_best(best)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
-            save_checkpoint(checkpoint, draft, optimizer, step, best)
+            save_checkpoint(checkpoint, draft, optimizer, step, best, len(samples))
         report(Progress(step, settings.steps, tokens / max(seconds, 1e-9), loss, accepted))
     draft.eval()
     return best
