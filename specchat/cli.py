@@ -95,12 +95,14 @@ def locate(what: str, config_file: Path | None) -> None:
 def _register_commands() -> None:
     from specchat.commands.bench import bench
     from specchat.commands.chat import bench_ui, chat
+    from specchat.commands.distill import distill
     from specchat.commands.run import run
 
     main.add_command(run)
     main.add_command(chat)
     main.add_command(bench_ui)
     main.add_command(bench)
+    main.add_command(distill)
 
 
 _register_commands()

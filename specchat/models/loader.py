@@ -20,8 +20,9 @@ from specchat.models import gguf_cache
 from specchat.models.config import PairConfig
 from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.hf import HFCausalModel
+from specchat.models.refs import (ModelRef, builtin_draft, builtin_gguf, hub_reachable,
+                                  hub_snapshot, parse_ref)
 from specchat.models.static import adapter_for
-from specchat.models.refs import ModelRef, builtin_gguf, hub_reachable, hub_snapshot, parse_ref
 
 Progress = Callable[[str], None]
 
@@ -97,7 +98,22 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
+    vocab = draft_vocab(model_folder(ref, progress))
+    if vocab is not None:
+        from specchat.models.reduced_vocab import ReducedVocabModel
+
+        return ModelDrafter(ReducedVocabModel(model, vocab))
     return ModelDrafter(adapter_for(model, device))
+
+
+def draft_vocab(folder: Path | str) -> list[int] | None:
+    """The reduced output vocabulary of a `specchat distill` draft, if it has one."""
+    spec = Path(folder) / "specchat-draft.json"
+    if not spec.is_file():
+        return None
+    import json
+
+    return json.loads(spec.read_text()).get("vocab")
 
 
 def shared_vocab_size(target_model, drafter) -> int:
@@ -131,6 +147,8 @@ def check_quantization(pair: PairConfig, device: str) -> None:
 
 def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:
     """A folder (or cached hub id) transformers can load `ref` from."""
+    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
+        return assembled_draft(builtin_draft(ref.value), progress)
     if ref.kind == "builtin":
         return gguf_cache.ensure_converted(builtin_gguf(ref.value), progress)
     if ref.kind == "gguf":
@@ -141,11 +159,24 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
     if ref.kind == "folder":
         if not Path(ref.value).is_dir():
             raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
+        if is_shipped_draft(Path(ref.value)):
+            return assembled_draft(Path(ref.value), progress)
         if not (Path(ref.value) / "config.json").is_file():
             raise ModelNotFound(f"model folder {ref.value} has no config.json: "
                                 "point to a folder saved with save_pretrained")
         return Path(ref.value)
     return hub_folder(ref.value, progress)
+
+
+def is_shipped_draft(folder: Path) -> bool:
+    """A `specchat distill` output: own weights + spec, no full model of its own."""
+    return (folder / "specchat-draft.json").is_file() and not (folder / "config.json").is_file()
+
+
+def assembled_draft(folder: Path, progress: Progress) -> Path:
+    from specchat.models.distill.assemble import ensure_assembled
+
+    return ensure_assembled(folder, progress)
 
 
 def hub_folder(repo_id: str, progress: Progress) -> Path:

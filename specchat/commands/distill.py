@@ -1,0 +1,107 @@
+"""`specchat distill`: train a small draft for a target on the target's own answers.
+
+Builds the options, shows one progress line on stderr (tokens/s, loss, held-out
+acceptance) and prints where the draft went and how to use it. The work itself
+is in `specchat.models.distill`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--target", required=True, metavar="REF",
+              help="Target model: builtin:NAME, a local folder, a .gguf file or a cached hub id.")
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder for the draft, teacher data and checkpoints.")
+@click.option("--layers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Draft layers (copies of the target's first N-1 layers and its last).")
+@click.option("--vocab", type=click.IntRange(min=0), default=8192, show_default=True,
+              help="Output vocabulary: the N most frequent answer tokens (0 = all).")
+@click.option("--tokens", type=click.IntRange(min=1), default=40_000, show_default=True,
+              help="Answer tokens of teacher data the target generates.")
+@click.option("--prompts", type=click.Path(path_type=Path, dir_okay=False),
+              help="Prompt set (.jsonl with a \"prompt\" field, or one per line); "
+                   "default: the built-in set.")
+@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Training steps.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Answers per training step.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True,
+              help="Longest teacher answer.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's choice).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out from its checkpoint.")
+def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
+            checkpoint_every, device, seed, threads, resume):
+    """Train a small draft for a target by self-distillation on the target's own answers."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    from specchat.models.distill.run import Callbacks, DistillOptions, run_distill
+    from specchat.models.distill.train import TrainSettings
+
+    settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
+                             checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
+    options = DistillOptions(target, out, layers, vocab or None, tokens, prompts, device, seed,
+                             resume, max_new_tokens, train=settings)
+    line = ProgressLine()
+    summary = run_distill(options, Callbacks(line.message, line.generated, line.trained))
+    line.done()
+    click.echo(f"draft: {out} ({len(summary['layers'])} layers from target layers "
+               f"{summary['layers']}, output vocabulary {summary['vocab'] or 'full'}); "
+               f"best held-out acceptance {summary['best_acceptance']:.3f}")
+    click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml")
+
+
+class ProgressLine:
+    """One self-overwriting stderr line: a bar, tokens/s, loss, held-out acceptance."""
+
+    def __init__(self):
+        self.acceptance = None
+        self.generation_start: tuple[int, float] | None = None
+        self.open = False
+
+    def message(self, text: str) -> None:
+        self.done()
+        click.echo(text, err=True)
+
+    def generated(self, done: int, total: int) -> None:
+        """The first call gives the tokens already there; the rate counts new ones only."""
+        if self.generation_start is None:
+            self.generation_start = (done, time.perf_counter())
+        first, since = self.generation_start
+        rate = (done - first) / max(time.perf_counter() - since, 1e-9)
+        self.show(f"{bar(done, total)} teacher {done}/{total} tokens  {rate:.1f} tok/s")
+
+    def trained(self, progress) -> None:
+        if progress.heldout_acceptance is not None:
+            self.acceptance = progress.heldout_acceptance
+        held = "-" if self.acceptance is None else f"{self.acceptance:.3f}"
+        self.show(f"{bar(progress.step, progress.steps)} step {progress.step}/{progress.steps}  "
+                  f"{progress.tokens_per_s:.0f} tok/s  loss {progress.loss:.3f}  "
+                  f"held-out acceptance {held}")
+
+    def show(self, text: str) -> None:
+        click.echo(f"\r{text}\033[K" if click.get_text_stream("stderr").isatty() else text,
+                   err=True, nl=not click.get_text_stream("stderr").isatty())
+        self.open = True
+
+    def done(self) -> None:
+        if self.open and click.get_text_stream("stderr").isatty():
+            click.echo("", err=True)
+        self.open = False
+
+
+def bar(done: int, total: int, width: int = 20) -> str:
+    filled = min(width, int(width * done / max(total, 1)))
+    return "[" + "#" * filled + "-" * (width - filled) + "]"

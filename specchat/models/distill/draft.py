@@ -1,0 +1,131 @@
+"""A draft built from its target: a few of the target's layers, its embeddings, its head.
+
+The draft is a standard transformers model of the target's architecture with
+fewer layers. Its layers start as copies of chosen target layers; its token
+embeddings (and, tied to them, its output head) are the target's and stay
+frozen. What is the draft's own, and therefore all that ships, is the layers
+and the final norm (`draft.safetensors`) plus `specchat-draft.json`, which
+names the target, the layers copied, and the optional reduced output
+vocabulary. `assemble` rebuilds the full transformers folder from those parts
+and the target (see assemble.py). Knows nothing about training data.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from specchat.errors import UsageError
+
+SPEC_FILE = "specchat-draft.json"
+WEIGHTS_FILE = "draft.safetensors"
+SHARED_PREFIXES = ("model.embed_tokens.", "lm_head.")
+
+
+@dataclass
+class DraftSpec:
+    """What a shipped draft needs besides its weights."""
+
+    target: str
+    """The target's model reference, as given to `specchat distill --target`."""
+    layers: list[int]
+    """Target layer each draft layer was initialised from, in order."""
+    vocab: list[int] | None = None
+    """Token ids the draft may propose (its reduced output vocabulary); None: all."""
+    info: dict = field(default_factory=dict)
+    """How it was trained (command, seed, tokens, held-out acceptance), for people."""
+
+    def save(self, folder: Path) -> None:
+        """Readable JSON with the (long) vocabulary on one line."""
+        data = asdict(self)
+        vocab = json.dumps(data.pop("vocab"))
+        text = json.dumps(data, indent=1)
+        (folder / SPEC_FILE).write_text(f'{text[:-2]},\n "vocab": {vocab}\n}}\n')
+
+    @classmethod
+    def load(cls, folder: Path) -> "DraftSpec":
+        return cls(**json.loads((Path(folder) / SPEC_FILE).read_text()))
+
+
+def is_draft_folder(folder: Path) -> bool:
+    return (Path(folder) / SPEC_FILE).is_file() and (Path(folder) / WEIGHTS_FILE).is_file()
+
+
+def pick_layers(total: int, count: int) -> list[int]:
+    """The first count-1 target layers and the last one.
+
+    Early layers read the raw token embeddings, which is what the draft's first
+    layer reads too; the last layer writes into the space the final norm and the
+    tied head read. The layers in between are the ones a draft can skip.
+    """
+    if not 1 <= count <= total:
+        raise UsageError(f"--layers {count} is out of range: the target has {total} layers "
+                         f"(pick 1 to {total})")
+    return list(range(count - 1)) + [total - 1]
+
+
+def draft_config(target_config, layers: list[int]):
+    config = copy.deepcopy(target_config)
+    config.num_hidden_layers = len(layers)
+    if getattr(config, "layer_types", None):
+        config.layer_types = [config.layer_types[i] for i in layers]
+    config.tie_word_embeddings = True
+    return config
+
+
+def build_draft(target_model, layers: list[int]):
+    """A new draft model whose layers are copies of `layers` of `target_model`."""
+    from transformers import AutoModelForCausalLM
+
+    config = draft_config(target_model.config, layers)
+    draft = AutoModelForCausalLM.from_config(config, dtype=target_model.dtype)
+    source = target_model.model
+    with torch.no_grad():
+        draft.model.embed_tokens.weight.copy_(source.embed_tokens.weight)
+        draft.model.norm.load_state_dict(source.norm.state_dict())
+        for mine, theirs in zip(draft.model.layers, layers):
+            mine.load_state_dict(source.layers[theirs].state_dict())
+    draft.tie_weights()
+    return draft.eval()
+
+
+def own_state(draft) -> dict[str, torch.Tensor]:
+    """The draft's own weights: everything but the shared embeddings and head."""
+    return {name: tensor for name, tensor in draft.state_dict().items()
+            if not name.startswith(SHARED_PREFIXES)}
+
+
+def trainable_parameters(draft) -> list[torch.nn.Parameter]:
+    """Layers and final norm train; the shared embeddings (and tied head) stay frozen."""
+    draft.model.embed_tokens.weight.requires_grad_(False)
+    return [p for name, p in draft.named_parameters() if not name.startswith(SHARED_PREFIXES)]
+
+
+def save_shipped(draft, spec: DraftSpec, folder: Path, dtype=torch.bfloat16) -> None:
+    """Write the shippable part (own weights + spec) into `folder`, atomically per file."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to(dtype).contiguous().cpu() for k, v in own_state(draft).items()}
+    staging = folder / (WEIGHTS_FILE + ".tmp")
+    save_file(state, str(staging))
+    staging.replace(folder / WEIGHTS_FILE)
+    spec.save(folder)
+
+
+def load_own_weights(draft, folder: Path) -> None:
+    from safetensors.torch import load_file
+
+    state = load_file(str(Path(folder) / WEIGHTS_FILE))
+    missing = set(own_state(draft)) - set(state)
+    if missing:
+        raise UsageError(f"draft weights in {folder} lack {sorted(missing)[0]}: "
+                         "the folder is not a complete `specchat distill` output")
+    with torch.no_grad():
+        for name, tensor in draft.state_dict().items():
+            if name in state:
+                tensor.copy_(state[name].to(tensor.dtype))
