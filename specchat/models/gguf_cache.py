@@ -10,15 +10,12 @@ renamed into place, so an interrupted conversion never leaves a broken cache.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from specchat import paths
+from specchat.models.cache_build import build_once, is_built
 
-MARKER = "specchat-converted.txt"
 
 
 def cache_key(gguf: Path) -> str:
@@ -32,26 +29,15 @@ def converted_folder(gguf: Path) -> Path:
 
 
 def is_converted(gguf: Path) -> bool:
-    return (converted_folder(gguf) / MARKER).is_file()
+    return is_built(converted_folder(gguf))
 
 
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The converted folder for `gguf`, converting it first if needed."""
     target = converted_folder(gguf)
-    if (target / MARKER).is_file():
-        return target
-    progress(f"converting {gguf.name} (first use only)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
-    try:
-        _convert(gguf, staging)
-        (staging / MARKER).write_text(f"converted from {gguf}\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    if not is_built(target):
+        progress(f"converting {gguf.name} (first use only)")
+    return build_once(target, lambda staging: _convert(gguf, staging), f"converted from {gguf}")
 
 
 def _convert(gguf: Path, out: Path) -> None:

@@ -11,9 +11,7 @@ Knows nothing about training.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -21,10 +19,10 @@ import torch
 
 from specchat import paths
 from specchat.errors import ModelNotFound
+from specchat.models.cache_build import build_once, is_built
 from specchat.models.distill.draft import (SPEC_FILE, WEIGHTS_FILE, DraftSpec, build_draft,
                                            load_own_weights)
 
-MARKER = "specchat-assembled.txt"
 
 
 def assembled_folder(shipped: Path) -> Path:
@@ -42,19 +40,10 @@ def ensure_assembled(shipped: Path, progress: Callable[[str], None] = lambda _: 
         raise ModelNotFound(f"draft folder {shipped} has no {WEIGHTS_FILE} yet: its training run "
                             "has not saved a draft; let `specchat distill` run longer")
     target = assembled_folder(shipped)
-    if (target / MARKER).is_file():
-        return target
-    progress(f"assembling draft {Path(shipped).name} (first use only)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".assembling-", dir=target.parent))
-    try:
-        write_full_model(Path(shipped), staging, progress)
-        (staging / MARKER).write_text(f"assembled from {shipped}\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    if not is_built(target):
+        progress(f"assembling draft {Path(shipped).name} (first use only)")
+    build_once(target, lambda staging: write_full_model(Path(shipped), staging, progress),
+               f"assembled from {shipped}")
     remove_older_versions(target)
     return target
 
