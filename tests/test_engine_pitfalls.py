@@ -194,3 +194,17 @@ def test_ngram_proposal_length_doubles_on_full_accept_and_shrinks_on_rejection()
     assert len(drafter.propose(pattern, 8, params, None)) == 2
     drafter.rollback(len(pattern) + 1)  # none accepted
     assert len(drafter.propose(pattern, 8, params, None)) == 1
+
+
+def test_without_a_drafter_rounds_report_k_zero_and_read_live_sampling():
+    decoder = Decoder(TableModel(seed=0), None, eos_ids=set())
+    settings = Settings(k=5)
+    rounds = []
+    for event in decoder.generate([1, 2], settings, 20, torch.Generator().manual_seed(0)):
+        if isinstance(event, Round):
+            rounds.append(event)
+            settings.sampling = SamplingParams(temperature=50.0)  # near-uniform from round 2
+    tokens = [e.token for e in rounds]
+    greedy = plain_greedy(TableModel(seed=0), [1, 2], 20)
+    assert [e.k for e in rounds] == [0] * 20
+    assert tokens[0] == greedy[0] and tokens != greedy

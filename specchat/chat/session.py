@@ -83,9 +83,11 @@ class ChatSession:
             yield ContextTrimmed(dropped, context)
         budget = min(max_new_tokens, context - len(prompt))
         detok = IncrementalDetokenizer(self.pair.tokenizer, prompt)
-        settings = self.settings if self.speculate else Settings(0, self.settings.sampling)
         spans: list[TokenSpan] = []
-        for event in self.decoder().generate(prompt, settings, budget, self.generator, should_stop):
+        # target-only decoding is a decoder without a drafter (k = 0) reading the same
+        # live settings, so a temperature change applies from the next round either way
+        for event in self.decoder().generate(prompt, self.settings, budget, self.generator,
+                                             should_stop):
             if isinstance(event, Finished):
                 yield self._finish(event, detok, spans, metrics)
                 return

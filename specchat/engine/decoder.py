@@ -159,7 +159,7 @@ class Decoder:
     def _round(self, sequence, settings: Settings, budget: int, generator,
                should_stop) -> Round | None:
         params = settings.sampling
-        k = max(0, min(settings.draft_length(), budget - 1))
+        k = 0 if self.drafter is None else max(0, min(settings.draft_length(), budget - 1))
         started = time.perf_counter()
         proposal = self._propose(sequence, k, params, generator, should_stop)
         if proposal is None:
