@@ -52,7 +52,7 @@ def test_round_accounting_lines_up(load_tiny, pair_name):
         assert isinstance(done, AnswerDone)
         stats = done.stats
         assert stats.accepted + sum(len(u.rejected) for u in updates) == stats.drafted
-        assert stats.tokens == len(committed_ids(updates)) == sum(stats.histogram) * 0 + stats.tokens
+        assert stats.tokens == len(committed_ids(updates))
         assert stats.rounds == len(updates)
         for update in updates:
             assert all(s.kind == "accepted" for s in update.accepted)

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Literal, Protocol
 
 import torch
 
-from specchat.engine.drafters import Proposal
+from specchat.engine.drafters import Proposal, empty_proposal
 from specchat.engine.protocol import CausalModel
 from specchat.engine.sampling import SamplingParams
 from specchat.engine.verify import verify
@@ -178,8 +178,6 @@ class Decoder:
         return event
 
     def _propose(self, sequence, k, params, generator, should_stop) -> Proposal | None:
-        from specchat.engine.drafters import empty_proposal
-
         if self.drafter is None or k == 0:
             return empty_proposal(sequence.device)
         proposal = self.drafter.propose(sequence, k, params, generator, should_stop)
