@@ -196,6 +196,20 @@ def test_ngram_proposal_length_doubles_on_full_accept_and_shrinks_on_rejection()
     assert len(drafter.propose(pattern, 8, params, None)) == 1
 
 
+def test_ngram_proposal_follows_a_long_copy_even_after_a_rejection():
+    drafter = NgramDrafter(max_ngram=2, min_ngram=1, start_length=2)
+    copied = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    params = SamplingParams()
+    short_match = torch.tensor([7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 5, 6])  # matches only "5 6"
+    assert len(drafter.propose(short_match, 8, params, None)) == 2
+    drafter.rollback(len(short_match) + 1)  # none accepted: the window drops to 1
+    assert len(drafter.propose(short_match, 8, params, None)) == 1
+    drafter.rollback(len(short_match) + 1)
+    long_match = torch.tensor([7, *copied, 0, *copied[:6]])  # six tokens copied so far
+    assert drafter.propose(long_match, 8, params, None).tokens.tolist() == [7, 8, 9, 0, 1]
+    assert len(drafter.propose(long_match, 3, params, None)) == 3  # never beyond k
+
+
 def test_without_a_drafter_rounds_report_k_zero_and_read_live_sampling():
     decoder = Decoder(TableModel(seed=0), None, eos_ids=set())
     settings = Settings(k=5)

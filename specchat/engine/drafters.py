@@ -88,7 +88,10 @@ class NgramDrafter:
     plain decoding step with no wasted verify. The proposal length adapts like
     TCP's window: it doubles after a full accept and drops to one more than the
     accepted count after a rejection, so open chat (few matches that hold) pays for
-    short verifies while copying text quickly grows to the full k.
+    short verifies while copying text quickly grows to the full k. A match that
+    runs further back than the n-gram looked up is evidence of text being copied:
+    such a proposal is at least as long as the match beyond its first n-1 tokens,
+    so a copy resumed after a correction goes back to long proposals at once.
     """
 
     max_cache_lag = 0
@@ -112,7 +115,9 @@ class NgramDrafter:
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False) -> Proposal:
         ids = sequence.tolist()
-        found = find_continuation(ids, min(k, self.length), self.max_ngram, self.min_ngram)
+        match = find_match(ids, self.max_ngram, self.min_ngram)
+        length = min(k, max(self.length, match.span - match.n + 1)) if match else 0
+        found = ids[match.start:match.start + length] if match else []
         self._proposed, self._base = len(found), len(ids)
         if not found:
             return empty_proposal(sequence.device)
@@ -128,13 +133,40 @@ class NgramDrafter:
         self._proposed = 0
 
 
-def find_continuation(ids: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
-    """Up to k tokens that followed the most recent earlier occurrence of the suffix."""
-    if k <= 0:
-        return []
+@dataclass(frozen=True)
+class Match:
+    """The most recent earlier occurrence of the sequence's last n tokens."""
+
+    start: int
+    """Index of the token that followed the occurrence: where a proposal starts."""
+    n: int
+    """Length of the suffix looked up."""
+    span: int
+    """How many tokens before `start` agree with the sequence's end (>= n, capped)."""
+
+
+MAX_SPAN = 64
+
+
+def find_match(ids: list[int], max_ngram: int, min_ngram: int) -> Match | None:
+    """The latest earlier occurrence of the longest suffix of n tokens that has one."""
     for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
         suffix = ids[-n:]
         for start in range(len(ids) - n - 1, -1, -1):
             if ids[start:start + n] == suffix:
-                return ids[start + n:start + n + k]
-    return []
+                return Match(start + n, n, matched_span(ids, start + n, n))
+    return None
+
+
+def matched_span(ids: list[int], end: int, n: int) -> int:
+    """Length of the common run ending just before `end` and at the sequence's end."""
+    span = n
+    while span < MAX_SPAN and end - span - 1 >= 0 and ids[end - span - 1] == ids[-span - 1]:
+        span += 1
+    return span
+
+
+def find_continuation(ids: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Up to k tokens that followed the most recent earlier occurrence of the suffix."""
+    match = find_match(ids, max_ngram, min_ngram) if k > 0 else None
+    return ids[match.start:match.start + k] if match else []
