@@ -219,6 +219,65 @@ def interrupted_after(train, step: int):
     return stopping
 
 
+def test_a_grown_draft_starts_out_computing_exactly_what_the_smaller_one_did(distilled, target_dir):
+    from transformers import AutoModelForCausalLM
+
+    from specchat.models.distill.draft import build_draft, grow_from, load_own_weights
+
+    target = AutoModelForCausalLM.from_pretrained(target_dir)
+    small = build_draft(target, [1])
+    load_own_weights(small, distilled)
+    grown = build_draft(target, [0, 1])
+    assert grow_from(grown, [0, 1], distilled, str(target_dir)) == [0]
+    ids = torch.tensor([[5, 17, 40, 9, 33]])
+    with torch.no_grad():
+        assert torch.allclose(grown(ids).logits, small(ids).logits, atol=1e-5)
+        assert not torch.allclose(build_draft(target, [0, 1])(ids).logits, small(ids).logits, atol=1e-3)
+
+
+def test_distill_can_grow_a_deeper_int8_draft_that_stays_lossless(distilled, target_dir, prompts_file,
+                                                                  tmp_path):
+    from safetensors.torch import load_file
+
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+    from test_pair_lossless import answer, committed_ids
+
+    out = tmp_path / "grown"
+    args = distill_args(target_dir, out, prompts_file, 3, "--init-from", str(distilled), "--int8")
+    args[args.index("--layers") + 1] = "2"
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "new identity layers: [0]" in result.output
+    weights = load_file(str(out / "draft.safetensors"))
+    assert weights["model.layers.1.mlp.down_proj.weight"].dtype == torch.int8
+    assert weights["model.layers.1.mlp.down_proj.weight.int8_scale"].dtype == torch.float32
+    pair = load_pair(load_catalog(pair_toml(tmp_path, target_dir, out)).get("d"))
+    for prompt in PROMPTS[:3]:
+        plain = committed_ids(answer(pair, prompt, speculate=False)[0])
+        assert committed_ids(answer(pair, prompt, k=3)[0]) == plain, prompt
+
+
+def test_int8_weights_round_trip_within_half_a_step_per_row():
+    from specchat.models.distill.draft import dequantize, quantize_int8
+
+    state = {"w": torch.randn(6, 40) * torch.linspace(0.01, 3, 6)[:, None], "norm": torch.rand(40)}
+    packed = quantize_int8(state)
+    restored = dequantize(packed)
+    assert restored.keys() == state.keys()
+    step = state["w"].abs().amax(dim=1, keepdim=True) / 127
+    assert ((restored["w"] - state["w"]).abs() <= step / 2 + 1e-7).all()
+    assert torch.equal(restored["norm"], state["norm"].to(torch.bfloat16))
+
+
+def test_growing_from_a_folder_that_is_not_a_draft_is_a_one_line_error(tmp_path, target_dir,
+                                                                        prompts_file):
+    from test_cli import assert_user_error
+
+    args = distill_args(target_dir, tmp_path / "out", prompts_file, 3, "--init-from", str(tmp_path))
+    assert_user_error(CliRunner().invoke(main, args), "--init-from", "not a draft folder")
+
+
 def test_a_second_run_into_a_used_folder_without_resume_is_refused(distilled, target_dir, prompts_file):
     from test_cli import assert_user_error
 

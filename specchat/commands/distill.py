@@ -40,8 +40,13 @@ import click
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its checkpoint.")
+@click.option("--init-from", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="Grow from an earlier draft of the same target (a --out folder): layers copied "
+                   "from the same target layer keep its weights, new ones start as the identity.")
+@click.option("--int8", is_flag=True,
+              help="Ship the weights as int8 with per-row scales (about half of bfloat16).")
 def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
-            checkpoint_every, device, seed, threads, resume):
+            checkpoint_every, device, seed, threads, resume, init_from, int8):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if threads:
         import torch
@@ -53,7 +58,7 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
     settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
                              checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
     options = DistillOptions(target, out, layers, vocab or None, tokens, prompts, device, seed,
-                             resume, max_new_tokens, train=settings)
+                             resume, max_new_tokens, init_from=init_from, int8=int8, train=settings)
     line = ProgressLine()
     summary = run_distill(options, Callbacks(line.message, line.generated, line.trained))
     line.done()

@@ -41,6 +41,10 @@ class DistillOptions:
     resume: bool = False
     max_new_tokens: int = 128
     gen_batch: int = 64
+    init_from: Path | None = None
+    """An earlier draft of the same target to grow from (see `draft.grow_from`)."""
+    int8: bool = False
+    """Ship the draft's weights as int8 with per-row scales instead of bfloat16."""
     train: train.TrainSettings = field(default_factory=train.TrainSettings)
 
 
@@ -73,6 +77,8 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
 
     out = Path(options.out)
     check_out_folder(out, options.resume)
+    if options.init_from:
+        drafts.check_growable(Path(options.init_from), options.target)
     device, _ = resolve_device(options.device)
     prompts = teacher.read_prompts(options.prompts or default_prompts())
     torch.manual_seed(options.seed)
@@ -86,6 +92,10 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
     settings = load_or_save_run(out, options, layers, samples, eos, target)
     draft = drafts.build_draft(target, layers).float()
     del target
+    if options.init_from and not (options.resume and (out / "checkpoint.pt").exists()):
+        fresh = drafts.grow_from(draft, layers, Path(options.init_from), options.target)
+        callbacks.message(f"starting from the draft in {options.init_from}; new identity "
+                          f"layers: {fresh or 'none'}")
     spec = drafts.DraftSpec(options.target, layers, settings["vocab"], {})
     best = run_training(draft, samples, spec, options, eos, callbacks)
     return {"layers": layers, "vocab": len(settings["vocab"] or []) or None, "samples": len(samples),
@@ -132,8 +142,9 @@ def run_training(draft, samples, spec: drafts.DraftSpec, options: DistillOptions
 
     def on_best(acceptance: float) -> None:
         spec.info = {"heldout_acceptance": round(acceptance, 4), "seed": options.seed,
-                     "answer_tokens": teacher.answer_tokens(samples), "layers": spec.layers}
-        drafts.save_shipped(draft, spec, out)
+                     "answer_tokens": teacher.answer_tokens(samples), "layers": spec.layers,
+                     "weights": "int8" if options.int8 else "bfloat16"}
+        drafts.save_shipped(draft, spec, out, int8=options.int8)
 
     callbacks.message(f"training a {len(spec.layers)}-layer draft (from target layers "
                       f"{spec.layers}) on {len(samples)} answers")
