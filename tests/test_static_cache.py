@@ -85,10 +85,12 @@ def test_full_static_cache_is_reported_not_silently_overwritten(load_tiny):
         fast.forward(torch.arange(3, 10))
 
 
-def test_cpu_keeps_the_eager_path_unless_forced(load_tiny, monkeypatch):
+def test_cpu_keeps_the_static_cache_off_unless_forced(load_tiny, monkeypatch):
+    from specchat.models.lean import LeanLlama
+
     model = load_tiny("tiny").target.model
     monkeypatch.delenv("SPECCHAT_FAST_PATH", raising=False)
-    assert type(adapter_for(model, "cpu")) is HFCausalModel
+    assert type(adapter_for(model, "cpu")) is LeanLlama
     assert isinstance(adapter_for(model, "cuda"), StaticCausalModel) or not torch.cuda.is_available()
     monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
     assert isinstance(adapter_for(model, "cpu"), StaticCausalModel)

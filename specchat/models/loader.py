@@ -98,22 +98,20 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
-    vocab = draft_vocab(model_folder(ref, progress))
-    if vocab is not None:
-        from specchat.models.reduced_vocab import ReducedVocabModel
-
-        return ModelDrafter(ReducedVocabModel(model, vocab))
-    return ModelDrafter(adapter_for(model, device))
+    spec = distill_spec(model_folder(ref, progress))
+    int8 = spec.get("info", {}).get("weights") == "int8"  # multiply by the int8 it shipped as
+    return ModelDrafter(adapter_for(model, device, head_ids=spec.get("vocab"), int8=int8))
 
 
-def draft_vocab(folder: Path | str) -> list[int] | None:
-    """The reduced output vocabulary of a `specchat distill` draft, if it has one."""
+def distill_spec(folder: Path | str) -> dict:
+    """What `specchat distill` recorded about a draft (its reduced vocabulary, how its
+    weights shipped); empty for any other model."""
     spec = Path(folder) / "specchat-draft.json"
     if not spec.is_file():
-        return None
+        return {}
     import json
 
-    return json.loads(spec.read_text()).get("vocab")
+    return json.loads(spec.read_text())
 
 
 def shared_vocab_size(target_model, drafter) -> int:

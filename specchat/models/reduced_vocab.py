@@ -33,8 +33,16 @@ class ReducedVocabModel(HFCausalModel):
         ids = ids.reshape(1, -1).to(self.device)
         body = self.model.get_decoder()
         hidden = body(input_ids=ids, past_key_values=self._cache, use_cache=True).last_hidden_state
-        small = (hidden[0, -keep:] @ self.head.T).float()
-        logits = torch.full((small.shape[0], self.vocab_size), float("-inf"), device=self.device)
-        inside = self.vocab < self.vocab_size
-        logits[:, self.vocab[inside]] = small[:, inside]
+        return scatter_logits((hidden[0, -keep:] @ self.head.T).float(), self.vocab,
+                              self.vocab_size)
+
+
+def scatter_logits(small: torch.Tensor, vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Full-vocabulary rows from logits over `vocab` (sorted ids): -inf everywhere else."""
+    logits = torch.full((small.shape[0], vocab_size), float("-inf"), device=small.device)
+    if len(vocab) and int(vocab[-1]) < vocab_size:  # the usual case: no mask to build
+        logits[:, vocab] = small
         return logits
+    inside = vocab < vocab_size
+    logits[:, vocab[inside]] = small[:, inside]
+    return logits

@@ -12,9 +12,10 @@ number of captured graphs small, inputs are padded to a few bucket widths (1, 2,
 3, 5, 9, 17, ...); the padding writes only past the new position, where the mask
 hides it and the next forward overwrites it.
 
-On CPU the eager `HFCausalModel` (DynamicCache) stays the default: attending over
-the whole preallocated length costs more there than it saves. `adapter_for` picks
-one. Knows nothing about decoding or text.
+On CPU the lean forward (`lean.LeanLlama`) is the default where the architecture
+allows, else the eager `HFCausalModel` (DynamicCache): attending over this module's
+whole preallocated length costs more there than it saves. `adapter_for` picks one.
+Knows nothing about decoding or text.
 """
 
 from __future__ import annotations
@@ -173,8 +174,23 @@ def fast_path_wanted(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def adapter_for(model, device: str, vocab_size: int | None = None, quantized: bool = False):
-    """The engine adapter for a loaded model: static + compiled on CUDA, eager elsewhere."""
-    if quantized or not fast_path_wanted(device):
-        return HFCausalModel(model, vocab_size)
-    return StaticCausalModel(model, vocab_size)
+def adapter_for(model, device: str, vocab_size: int | None = None, quantized: bool = False,
+                head_ids: list[int] | None = None, int8: bool = False):
+    """The engine adapter for a loaded model: static + compiled on CUDA, lean on a CPU
+    where the architecture allows, transformers' eager forward otherwise.
+
+    `head_ids` (a draft's reduced output vocabulary) goes to the lean or the eager
+    reduced-vocabulary forward, which multiply only those head rows. `int8` (a draft
+    that shipped as int8) lets the lean forward multiply by int8 weights.
+    """
+    from specchat.models.lean import LeanLlama, lean_problem, lean_wanted
+
+    if not quantized and fast_path_wanted(device) and head_ids is None:
+        return StaticCausalModel(model, vocab_size)
+    if not quantized and lean_wanted() and lean_problem(model) is None:
+        return LeanLlama(model, vocab_size, head_ids, int8=int8)
+    if head_ids is not None:
+        from specchat.models.reduced_vocab import ReducedVocabModel
+
+        return ReducedVocabModel(model, head_ids, vocab_size)
+    return HFCausalModel(model, vocab_size)
