@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from specchat.models.int8 import quantize_rows
 from specchat.models.reduced_vocab import scatter_logits
 
 LEAN_ENV = "SPECCHAT_LEAN"
@@ -130,8 +131,7 @@ def int8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | Non
         return None
     if not hasattr(torch, "_weight_int8pack_mm"):
         return None
-    scale = weight.float().abs().amax(dim=1).clamp_min(1e-12) / 127
-    rows = (weight.float() / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+    rows, scale = quantize_rows(weight)
     return rows.contiguous(), scale.to(torch.bfloat16)
 
 

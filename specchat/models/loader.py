@@ -98,20 +98,19 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
     progress(f"loading draft {pair.draft}")
     model, tokenizer = load_model(ref, dtype, device, "none", progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
-    spec = distill_spec(model_folder(ref, progress))
-    int8 = spec.get("info", {}).get("weights") == "int8"  # multiply by the int8 it shipped as
-    return ModelDrafter(adapter_for(model, device, head_ids=spec.get("vocab"), int8=int8))
+    vocab, int8 = distill_facts(model_folder(ref, progress))
+    return ModelDrafter(adapter_for(model, device, head_ids=vocab, int8=int8))
 
 
-def distill_spec(folder: Path | str) -> dict:
-    """What `specchat distill` recorded about a draft (its reduced vocabulary, how its
-    weights shipped); empty for any other model."""
-    spec = Path(folder) / "specchat-draft.json"
-    if not spec.is_file():
-        return {}
-    import json
+def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
+    """A `specchat distill` draft's reduced vocabulary and whether it shipped as int8
+    (then it is multiplied by its int8 weights); (None, False) for any other model."""
+    from specchat.models.distill.draft import SPEC_FILE, DraftSpec
 
-    return json.loads(spec.read_text())
+    if not (Path(folder) / SPEC_FILE).is_file():
+        return None, False
+    spec = DraftSpec.load(Path(folder))
+    return spec.vocab, spec.info.get("weights") == "int8"
 
 
 def shared_vocab_size(target_model, drafter) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from specchat.errors import UsageError
+from specchat.models.int8 import quantize_rows
 
 SPEC_FILE = "specchat-draft.json"
 WEIGHTS_FILE = "draft.safetensors"
@@ -134,9 +135,7 @@ def quantize_int8(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if tensor.dim() != 2:
             out[name] = tensor.to(torch.bfloat16)
             continue
-        scale = tensor.abs().amax(dim=1).clamp_min(1e-12) / 127
-        out[name] = (tensor / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
-        out[name + INT8_SCALE] = scale
+        out[name], out[name + INT8_SCALE] = quantize_rows(tensor)
     return out
 
 
