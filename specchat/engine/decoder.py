@@ -61,6 +61,12 @@ class Round:
     verify_s: float
     k: int
     """The draft length asked for this round (0 for plain decoding)."""
+    fed: int = 0
+    """Tokens the target's forward processed this round: drafted + 1, more when it also
+    carried tokens its cache lacked (the prompt, in an answer's first round)."""
+    margins: tuple[float, ...] = ()
+    """The target's top-two logit margin (raw logits) at the position of each committed
+    token, in order: how near a tie each choice was (for the race's verdict)."""
 
     @property
     def drafted(self) -> int:
@@ -166,11 +172,14 @@ class Decoder:
             return None
         drafted_at = time.perf_counter()
         unseen = sequence[self.target.cache_length:]
-        logits = self.target.forward(torch.cat([unseen, proposal.tokens]), keep=len(proposal) + 1)
+        fed = torch.cat([unseen, proposal.tokens])
+        logits = self.target.forward(fed, keep=len(proposal) + 1)
         n, token = verify(proposal.tokens, proposal.probs, logits, params, generator)
-        drafts, n, token = read_round(proposal.tokens, n, token)  # the round's one host sync
+        # the round's one host sync
+        drafts, n, token, margins = read_round(proposal.tokens, n, token, top_two_margins(logits))
         verified_at = time.perf_counter()
-        event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at)
+        event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
+                                 fed.shape[0], margins)
         committed_length = sequence.shape[0] + len(event.committed)
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
@@ -187,7 +196,8 @@ class Decoder:
         return proposal
 
     def _make_round(self, drafts: list[int], n: int, token: int, k: int,
-                    draft_s: float, verify_s: float) -> Round:
+                    draft_s: float, verify_s: float, fed: int = 0,
+                    margins: list[float] = ()) -> Round:
         """Split the drafts by the verdict; an EOS among them ends the answer there."""
         eos_at = next((i for i, t in enumerate(drafts) if t in self.eos_ids), None)
         if eos_at is not None:
@@ -199,7 +209,9 @@ class Decoder:
             kind: TokenKind = "target"
         else:
             kind = "bonus" if not rejected else "resampled"
-        return Round(accepted, rejected, token, kind, draft_s, verify_s, k)
+        committed = n + (0 if token is None else 1)
+        return Round(accepted, rejected, token, kind, draft_s, verify_s, k, fed,
+                     tuple(margins[:committed]))
 
     def _check(self, committed: int, event: Round) -> None:
         if not self.check_invariants:
@@ -230,7 +242,20 @@ class Decoder:
                                            f"cancelled round, more than {committed - 1}")
 
 
-def read_round(drafts: torch.Tensor, accepted: torch.Tensor, token: torch.Tensor):
-    """Drafts, accepted count and next token as Python values, in one device-to-host copy."""
-    values = torch.cat([drafts.reshape(-1), accepted.reshape(1), token.reshape(1)]).tolist()
-    return values[:-2], int(values[-2]), int(values[-1])
+def top_two_margins(logits: torch.Tensor) -> torch.Tensor:
+    """Per row, the gap between the largest and the second-largest logit."""
+    if logits.shape[-1] < 2:
+        return torch.full(logits.shape[:1], float("inf"), device=logits.device)
+    top = logits.float().topk(2, dim=-1).values
+    return top[:, 0] - top[:, 1]
+
+
+def read_round(drafts: torch.Tensor, accepted: torch.Tensor, token: torch.Tensor,
+               margins: torch.Tensor | None = None):
+    """Drafts, accepted count, next token and the verify's top-two margins as Python
+    values, in one device-to-host copy (float64 holds every token id exactly)."""
+    k = drafts.numel()
+    margins = drafts.new_zeros(0, dtype=torch.float64) if margins is None else margins
+    values = torch.cat([drafts.reshape(-1).double(), accepted.reshape(1).double(),
+                        token.reshape(1).double(), margins.reshape(-1).double()]).tolist()
+    return ([int(v) for v in values[:k]], int(values[k]), int(values[k + 1]), values[k + 2:])
