@@ -1,11 +1,20 @@
 """Speculative decoding theory (Leviathan et al., 2023): expected tokens per round,
-ideal speedup, and the per-token acceptance α inferred from a measured τ.
+the ideal speedup of a draft length k at measured costs, the best k, the acceptance
+α a draft needs to pay off, and α estimated from acceptance events.
 
-Pure arithmetic on floats, standard library only, so that both the engine's
-statistics and the torch-free TUI can use it. Knows nothing about models.
+Every input is measured on its own: α from which draft positions were accepted
+(never solved back out of a measured τ or speed), c and v(n) from timed forwards.
+Pure arithmetic on floats, standard library only, so that the engine's statistics,
+`bench`, and the torch-free TUI all use the same functions. Knows nothing about
+models.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Sequence
+
+VerifyCost = Callable[[int], float]
+"""v(n): seconds of one target forward over n tokens, relative to one plain decoding step."""
 
 
 def expected_tokens_per_round(alpha: float, k: int) -> float:
@@ -15,21 +24,60 @@ def expected_tokens_per_round(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def ideal_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
-    """Expected tokens per round over its cost (k·c + v), in plain-decoding steps."""
-    return expected_tokens_per_round(alpha, k) / (k * cost_ratio + verify_cost)
+def ideal_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float = 1.0,
+                  match_rate: float = 1.0, plain_cost: float = 1.0) -> float:
+    """Expected tokens per round over its cost, in plain-decoding steps.
+
+    A round drafts k tokens (cost k·c) and verifies k + 1 (cost v). With a match rate
+    m < 1 (n-gram lookup that sometimes finds nothing) the other rounds are plain
+    steps costing `plain_cost` (v(1)) and committing one token.
+    """
+    tokens = match_rate * expected_tokens_per_round(alpha, k) + (1 - match_rate)
+    cost = match_rate * (k * cost_ratio + verify_cost) + (1 - match_rate) * plain_cost
+    return tokens / cost
 
 
-def alpha_from_tau(tau: float, k: int, tolerance: float = 1e-6) -> float:
-    """Invert τ = (1 − α^(k+1)) / (1 − α) for α by bisection (τ is increasing in α)."""
-    if k <= 0:
-        return 0.0
+def speedup_at(alpha: float, k: int, c: float, v: VerifyCost, match_rate: float = 1.0) -> float:
+    """`ideal_speedup` with the verify cost taken from a v(n) curve (k = 0 is plain decoding)."""
+    if k == 0:
+        return 1.0 / v(1)
+    return ideal_speedup(alpha, k, c, v(k + 1), match_rate, v(1))
+
+
+def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = 8,
+           match_rate: float = 1.0) -> tuple[int, float]:
+    """The k in 0..k_max with the highest ideal speedup, and that speedup (k = 0: don't draft)."""
+    return max(((k, speedup_at(alpha, k, c, v, match_rate)) for k in range(k_max + 1)),
+               key=lambda pair: pair[1])
+
+
+def break_even_alpha(k: int, c: float, v: VerifyCost, tolerance: float = 1e-6) -> float | None:
+    """The α at which drafting k tokens a round starts to beat plain decoding; None if no α
+    below 1 does (the round costs more than k + 1 plain steps)."""
+    if speedup_at(1.0, k, c, v) <= 1.0 / v(1):
+        return None
     low, high = 0.0, 1.0
-    tau = min(max(tau, 1.0), k + 1.0)
     while high - low > tolerance:
         mid = (low + high) / 2
-        if expected_tokens_per_round(mid, k) < tau:
+        if speedup_at(mid, k, c, v) < 1.0 / v(1):
             low = mid
         else:
             high = mid
     return (low + high) / 2
+
+
+def acceptance_alpha(accepted: Sequence[int], tried: Sequence[int]) -> float | None:
+    """Per-token acceptance α from acceptance events, pooled over draft positions.
+
+    `tried[i]` counts rounds in which draft i was actually put to the test (it was
+    drafted and every draft before it was accepted); `accepted[i]` those that kept it.
+    Rounds that drafted nothing, and positions a round did not draft (budget clipped,
+    an n-gram with a short continuation), are no trials, so they cannot drag α down.
+    """
+    trials = sum(tried)
+    return sum(accepted) / trials if trials else None
+
+
+def per_position_alpha(accepted: Sequence[int], tried: Sequence[int]) -> list[float | None]:
+    """Conditional acceptance at each draft position: accepted there / tried there."""
+    return [a / t if t else None for a, t in zip(accepted, tried)]

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from tui_support import ask, make_app, ready, run_async, wait_for
 
 from specchat.tui.commands import palette_entries
+from specchat.tui.fake_backend import token_id
 
 SIZE = (150, 45)
 
@@ -83,7 +84,7 @@ async def test_exports_land_in_the_data_folder_without_ghost_text():
         page = next(exports.glob("*.html")).read_text()
         assert f".accepted{{color:{app.theme_variables['spec-accepted']}}}" in page
         data = json.loads(next(exports.glob("*.json")).read_text())
-        assert data["turns"][1]["tokens"][1] == {"text": " ghost", "kind": "rejected", "id": 0}
+        assert data["turns"][1]["tokens"][1] == {"text": " ghost", "kind": "rejected", "id": token_id(" ghost")}
 
 
 @run_async

@@ -18,7 +18,7 @@ def real_app(config_file, pair: str, max_new_tokens: int):
     catalog = load_catalog(config_file)
 
     def factory(name: str) -> ChatBackend:
-        return ChatBackend(catalog.get(name), max_new_tokens=max_new_tokens, calibration_tokens=8)
+        return ChatBackend(catalog.get(name), max_new_tokens=max_new_tokens)
 
     return create_app(factory, [(n, p.description) for n, p in catalog.pairs.items()], pair)
 

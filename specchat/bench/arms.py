@@ -13,12 +13,12 @@ reports or prompt files.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import torch
 
-from specchat.engine import Decoder, Finished, NgramDrafter, SamplingParams, Settings
+from specchat.engine import Decoder, Finished, NgramDrafter, SamplingParams, Settings, SpecStats
 
 
 @dataclass
@@ -38,6 +38,8 @@ class ArmRun:
     """Rounds that drafted the arm's full k (fixed-k arms): the rounds τ = E(α, k) describes."""
     full_tokens: int = 0
     """Tokens committed by those rounds."""
+    stats: SpecStats = field(default_factory=SpecStats)
+    """The engine's statistics of the answer (specchat arms only): acceptance events per position."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -84,6 +86,7 @@ class SpecchatArm:
             if isinstance(event, Finished):
                 break
             result.tokens.extend(event.committed)
+            result.stats.update(event)
             result.rounds += 1
             result.drafted += event.drafted
             result.accepted += len(event.accepted)

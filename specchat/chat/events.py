@@ -21,6 +21,8 @@ class TokenSpan:
     text: str
     kind: TokenKind
     token_id: int
+    margin: float | None = None
+    """The target's top-two logit margin where it chose (or kept) this token; None for ghosts."""
 
 
 @dataclass(frozen=True)
@@ -36,16 +38,30 @@ class StatsSnapshot:
     per_position_acceptance: tuple[float, ...] = ()
     histogram: tuple[int, ...] = ()
     tokens_per_s: float | None = None
-    """Committed tokens / decode wall time since the first round started."""
+    """Decode speed: tokens after the first round / decode time since it ended (pauses excluded)."""
     live_tokens_per_s: float | None = None
     """The same over a short sliding window of recent rounds."""
     ttft_s: float | None = None
+    """Submit -> first committed token (carries the prompt's prefill)."""
     elapsed_s: float = 0.0
+    """Submit -> now, pauses excluded."""
     draft_s: float = 0.0
     verify_s: float = 0.0
     p50_token_ms: float | None = None
     p99_token_ms: float | None = None
     k: int = 0
+    """The draft length the last round asked for (0: it drafted nothing)."""
+    prompt_tokens: int = 0
+    first_round_tokens: int = 0
+    decode_tokens: int = 0
+    """Tokens after the first round: the ones `tokens_per_s` counts."""
+    decode_s: float = 0.0
+    """Decode time since the first round ended, pauses excluded."""
+    alpha: float | None = None
+    """Per-token acceptance from the acceptance events (accepted / tested draft positions)."""
+    drafting_rounds: int = 0
+    k_in_use: int | None = None
+    """The draft length most drafting rounds asked for."""
 
     def as_dict(self) -> dict:
         """The documented `done.stats` keys of `specchat run --jsonl`."""
@@ -54,7 +70,9 @@ class StatsSnapshot:
                 "acceptance_rate": self.acceptance_rate,
                 "mean_acceptance_length": self.mean_acceptance_length,
                 "per_position_acceptance": list(self.per_position_acceptance),
-                "histogram": list(self.histogram)}
+                "histogram": list(self.histogram), "alpha": self.alpha,
+                "prompt_tokens": self.prompt_tokens, "decode_s": self.decode_s,
+                "p50_token_ms": self.p50_token_ms, "p99_token_ms": self.p99_token_ms}
 
 
 @dataclass(frozen=True)

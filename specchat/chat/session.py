@@ -9,6 +9,8 @@ change k or the temperature while an answer streams. Knows nothing about Textual
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -34,13 +36,15 @@ class RoundText:
 
 def spans_of_round(event: Round, detok: IncrementalDetokenizer) -> RoundText:
     """Decode a round: accepted drafts and the target token are committed to the detokenizer."""
-    accepted = tuple(TokenSpan(detok.push(t), "accepted", t) for t in event.accepted)
+    margins = list(event.margins) + [None] * (len(event.committed) - len(event.margins))
+    accepted = tuple(TokenSpan(detok.push(t), "accepted", t, m)
+                     for t, m in zip(event.accepted, margins))
     ghosts = detok.peek(list(event.rejected))
     rejected = tuple(TokenSpan(text, "rejected", t) for text, t in zip(ghosts, event.rejected))
     token = None
     if event.token is not None:
         kind: TokenKind = event.token_kind
-        token = TokenSpan(detok.push(event.token), kind, event.token)
+        token = TokenSpan(detok.push(event.token), kind, event.token, margins[len(event.accepted)])
     return RoundText(accepted, rejected, token)
 
 
@@ -56,9 +60,12 @@ class ChatSession:
             config.k, SamplingParams(config.temperature, config.top_k, config.top_p))
         self.speculate = True
         """False decodes target-only (k = 0) regardless of `settings.k`."""
-        self.generator = torch.Generator(device=pair.target.device)
-        if seed is not None:
-            self.generator.manual_seed(seed)
+        self.clock = time.perf_counter
+        """The one clock of every rate (injectable for tests)."""
+        self.seed = secrets.randbits(63) if seed is None else seed
+        """The sampling seed: given, or drawn from the OS (an unseeded Generator always
+        starts from the same state, which is not random)."""
+        self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
 
     def decoder(self) -> Decoder:
         drafter = self.pair.drafter if self.speculate else None
@@ -75,10 +82,12 @@ class ChatSession:
             raise
 
     def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
-        metrics = AnswerMetrics()
+        started = self.clock()
         context = self.pair.context_length
         prompt, dropped = fit_prompt(self.conversation, self.pair.tokenizer, context,
                                      min(max_new_tokens, context // 2))
+        metrics = AnswerMetrics(self.clock, prompt_tokens=len(prompt))
+        metrics.submitted = started  # TTFT counts rendering the prompt too
         if dropped:
             yield ContextTrimmed(dropped, context)
         budget = min(max_new_tokens, context - len(prompt))
@@ -96,7 +105,9 @@ class ChatSession:
             update = RoundUpdate(text.accepted, text.rejected, text.token, event.draft_s * 1000,
                                  event.verify_s * 1000, metrics.snapshot())
             spans.extend(update.spans)
+            held_from = self.clock()
             yield update
+            metrics.hold(self.clock() - held_from)  # pauses are not decoding time
 
     def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics) -> AnswerDone:
         tail = detok.flush()
@@ -106,3 +117,34 @@ class ChatSession:
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
         return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans))
+
+    # ----- the conversation service's other jobs ------------------------------------------
+
+    def replay_last(self, max_new_tokens: int = 512, should_stop: Callable[[], bool] = lambda: False,
+                    speculate: bool = False) -> Iterator[ChatEvent]:
+        """Answer the last user message again on a scratch copy of the conversation (same
+        system prompt, history and sampling), target-only unless `speculate`: the race.
+        The conversation itself is left alone."""
+        turns = self.conversation.turns
+        last = max(i for i, turn in enumerate(turns) if turn.role == "user")
+        scratch = ChatSession(self.pair, self.conversation.system, self.settings_copy(),
+                              seed=self.race_seed())
+        scratch.conversation.turns = list(turns[:last])
+        scratch.speculate = speculate
+        yield from scratch.answer(turns[last].content, max_new_tokens, should_stop)
+
+    def settings_copy(self) -> Settings:
+        """The same k and sampling, with a fresh adaptive policy if k is "auto"."""
+        config_k = "auto" if self.settings.k_policy is not None else self.settings.k
+        return settings_for(config_k, self.settings.sampling)
+
+    def race_seed(self) -> int:
+        return self.seed
+
+    def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
+        """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
+        covering contexts up to `needed_context`; None if stopped first."""
+        from specchat.chat.calibrate import contexts_for, measure_baseline
+
+        contexts = contexts_for(needed_context, self.pair.context_length)
+        return measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)

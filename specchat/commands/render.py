@@ -42,15 +42,16 @@ def stats_block(stats: StatsSnapshot, stop_reason: str, header: list[tuple[str, 
     rows = header + [
         ("stop reason", stop_reason),
         ("tokens", str(stats.tokens)),
-        ("tokens/s", _num(stats.tokens_per_s, ".1f")),
+        ("tokens/s (decode)", _num(stats.tokens_per_s, ".1f")),
         ("TTFT", _num(stats.ttft_s, ".3f", " s")),
         ("total duration", _num(stats.elapsed_s, ".2f", " s")),
         ("rounds", str(stats.rounds)),
         ("draft acceptance rate", f"{_pct(stats.acceptance_rate)} ({stats.accepted}/{stats.drafted})"),
         ("mean acceptance length", _num(stats.mean_acceptance_length)),
+        ("α (accepted / tested)", _num(stats.alpha, ".3f")),
         ("per-position acceptance", positions),
         ("acceptance histogram", histogram),
-        ("time per token p50/p99", f"{_num(stats.p50_token_ms, '.1f', ' ms')} / "
+        ("time per token p50/p99 (decode)", f"{_num(stats.p50_token_ms, '.1f', ' ms')} / "
                                    f"{_num(stats.p99_token_ms, '.1f', ' ms')}"),
     ]
     width = max(len(label) for label, _ in rows) + 2

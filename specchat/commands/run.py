@@ -25,7 +25,8 @@ from specchat.errors import UsageError
 @temperature_option
 @click.option("--top-p", type=float, default=None, metavar="P", help="Nucleus sampling in (0, 1].")
 @click.option("--top-k", type=int, default=None, metavar="K", help="Keep the K most likely tokens.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling.")
+@click.option("--seed", type=int, default=None,
+              help="Seed for sampling (default: drawn from the OS; the stats block prints it).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @dtype_option
 @click.option("--system", default=None, help="System prompt.")
@@ -45,7 +46,7 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     pair = load_pair(pair_config, dtype=dtype, progress=progress_printer())
     session = ChatSession(pair, system=system, seed=seed)
     session.speculate = not no_spec
-    printer = JsonlPrinter() if jsonl else TextPrinter(sys.stdout.isatty())
+    printer = JsonlPrinter(session) if jsonl else TextPrinter(sys.stdout.isatty())
     for event in session.answer(text, max_new_tokens=max_new_tokens):
         printer.handle(event)
     printer.finish(pair, session)
@@ -97,15 +98,27 @@ class TextPrinter:
         sys.stdout.flush()
         if self.done is None:
             return
-        mode = "speculative" if session.speculate and pair.drafter else "target only"
-        header = [("pair", pair.config.name), ("mode", f"{mode}, k={session.settings.k}"),
+        speculative = session.speculate and pair.drafter
+        mode = f"speculative, k={k_text(session, self.done.stats)}" if speculative else "target only"
+        header = [("pair", pair.config.name), ("mode", mode),
+                  ("seed", str(getattr(session, "seed", None))),
                   ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
                   ("load time", f"{pair.load_s:.2f} s")]
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
 
+def k_text(session, stats) -> str:
+    """The fixed k, or "auto" with the k most rounds used."""
+    if session.settings.k_policy is None:
+        return str(session.settings.k)
+    return f"auto (mostly {stats.k_in_use})" if stats.k_in_use else "auto"
+
+
 class JsonlPrinter:
     """One object per verify round, then `done` (README: "JSON lines")."""
+
+    def __init__(self, session):
+        self.session = session
 
     def handle(self, event) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
@@ -116,7 +129,7 @@ class JsonlPrinter:
             emit({"type": "context_trimmed", "dropped_exchanges": event.dropped_exchanges})
         elif isinstance(event, AnswerDone):
             emit({"type": "done", "text": event.text, "stop_reason": event.stop_reason,
-                  "stats": event.stats.as_dict()})
+                  "seed": getattr(self.session, "seed", None), "stats": event.stats.as_dict()})
 
     def finish(self, pair, session) -> None:
         pass

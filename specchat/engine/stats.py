@@ -9,9 +9,16 @@ import math
 from dataclasses import dataclass, field
 
 from specchat.engine.decoder import Round
-from specchat.theory import alpha_from_tau, expected_tokens_per_round, ideal_speedup
+from specchat.theory import acceptance_alpha, expected_tokens_per_round, ideal_speedup
 
-__all__ = ["SpecStats", "alpha_from_tau", "expected_tokens_per_round", "ideal_speedup"]
+__all__ = ["SpecStats", "acceptance_alpha", "expected_tokens_per_round", "ideal_speedup",
+           "carried_prefill"]
+
+
+def carried_prefill(event: Round) -> bool:
+    """Whether the round's target forward also carried tokens its cache lacked (the prompt,
+    in an answer's first round): its timings are not those of a decoding round."""
+    return event.fed > event.drafted + 1
 
 
 @dataclass
@@ -28,8 +35,19 @@ class SpecStats:
     """histogram[n] = drafting rounds that kept exactly n drafts."""
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
+    position_tried: list[int] = field(default_factory=list)
+    """position_tried[i] = rounds that drafted draft i and accepted every draft before it."""
+    k_used: dict[int, int] = field(default_factory=dict)
+    """Drafting rounds by the draft length they asked for (after clipping to the budget)."""
+    decode_rounds: int = 0
+    """Rounds that did not carry the prompt: the ones timed below."""
+    decode_drafted: int = 0
+    decode_draft_s: float = 0.0
+    verify_by_width: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Tokens verified -> (rounds, seconds) over rounds that did not carry the prompt."""
     token_times: list[tuple[float, int]] = field(default_factory=list)
-    """(seconds per token, tokens) for every round: the per-token latency distribution."""
+    """(seconds per token, tokens) for every round but one carrying the prompt: the
+    per-token latency distribution of decoding (prefill is TTFT's)."""
 
     def update(self, event: Round) -> None:
         self.rounds += 1
@@ -39,23 +57,60 @@ class SpecStats:
         self.draft_s += event.draft_s
         self.verify_s += event.verify_s
         if event.drafted:
-            _bump(self.histogram, len(event.accepted))
-            for i in range(event.drafted):
-                _bump(self.position_drafted, i)
-                if i < len(event.accepted):
-                    _bump(self.position_accepted, i)
+            self._count_positions(event)
+        if not carried_prefill(event):
+            self._time_decode_round(event)
+
+    def _count_positions(self, event: Round) -> None:
+        accepted = len(event.accepted)
+        _bump(self.histogram, accepted)
+        self.k_used[event.k] = self.k_used.get(event.k, 0) + 1
+        for i in range(event.drafted):
+            _bump(self.position_drafted, i)
+            if i <= accepted:  # draft i was tested: every draft before it was kept
+                _bump(self.position_tried, i)
+            if i < accepted:
+                _bump(self.position_accepted, i)
+
+    def _time_decode_round(self, event: Round) -> None:
+        self.decode_rounds += 1
+        self.decode_drafted += event.drafted
+        self.decode_draft_s += event.draft_s
+        width = event.drafted + 1
+        rounds, seconds = self.verify_by_width.get(width, (0, 0.0))
+        self.verify_by_width[width] = (rounds + 1, seconds + event.verify_s)
         if event.committed:
             seconds = (event.draft_s + event.verify_s) / len(event.committed)
             self.token_times.append((seconds, len(event.committed)))
 
     def merge(self, other: "SpecStats") -> None:
-        for name in ("rounds", "drafted", "accepted", "tokens", "draft_s", "verify_s"):
+        for name in ("rounds", "drafted", "accepted", "tokens", "draft_s", "verify_s",
+                     "decode_rounds", "decode_drafted", "decode_draft_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("histogram", "position_drafted", "position_accepted"):
+        for name in ("histogram", "position_drafted", "position_accepted", "position_tried"):
             mine, theirs = getattr(self, name), getattr(other, name)
             for i, count in enumerate(theirs):
                 _bump(mine, i, count)
+        for k, count in other.k_used.items():
+            self.k_used[k] = self.k_used.get(k, 0) + count
+        for width, (rounds, seconds) in other.verify_by_width.items():
+            mine_rounds, mine_seconds = self.verify_by_width.get(width, (0, 0.0))
+            self.verify_by_width[width] = (mine_rounds + rounds, mine_seconds + seconds)
         self.token_times.extend(other.token_times)
+
+    @property
+    def alpha(self) -> float | None:
+        """Per-token acceptance from the acceptance events (theory.acceptance_alpha)."""
+        return acceptance_alpha(self.position_accepted, self.position_tried)
+
+    @property
+    def drafting_rounds(self) -> int:
+        return sum(self.histogram)
+
+    @property
+    def k_in_use(self) -> int | None:
+        """The draft length most drafting rounds asked for (None before any drafted)."""
+        return max(self.k_used, key=lambda k: (self.k_used[k], k)) if self.k_used else None
 
     @property
     def acceptance_rate(self) -> float | None:

@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
+from specchat.chat.verdict import describe, race_verdict
 from specchat.history.store import SavedConversation
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 
@@ -96,22 +97,39 @@ class ActionsMixin:
     def action_race(self: "SpecchatApp") -> None:
         if not self._ready_for("race"):
             return
-        if self.last_speculative_stats is None or not any(r == "user" for r, _ in self.backend.turns()):
+        if self.last_speculative is None or not any(r == "user" for r, _ in self.backend.turns()):
             self.notify("race needs a speculative answer first: ask something", severity="warning")
             return
         self._start_job("race", f"{self.pair_name} · race: same prompt, target only", "", False)
 
     def _race_result(self: "SpecchatApp", done) -> None:
-        spec = self.last_speculative_stats
-        spec_rate, plain_rate = spec.tokens_per_s or 0.0, done.stats.tokens_per_s or 0.0
-        same = self.last_answer is not None and self.last_answer.text == done.text
-        ratio = f"{spec_rate / plain_rate:.2f}×" if plain_rate else "–"
-        text = (f"race: speculative {spec_rate:.1f} tok/s vs target-only {plain_rate:.1f} tok/s "
-                f"→ {ratio}; texts {'identical ✓' if same else 'differ ✗'}")
-        if not same and self.temperature > 0:
-            text += " (sampling at temperature > 0 differs run to run)"
+        spec, gauge = self.last_speculative
+        greedy = self.backend.sampling_key()[0] == 0
+        dtype = self.info.dtype if self.info else ""
+        verdict = race_verdict(spec, done, gauge, greedy, dtype)
+        text = describe(verdict)
         self._mount(Notice(text, "race"))
-        self.notify(text)
+        self.notify(text, timeout=12)
+
+    def action_float32_check(self: "SpecchatApp") -> None:
+        """Replay the last prompt greedily in float32, speculative and target-only."""
+        if not self._ready_for("replay in float32"):
+            return
+        if not any(r == "user" for r, _ in self.backend.turns()):
+            self.notify("the float32 replay needs a question first", severity="warning")
+            return
+        self.notify("float32 replay: loading a float32 copy of the pair and answering twice…")
+        self.gauges.status = "float32 replay running…"
+        self._float32_worker(self.backend)
+
+    def on_identity_checked(self: "SpecchatApp", message) -> None:
+        self.gauges.status = "ready"
+        if message.result is None:
+            self.notify(f"float32 replay did not finish: {message.error}", severity="warning")
+            return
+        text = message.result.describe()
+        self._mount(Notice(text, "race"))
+        self.notify(text, timeout=12)
 
     def _ready_for(self: "SpecchatApp", what: str) -> bool:
         if self.job is not None:
@@ -129,6 +147,7 @@ class ActionsMixin:
         if self.backend is not None:
             self.backend.set_k(self.k)
         self.gauges.k = self.k
+        self.gauges.k_auto = False
         self.notify(f"k = {self.k} from the next round")
 
     def action_change_k(self: "SpecchatApp", delta: int) -> None:
@@ -139,7 +158,11 @@ class ActionsMixin:
         if self.backend is not None:
             self.backend.set_temperature(self.temperature)
         self.gauges.temperature = self.temperature
+        self.gauges.sampling = self.backend.sampling_key() if self.backend else None
         self.notify(f"temperature = {self.temperature:g} from the next round")
+        if self.job is None:
+            self.gauges.calibration = self.current_baseline()
+            self._maybe_calibrate()  # target-only speed at the new sampling settings
 
     def action_change_temperature(self: "SpecchatApp", delta: float) -> None:
         self.set_temperature(self.temperature + delta)

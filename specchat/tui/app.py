@@ -22,7 +22,8 @@ from textual.worker import get_current_worker
 
 from specchat.theme_files import DEFAULT_THEME
 from specchat.tui.actions import ActionsMixin
-from specchat.tui.backend import Backend, Calibration, PairInfo
+from specchat.chat.baseline import Baseline
+from specchat.tui.backend import Backend, PairInfo
 from specchat.tui.chat_screen import ChatInput, ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.gauges import Gauges
@@ -32,7 +33,8 @@ from specchat.tui.recorder import HistoryRecorder
 from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
                                  load_textual_themes, save_preferences)
 from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
-from specchat.tui.worker import Job, Pacing, calibrate_backend, load_backend, stream_job
+from specchat.tui.worker import (Job, Pacing, calibrate_backend, check_float32, load_backend,
+                                 stream_job)
 
 BackendFactory = Callable[[str], Backend]
 GC_THRESHOLDS = (20_000, 50, 1_000)
@@ -75,14 +77,18 @@ class SpecchatApp(ActionsMixin, App):
         self.info: PairInfo | None = None
         self.load_id = 0
         self.current_load_id = 0
-        self.calibrations: dict[int, Calibration] = {}
+        self.calibrations: dict[tuple, Baseline] = {}
+        """(load id, sampling key) -> the target-only baseline measured for it."""
+        self.needed_context = 0
+        """How far the conversation's contexts reach: the baseline must cover it."""
         self.calibrating = False
         self.waiting_backend: tuple[int, Backend, PairInfo] | None = None
         self.job: Job | None = None
         self.job_counter = 0
         self.answer_view: AnswerView | None = None
         self.last_answer: AnswerView | None = None
-        self.last_speculative_stats = None
+        self.last_speculative = None
+        """(AnswerDone, gauge speedup) of the last speculative answer: what a race compares."""
         self.queued_prompt: str | None = None
         self.pending_turns: list[tuple[str, str]] = []
         self.held_round = None
@@ -189,22 +195,34 @@ class SpecchatApp(ActionsMixin, App):
         if self.backend is None:
             self.notify("no pair loaded yet", severity="warning")
             return
-        self.calibrations.pop(self.current_load_id, None)
+        self.calibrations.pop(self._baseline_key(), None)
         if self.job is None:
             self._maybe_calibrate()
 
+    def _baseline_key(self) -> tuple:
+        return (self.current_load_id, self.backend.sampling_key() if self.backend else None)
+
+    def current_baseline(self) -> Baseline | None:
+        """The baseline for the next answer's sampling settings, if measured."""
+        return self.calibrations.get(self._baseline_key())
+
+    def _baseline_stale(self) -> bool:
+        baseline = self.current_baseline()
+        return baseline is None or self.needed_context > baseline.max_context * 1.25
+
     def _maybe_calibrate(self) -> None:
-        """Calibrate the current pair while nothing else runs; a new question interrupts it."""
+        """Measure target-only costs while nothing else runs, for the current sampling settings
+        and as far as the conversation reaches; a new question interrupts it."""
         if (self.backend is None or self.job is not None or self.calibrating
-                or self.current_load_id in self.calibrations):
+                or not self._baseline_stale()):
             return
         self.calibrating = True
-        self._calibrate_worker(self.current_load_id, self.backend)
+        self._calibrate_worker(self.current_load_id, self.backend, self.needed_context)
 
     @work(thread=True, group="calibrate", exclusive=True, exit_on_error=False)
-    def _calibrate_worker(self, load_id: int, backend: Backend) -> None:
+    def _calibrate_worker(self, load_id: int, backend: Backend, needed_context: int) -> None:
         worker = get_current_worker()
-        calibrate_backend(load_id, backend, self, lambda: worker.is_cancelled)
+        calibrate_backend(load_id, backend, self, lambda: worker.is_cancelled, needed_context)
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if message.load_id in (self.load_id, self.current_load_id):
@@ -237,16 +255,21 @@ class SpecchatApp(ActionsMixin, App):
         backend.reset(self.system, previous.turns() if previous else self.pending_turns)
         self.backend, self.info, self.current_load_id = backend, info, load_id
         self.pair_name = info.name
-        self.k = self.cli_k if (self.cli_k is not None and previous is None) else info.k
+        k_from_cli = self.cli_k is not None and previous is None
+        self.k = self.cli_k if k_from_cli else info.k
+        auto = info.k_auto and not k_from_cli
         if self.cli_temperature is not None and previous is None:
             self.temperature = self.cli_temperature
         else:
             self.temperature = info.temperature
-        backend.set_k(self.k)
+        if not auto:  # a fixed k replaces the pair's adaptive policy
+            backend.set_k(self.k)
         backend.set_temperature(self.temperature)
         gauges = self.gauges
         gauges.info, gauges.k, gauges.temperature = info, self.k, self.temperature
-        gauges.calibration = self.calibrations.get(load_id)
+        gauges.k_auto = auto
+        gauges.calibration = self.current_baseline()
+        gauges.sampling = backend.sampling_key()
         gauges.status = f"ready · loaded in {info.load_s:.1f} s"
         self.sub_title = info.name
         if previous is not None:
@@ -262,11 +285,12 @@ class SpecchatApp(ActionsMixin, App):
             if self.job is None and message.load_id == self.current_load_id:
                 self.gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
             return
-        self.calibrations[message.load_id] = message.calibration
-        if message.load_id == self.current_load_id:
-            self.gauges.calibration = message.calibration
-            if self.job is None:
-                self.gauges.status = "ready"
+        baseline = message.calibration
+        self.calibrations[(message.load_id, baseline.sampling)] = baseline
+        if message.load_id == self.current_load_id and self.job is None:
+            self.gauges.calibration = self.current_baseline()
+            self.gauges.status = f"ready · target-only measured in {baseline.measure_s:.1f} s"
+            self._maybe_calibrate()  # the settings may have changed meanwhile
 
     # ----- answering -----------------------------------------------------------------------
 
@@ -303,13 +327,22 @@ class SpecchatApp(ActionsMixin, App):
         self.job = Job(self.job_counter, kind, self.backend, self.pacing, text, speculate)
         self.answer_view = AnswerView(label, self.ghosts)
         self._mount(self.answer_view)
-        self.gauges.start_job(self.job.id)
+        gauges = self.gauges
+        gauges.start_job(self.job.id)
+        gauges.mode = "race" if kind == "race" else ("speculative" if speculate else "target-only")
+        gauges.sampling = self.backend.sampling_key()
+        gauges.calibration = self.current_baseline()
         self._answer_worker(self.job)
 
     @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
     def _answer_worker(self, job: Job) -> None:
         worker = get_current_worker()
         stream_job(job, self, self.gauges, lambda: worker.is_cancelled)
+
+    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
+    def _float32_worker(self, backend: Backend) -> None:
+        worker = get_current_worker()
+        check_float32(backend, self, lambda: worker.is_cancelled)
 
     def _current(self, job_id: int) -> bool:
         return self.job is not None and self.job.id == job_id and self.answer_view is not None
@@ -344,13 +377,15 @@ class SpecchatApp(ActionsMixin, App):
         status = "stopped" if done.stop_reason == "stopped" else "done"
         view, job = self.answer_view, self.job
         view.finish(done.stats, status)
+        stats = done.stats
+        self.needed_context = max(self.needed_context, stats.prompt_tokens + stats.tokens + 512)
         if job.kind == "race":
             self._race_result(done)
         else:
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
             if job.speculate:
-                self.last_speculative_stats = done.stats
+                self.last_speculative = (done, self.gauges.speedup())
         self._job_ended()
 
     def on_answer_failed(self, message: AnswerFailed) -> None:

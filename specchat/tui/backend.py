@@ -13,7 +13,9 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
+from specchat.chat.baseline import Baseline, SamplingKey
 from specchat.chat.events import ChatEvent
+from specchat.chat.verdict import IdentityCheck
 
 ShouldStop = Callable[[], bool]
 Progress = Callable[[str], None]
@@ -34,21 +36,12 @@ class PairInfo:
     context_length: int
     load_s: float = 0.0
     description: str = ""
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Target-only decoding speed of a pair on this machine, measured after loading."""
-
-    tokens_per_s: float
-    tokens: int
-    measured_at: float
-    """time.time() when it finished."""
-
-    @property
-    def step_s(self) -> float:
-        """Seconds per plain decoding step."""
-        return 1.0 / self.tokens_per_s
+    k_auto: bool = False
+    """k = "auto": the engine picks k every round (`k` is only its starting value)."""
+    seed: int | None = None
+    """The sampling seed of the session (drawn from the OS when none was given)."""
+    engines: str = ""
+    """Which backend computes each model, e.g. "target llama.cpp · draft torch (lean)"."""
 
 
 class Backend(Protocol):
@@ -59,10 +52,19 @@ class Backend(Protocol):
     """Held while a thread decodes, so two threads never share the model's caches."""
 
     def load(self, progress: Progress) -> PairInfo: ...
-    def calibrate(self, should_stop: ShouldStop) -> Calibration | None: ...
+    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+        """Measure target-only costs at the current sampling settings, covering contexts up
+        to `needed_context` (chat/baseline.py); None if stopped first."""
+        ...
+    def sampling_key(self) -> SamplingKey:
+        """(temperature, top_k, top_p) of the next answer: a baseline is valid for one."""
+        ...
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]: ...
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         """Replay the last user message target-only, leaving the conversation alone."""
+        ...
+    def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
+        """Replay the last prompt greedily in float32, speculative and target-only."""
         ...
     def set_k(self, k: int) -> None: ...
     def set_temperature(self, temperature: float) -> None: ...

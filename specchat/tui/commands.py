@@ -41,6 +41,8 @@ def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[],
 
 ACTIONS = (
     ("Race: replay last prompt target-only", "race", "compare tokens/s and text"),
+    ("Float32 replay: check lossless", "float32_check",
+     "answer the last prompt greedily in float32, speculative and target-only: must be identical"),
     ("New chat", "new_chat", "clear the conversation"),
     ("Regenerate last answer", "regenerate", "ask again"),
     ("Copy last answer", "copy_answer", "without rejected drafts"),

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
                                   StatsSnapshot, TokenSpan)
-from specchat.tui.backend import Calibration, PairInfo, Progress, ShouldStop
+from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.verdict import IdentityCheck
+from specchat.tui.backend import PairInfo, Progress, ShouldStop
 
 SAMPLE_ANSWER = (
     "Speculative decoding lets a **small draft model** guess the next few tokens, and the "
@@ -41,6 +44,11 @@ class ScriptedRound:
     rejected: tuple[str, ...]
     token: str | None
     kind: str = "resampled"
+
+
+def token_id(word: str) -> int:
+    """A stable id for a scripted token: the same word is the same token in every run."""
+    return zlib.crc32(word.encode()) & 0xFFFF
 
 
 def words(text: str) -> list[str]:
@@ -121,8 +129,9 @@ class ScriptedBackend:
         return PairInfo(self.name, "cpu", "float32", self.config.memory_bytes, self.k > 0,
                         self.k, self.temperature, 2048, self.config.load_s, "scripted fake pair")
 
-    def calibrate(self, should_stop: ShouldStop) -> Calibration | None:
+    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         self.calibrations_started = getattr(self, "calibrations_started", 0) + 1
+        self.calibrated_for = needed_context
         deadline = time.perf_counter() + self.config.calibration_s
         while time.perf_counter() < deadline:
             if should_stop():
@@ -130,7 +139,19 @@ class ScriptedBackend:
             time.sleep(0.01)
         rate = self.config.calibration_tokens_per_s
         when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
-        return None if rate is None else Calibration(rate, 32, when)
+        if rate is None:
+            return None
+        step = 1.0 / rate
+        return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
+                        ((1, step), (2, 1.3 * step), (3, 1.5 * step), (4, 1.7 * step),
+                         (5, 1.9 * step)), 256, SCRIPTED_DRAFT_S, when, self.config.calibration_s)
+
+    def sampling_key(self) -> SamplingKey:
+        return (float(self.temperature), 0, 1.0)
+
+    def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
+        tokens = len(words(self.config.answer))
+        return None if should_stop() else IdentityCheck(tokens, None)
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         self._turns.append(("user", text))
@@ -178,9 +199,10 @@ class ScriptedBackend:
                 time.sleep(delay)
 
     def _update(self, scripted: ScriptedRound, stats: "_Counter") -> RoundUpdate:
-        accepted = tuple(TokenSpan(t, "accepted", i) for i, t in enumerate(scripted.accepted))
-        rejected = tuple(TokenSpan(t, "rejected", i) for i, t in enumerate(scripted.rejected))
-        token = None if scripted.token is None else TokenSpan(scripted.token, scripted.kind, 0)
+        accepted = tuple(TokenSpan(t, "accepted", token_id(t)) for t in scripted.accepted)
+        rejected = tuple(TokenSpan(t, "rejected", token_id(t)) for t in scripted.rejected)
+        token = (None if scripted.token is None
+                 else TokenSpan(scripted.token, scripted.kind, token_id(scripted.token)))
         stats.record(len(accepted), len(rejected), 0 if token is None else 1, self.k)
         return RoundUpdate(accepted, rejected, token, 1.0, 2.0, stats.snapshot())
 
@@ -221,11 +243,15 @@ class _Counter:
         self.histogram: list[int] = []
         self.position_drafted: list[int] = []
         self.position_accepted: list[int] = []
+        self.tried = 0
+        self.first_tokens = 0
+        self.k_used: dict[int, int] = {}
 
     def record(self, accepted: int, rejected: int, token: int, k: int) -> None:
+        drafted = accepted + rejected
         if self.first_at is None:
             self.first_at = self.clock()
-        drafted = accepted + rejected
+            self.first_tokens = accepted + token
         self.rounds += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -234,6 +260,8 @@ class _Counter:
         self.draft_s += SCRIPTED_DRAFT_S * drafted
         self.verify_s += SCRIPTED_VERIFY_S
         if drafted:
+            self.tried += min(drafted, accepted + 1)
+            self.k_used[k] = self.k_used.get(k, 0) + 1
             _bump(self.histogram, accepted)
             for i in range(drafted):
                 _bump(self.position_drafted, i)
@@ -244,16 +272,21 @@ class _Counter:
         now = self.clock()
         elapsed = now - (self.first_at if self.first_at is not None else now)
         accepted = self.position_accepted + [0] * (len(self.position_drafted) - len(self.position_accepted))
+        decode = self.tokens - self.first_tokens
         return StatsSnapshot(
             tokens=self.tokens, rounds=self.rounds, drafted=self.drafted, accepted=self.accepted,
             acceptance_rate=self.accepted / self.drafted if self.drafted else None,
             mean_acceptance_length=self.tokens / self.rounds if self.rounds else None,
             per_position_acceptance=tuple(a / d for a, d in zip(accepted, self.position_drafted)),
             histogram=tuple(self.histogram),
-            tokens_per_s=self.tokens / elapsed if elapsed > 0 else None,
-            live_tokens_per_s=self.tokens / elapsed if elapsed > 0 else None,
+            tokens_per_s=decode / elapsed if elapsed > 0 and decode else None,
+            live_tokens_per_s=decode / elapsed if elapsed > 0 and decode else None,
             ttft_s=None if self.first_at is None else self.first_at - self.started,
-            elapsed_s=now - self.started, draft_s=self.draft_s, verify_s=self.verify_s, k=self.k)
+            elapsed_s=now - self.started, draft_s=self.draft_s, verify_s=self.verify_s, k=self.k,
+            first_round_tokens=self.first_tokens, decode_tokens=decode, decode_s=elapsed,
+            alpha=self.accepted / self.tried if self.tried else None,
+            drafting_rounds=sum(self.histogram),
+            k_in_use=max(self.k_used, key=self.k_used.get) if self.k_used else None)
 
 
 def _bump(counts: list[int], index: int) -> None:

@@ -1,7 +1,8 @@
 """The gauges panel: tokens/s in large digits, acceptance, τ, per-position
 acceptance bars, a sparkline of tokens per round, TTFT, k, temperature, device,
-dtype, memory, the measured speedup over the target-only calibration, and the
-theory beside it (α inferred from τ, ideal speedup at the measured costs).
+dtype, memory, the speedup over target-only decoding at the same context lengths
+and sampling settings (chat/baseline.py), and the theory beside it (α from the
+acceptance events, ideal speedup at the costs of timed forwards).
 
 Stats arrive as `StatsUpdated` messages posted straight to this widget (so that
 they coalesce), land in the `stats` reactive, and `watch_stats` redraws.
@@ -18,9 +19,9 @@ from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Digits, Sparkline, Static
 
+from specchat.chat.baseline import Baseline, SamplingKey, decode_span, gauge_speedup, theory_for
 from specchat.chat.events import StatsSnapshot
-from specchat.theory import alpha_from_tau, ideal_speedup
-from specchat.tui.backend import Calibration, PairInfo
+from specchat.tui.backend import PairInfo
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
@@ -45,28 +46,55 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-def theory_line(stats: StatsSnapshot, calibration: Calibration | None) -> str:
-    """α inferred from τ, and the ideal speedup at the measured draft and verify costs."""
-    tau, k = stats.mean_acceptance_length, stats.k
-    if tau is None or k <= 0 or not stats.drafted:
+def theory_line(stats: StatsSnapshot | None, baseline: Baseline | None) -> str:
+    """α from the acceptance events, the ideal speedup of the k in use and the best k, at
+    the draft and verify costs of timed forwards (chat/baseline.py): never from this
+    answer's speed."""
+    if stats is None or not stats.drafting_rounds or stats.alpha is None:
         return "theory: – (no drafting yet)"
-    alpha = alpha_from_tau(tau, k)
-    if calibration is None or not stats.rounds:
-        return f"theory: α≈{alpha:.2f} from τ"
-    cost = (stats.draft_s / stats.drafted) / calibration.step_s
-    verify = (stats.verify_s / stats.rounds) / calibration.step_s
-    ideal = ideal_speedup(alpha, k, cost, verify)
-    return f"theory: α≈{alpha:.2f} from τ → ideal {ideal:.2f}× (c={cost:.2f}, v={verify:.2f})"
+    theory = theory_for(stats, baseline)
+    if theory is None:
+        return f"theory: α {stats.alpha:.2f} (accepted / tested drafts); costs not measured yet"
+    return (f"theory: α {theory.alpha:.2f} → k {theory.k}: ideal {theory.ideal:.2f}× "
+            f"(c {theory.c:.2f}, v({theory.k + 1}) {theory.v:.2f}); "
+            f"best k {theory.best_k}: {theory.best:.2f}×")
 
 
-def speedup_line(stats: StatsSnapshot | None, calibration: Calibration | None) -> str:
-    if calibration is None:
-        return "speedup: – (calibrating target-only…)"
-    when = time.strftime("%H:%M:%S", time.localtime(calibration.measured_at))
-    base = f"target-only {calibration.tokens_per_s:.1f} tok/s, measured {when}"
-    if stats is None or not stats.tokens_per_s:
-        return f"speedup: – ({base})"
-    return f"speedup: {stats.tokens_per_s / calibration.tokens_per_s:.2f}× ({base})"
+def _sampling_text(key: SamplingKey) -> str:
+    temperature, top_k, top_p = key
+    extra = (f", top-k {top_k}" if top_k else "") + (f", top-p {top_p:g}" if top_p < 1 else "")
+    return f"T={temperature:g}{extra}"
+
+
+def baseline_text(baseline: Baseline, stats: StatsSnapshot | None = None) -> str:
+    """How the baseline was obtained and when."""
+    when = time.strftime("%H:%M:%S", time.localtime(baseline.measured_at))
+    lengths = [length for length, _ in baseline.step_points]
+    reach = f"{min(lengths)}–{max(lengths)}"
+    if stats is not None and decode_span(stats)[1] > baseline.max_context * 1.25:
+        reach += ", extrapolated beyond"
+    return (f"target-only at the same context lengths, {_sampling_text(baseline.sampling)}; "
+            f"cost curve {reach} tokens measured {when}")
+
+
+def speedup_value(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str) -> float | None:
+    """The gauge's speedup, or None where it has no meaning (target-only runs, a race)."""
+    return gauge_speedup(stats, baseline) if mode == "speculative" else None
+
+
+def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str = "speculative",
+                 sampling: SamplingKey | None = None) -> str:
+    """The speedup and what it is measured against; what the run is where none applies."""
+    if mode == "race":
+        return "race: target only — this run is the baseline (no speedup)"
+    if mode == "target-only":
+        return "speculation off: target only (no speedup)"
+    if baseline is None:
+        wanted = "" if sampling is None else f" at {_sampling_text(sampling)}"
+        return f"speedup: – (measuring target-only speed{wanted} when idle…)"
+    value = speedup_value(stats, baseline, mode)
+    shown = "–" if value is None else f"{value:.2f}×"
+    return f"speedup: {shown} ({baseline_text(baseline, stats)})"
 
 
 class Gauges(VerticalScroll):
@@ -74,8 +102,13 @@ class Gauges(VerticalScroll):
 
     stats: reactive[StatsSnapshot | None] = reactive(None, always_update=True)
     info: reactive[PairInfo | None] = reactive(None)
-    calibration: reactive[Calibration | None] = reactive(None)
+    calibration: reactive[Baseline | None] = reactive(None)
+    """The target-only baseline for the current answer's sampling settings."""
+    mode: reactive[str] = reactive("speculative")
+    """What the current (or last) run is: "speculative", "target-only" or "race"."""
+    sampling: reactive[SamplingKey | None] = reactive(None)
     k: reactive[int] = reactive(4)
+    k_auto: reactive[bool] = reactive(False)
     temperature: reactive[float] = reactive(0.0)
     speculate: reactive[bool] = reactive(True)
     status: reactive[str] = reactive("starting…")
@@ -92,7 +125,7 @@ class Gauges(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
         yield Digits("-", id="g-tps")
-        yield Static("tokens/s", id="g-tps-label")
+        yield Static("tokens/s · decode, this answer", id="g-tps-label")
         yield Digits("-", id="g-speedup-big", classes="presentation-only")
         yield Static("", id="g-acceptance", markup=False)
         yield Static("", id="g-positions", markup=False)
@@ -143,17 +176,18 @@ class Gauges(VerticalScroll):
 
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()
-        rate = shown.live_tokens_per_s or shown.tokens_per_s
-        self._put("#g-tps", fmt(rate).replace("–", "-"))
+        self._put("#g-tps", fmt(shown.tokens_per_s).replace("–", "-"))
         rate_pct = None if shown.acceptance_rate is None else shown.acceptance_rate * 100
         self._put("#g-acceptance", f"acceptance {fmt(rate_pct, '.1f', '%')} ({shown.accepted}/"
                                    f"{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
         self._put("#g-positions", self._positions(shown))
         ttft = None if shown.ttft_s is None else shown.ttft_s * 1000
         self._put("#g-timing", f"TTFT {fmt(ttft, '.0f', ' ms')}   tokens {shown.tokens}   "
-                               f"rounds {shown.rounds}")
+                               f"rounds {shown.rounds}\nlast 16 rounds "
+                               f"{fmt(shown.live_tokens_per_s, '.1f', ' tok/s')}")
         self._show_speedup()
-        self._put("#g-theory", theory_line(shown, self.calibration))
+        self._put("#g-theory", theory_line(stats, self.calibration))
+        self._show_controls()
 
     def _positions(self, stats: StatsSnapshot) -> str:
         if not stats.per_position_acceptance:
@@ -162,14 +196,19 @@ class Gauges(VerticalScroll):
                          for i, v in enumerate(stats.per_position_acceptance))
 
     def _show_speedup(self) -> None:
-        line = speedup_line(self.stats, self.calibration)
-        self._put("#g-speedup", line)
-        big = "-"
-        if self.stats and self.stats.tokens_per_s and self.calibration:
-            big = f"{self.stats.tokens_per_s / self.calibration.tokens_per_s:.2f}x"
-        self._put("#g-speedup-big", big)
+        self._put("#g-speedup", speedup_line(self.stats, self.calibration, self.mode, self.sampling))
+        value = speedup_value(self.stats, self.calibration, self.mode)
+        self._put("#g-speedup-big", "-" if value is None else f"{value:.2f}x")
+
+    def speedup(self) -> float | None:
+        """The speedup the gauge shows now (None where it shows none)."""
+        return speedup_value(self.stats, self.calibration, self.mode)
 
     def watch_calibration(self) -> None:
+        if self._drawn:
+            self.watch_stats(self.stats)
+
+    def watch_mode(self) -> None:
         if self._drawn:
             self.watch_stats(self.stats)
 
@@ -196,8 +235,18 @@ class Gauges(VerticalScroll):
         if not self._drawn:
             return
         mode = "speculation ON" if self.speculate else "speculation OFF (target only)"
-        pacing = f"\n{self.pacing} (timings include the pauses)" if self.pacing else ""
-        self._put("#g-controls", f"k {self.k}   temperature {self.temperature:.2f}\n{mode}{pacing}")
+        pacing = f"\n{self.pacing} (pauses excluded from every rate)" if self.pacing else ""
+        self._put("#g-controls", f"{self._k_text()}   temperature {self.temperature:.2f}\n"
+                                 f"{mode}{pacing}")
+
+    def _k_text(self) -> str:
+        if not self.k_auto:
+            return f"k {self.k}"
+        now = self.stats.k if self.stats is not None and self.stats.rounds else None
+        return "k auto" + ("" if now is None else f" (last round {now})")
+
+    def watch_k_auto(self) -> None:
+        self._show_controls()
 
     def _show_pair(self) -> None:
         if not self._drawn:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate, StatsSnapshot
-from specchat.tui.backend import Backend, Calibration, PairInfo
+from specchat.chat.baseline import Baseline
+from specchat.chat.verdict import IdentityCheck
+from specchat.tui.backend import Backend, PairInfo
 
 
 @dataclass
@@ -47,7 +49,15 @@ class Calibrated(Message):
     """The target-only calibration of a pair ended (None: stopped or failed)."""
 
     load_id: int
-    calibration: Calibration | None
+    calibration: Baseline | None
+
+
+@dataclass
+class IdentityChecked(Message):
+    """The float32 replay ended: its result, or a one-line error."""
+
+    result: IdentityCheck | None
+    error: str | None = None
 
 
 @dataclass

@@ -18,8 +18,8 @@ from textual.message_pump import MessagePump
 from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
 from specchat.tui.backend import Backend, ShouldStop, describe_error
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
-                                   LoadFailed, LoadProgress, PairLoaded, RoundArrived,
-                                   StatsUpdated)
+                                   IdentityChecked, LoadFailed, LoadProgress, PairLoaded,
+                                   RoundArrived, StatsUpdated)
 
 POLL_S = 0.02
 
@@ -98,20 +98,36 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
 
 
 def calibrate_backend(load_id: int, backend: Backend, app: MessagePump,
-                      should_stop: ShouldStop) -> None:
+                      should_stop: ShouldStop, needed_context: int = 0) -> None:
     """Measure target-only speed on a loaded pair; always ends with a `Calibrated` message
     (calibration None when it was stopped because the user asked something, or failed)."""
     calibration = None
     try:
         if _acquire(backend.busy, should_stop):
             try:
-                app.post_message(LoadProgress(load_id, "calibrating target-only speed…"))
-                calibration = backend.calibrate(should_stop)
+                app.post_message(LoadProgress(load_id, "measuring target-only speed…"))
+                calibration = backend.calibrate(should_stop, needed_context)
             finally:
                 backend.busy.release()
     except Exception as error:
         app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
     app.post_message(Calibrated(load_id, calibration))
+
+
+def check_float32(backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
+    """Run the float32 replay; always ends with an `IdentityChecked` message."""
+    try:
+        if not _acquire(backend.busy, should_stop):
+            app.post_message(IdentityChecked(None, "stopped"))
+            return
+        try:
+            result = backend.float32_check(should_stop)
+        finally:
+            backend.busy.release()
+    except Exception as error:
+        app.post_message(IdentityChecked(None, describe_error(error)))
+        return
+    app.post_message(IdentityChecked(result, None if result else "stopped"))
 
 
 def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:

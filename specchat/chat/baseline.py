@@ -1,0 +1,131 @@
+"""The target-only baseline an answer is compared with, and what it predicts.
+
+A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
+plain decoding step at several context lengths (the real target-only loop, with the
+answer's sampling settings), fitted as a line (a decoding step reads every weight once
+and attends over the context, so its cost grows linearly with the context), plus timed
+forwards of n-token verifies and one draft step.
+
+From it:
+- `gauge_speedup`: target-only time over the answer's own decode span (the same context
+  lengths, the same sampling) divided by the answer's decode time;
+- `theory_for`: the ideal speedup of the k in use and the best k, from α of the
+  acceptance events and c, v(n) of the timed forwards — never from the answer's speed.
+
+Pure arithmetic on plain floats: no torch, so the TUI can import it. Knows nothing
+about models or widgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specchat.chat.events import StatsSnapshot
+from specchat.theory import best_k, speedup_at
+
+SamplingKey = tuple[float, int, float]
+"""(temperature, top_k, top_p): target-only speed is measured per sampling setting."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Target-only costs of one pair on this machine, for one sampling setting."""
+
+    sampling: SamplingKey
+    step_points: tuple[tuple[int, float], ...]
+    """(context length, seconds per target-only token) of the real decoding loop."""
+    verify_s: tuple[tuple[int, float], ...] = ()
+    """(n, seconds of one target forward over n tokens), measured at `verify_context`."""
+    verify_context: int = 0
+    draft_step_s: float | None = None
+    """Seconds per drafted token (a draft model's one-token step); None for no drafter."""
+    measured_at: float = 0.0
+    """time.time() when the measurement finished."""
+    measure_s: float = 0.0
+    """How long the measurement took."""
+
+    @property
+    def max_context(self) -> int:
+        return max(length for length, _ in self.step_points)
+
+    def step_s(self, context: float) -> float:
+        """Seconds of one target-only token at this context length (least-squares line)."""
+        intercept, slope = _line(self.step_points)
+        return max(intercept + slope * context, 1e-9)
+
+    def plain_seconds(self, start: int, end: int) -> float:
+        """Target-only time for the tokens at context lengths start..end-1 (a line sums exactly)."""
+        count = max(0, end - start)
+        return count * self.step_s((start + end - 1) / 2) if count else 0.0
+
+    def tokens_per_s(self, context: float) -> float:
+        return 1.0 / self.step_s(context)
+
+    def v(self, width: int) -> float:
+        """Verify cost of `width` tokens relative to a one-token forward (v(1) = 1)."""
+        table = dict(self.verify_s)
+        return table[min(width, max(table))] / table[1]
+
+    @property
+    def c(self) -> float | None:
+        """Draft step cost relative to the target's one-token forward."""
+        if self.draft_step_s is None or not self.verify_s:
+            return None
+        return self.draft_step_s / dict(self.verify_s)[1]
+
+
+def _line(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line; a flat line through one point."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if n < 2 or spread == 0:
+        return mean_y, 0.0
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    slope = max(slope, 0.0)
+    return mean_y - slope * mean_x, slope
+
+
+def decode_span(stats: StatsSnapshot) -> tuple[int, int]:
+    """Context lengths of the answer's decode tokens: after the first round, to the end."""
+    start = stats.prompt_tokens + stats.first_round_tokens
+    return start, stats.prompt_tokens + stats.tokens
+
+
+def gauge_speedup(stats: StatsSnapshot | None, baseline: Baseline | None) -> float | None:
+    """Target-only time for the answer's decode tokens at their context lengths, over the
+    time the answer took for them: the speedup a race of the same prompt would measure."""
+    if stats is None or baseline is None or not stats.decode_s or stats.decode_tokens < 1:
+        return None
+    start, end = decode_span(stats)
+    return baseline.plain_seconds(start, end) / stats.decode_s
+
+
+@dataclass(frozen=True)
+class Theory:
+    """The cost model's prediction for an answer, from independent measurements."""
+
+    alpha: float
+    k: int
+    c: float
+    v: float
+    """v(k + 1)."""
+    match_rate: float
+    ideal: float
+    best_k: int
+    best: float
+
+
+def theory_for(stats: StatsSnapshot | None, baseline: Baseline | None,
+               k_max: int = 8) -> Theory | None:
+    """Ideal speedup of the k in use and the best k, or None until α and costs are known."""
+    if stats is None or baseline is None or stats.alpha is None or not stats.k_in_use:
+        return None
+    c = baseline.c
+    if c is None or not baseline.verify_s:
+        return None
+    k, match = stats.k_in_use, stats.drafting_rounds / stats.rounds if stats.rounds else 1.0
+    ideal = speedup_at(stats.alpha, k, c, baseline.v, match)
+    chosen, best = best_k(stats.alpha, c, baseline.v, k_max, match)
+    return Theory(stats.alpha, k, c, baseline.v(k + 1), match, ideal, chosen, best)

@@ -1,0 +1,90 @@
+"""Measuring a pair's target-only `Baseline` (chat/baseline.py) on this machine.
+
+The step cost at each context length is timed on the real decoding loop, as a race
+would run it: the engine's `Decoder` with no drafter and the answer's sampling
+settings, every round detokenized and counted as in an answer, the prompt's prefill
+left out (only rounds after the first are timed). No EOS ends it early: the filler
+prompt only has to be long. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
+and one draft step are timed (engine/costs.py), the c and v(n) of the theory.
+
+Runs in a worker thread and stops between rounds when `should_stop` says so.
+Knows nothing about widgets.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import torch
+
+from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.detok import IncrementalDetokenizer
+from specchat.chat.metrics import AnswerMetrics
+from specchat.engine import Decoder, Finished, SamplingParams, Settings
+from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs
+
+CONTEXTS = (64, 512, 1536)
+"""Context lengths timed after load; a conversation that outgrows them is measured further."""
+STEPS = 12
+VERIFY_WIDTHS = tuple(range(1, 10))
+VERIFY_CONTEXT = 256
+FILLER_TEXT = ("The sea was calm that morning, and the fishermen set out early to check "
+               "their nets along the rocky coast before the wind came up. ")
+
+ShouldStop = Callable[[], bool]
+
+
+def sampling_key(params: SamplingParams) -> SamplingKey:
+    return (float(params.temperature), int(params.top_k), float(params.top_p))
+
+
+def contexts_for(needed: int, context_length: int) -> tuple[int, ...]:
+    """The standard points, plus one past `needed` when a conversation outgrew them."""
+    points = set(CONTEXTS)
+    if needed > max(CONTEXTS):
+        points.add(needed + 256)
+    limit = context_length - STEPS - 2
+    return tuple(sorted({min(p, limit) for p in points if p > 0}))
+
+
+def step_seconds(pair, prompt: list[int], params: SamplingParams, steps: int,
+                 should_stop: ShouldStop) -> float | None:
+    """Seconds per target-only token after `prompt`, timed over `steps` rounds after the first."""
+    decoder = Decoder(pair.target, None, eos_ids=set())
+    generator = torch.Generator(device=pair.target.device).manual_seed(0)
+    metrics, detok = AnswerMetrics(prompt_tokens=len(prompt)), IncrementalDetokenizer(
+        pair.tokenizer, prompt)
+    for event in decoder.generate(prompt, Settings(0, params), steps + 1, generator, should_stop):
+        if isinstance(event, Finished):
+            break
+        metrics.record(event)
+        detok.push(event.token)
+        metrics.snapshot()
+    done = metrics.snapshot()
+    if done.decode_tokens < steps:
+        return None  # stopped
+    return done.decode_s / done.decode_tokens
+
+
+def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lambda: False,
+                     contexts: Sequence[int] | None = None) -> Baseline | None:
+    """The pair's target-only costs now, or None if it was stopped first."""
+    started = time.perf_counter()
+    seed = pair.tokenizer.encode(FILLER_TEXT)
+    contexts = contexts or contexts_for(0, pair.context_length)
+    step_seconds(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
+    points = []
+    for length in contexts:
+        seconds = step_seconds(pair, filler_ids(seed, length), params, STEPS, should_stop)
+        if seconds is None:
+            return None
+        points.append((length, seconds))
+    if should_stop():
+        return None
+    verify = verify_costs(pair.target, filler_ids(seed, VERIFY_CONTEXT), VERIFY_WIDTHS, repeats=3)
+    draft = getattr(pair, "drafter", None)
+    draft_s = draft_step_cost(draft, filler_ids(seed, VERIFY_CONTEXT), 3) if draft else None
+    pair.target.reset()
+    return Baseline(sampling_key(params), tuple(points), tuple(sorted(verify.items())),
+                    VERIFY_CONTEXT, draft_s, time.time(), time.perf_counter() - started)

@@ -1,0 +1,137 @@
+"""The verdict of a race: how much faster speculation was, and whether the two texts
+are the target's own.
+
+Greedy speculative decoding must reproduce greedy target-only decoding token for
+token. In float32 it does; in bfloat16/float16 a verify of several tokens can round
+differently from a one-token step and flip a near-tie (DESIGN.md §3). So when the
+texts differ, the verdict names the first token where they part and the target's
+top-two logit margin there in both runs: both margins within `NEAR_TIE` of a tie is
+rounding; anything else is a bug. A float32 replay settles it (they must be identical).
+
+Pure functions over the chat layer's events: no torch, no widgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specchat.chat.events import AnswerDone, TokenSpan
+
+NEAR_TIE = 0.25
+"""Logit margin below which a half-precision flip is rounding: about two bfloat16 steps at
+typical logit sizes (16–32, where one step is 0.125)."""
+HALF_PRECISION = ("bfloat16", "float16")
+
+
+def committed(spans: tuple[TokenSpan, ...]) -> list[TokenSpan]:
+    return [s for s in spans if s.kind != "rejected"]
+
+
+@dataclass(frozen=True)
+class Parting:
+    """Where two answers first chose different tokens."""
+
+    index: int
+    """Committed tokens before the first difference."""
+    speculative: TokenSpan | None
+    target_only: TokenSpan | None
+
+    @property
+    def margins(self) -> tuple[float | None, float | None]:
+        return (None if self.speculative is None else self.speculative.margin,
+                None if self.target_only is None else self.target_only.margin)
+
+    @property
+    def near_tie(self) -> bool:
+        known = [m for m in self.margins if m is not None]
+        return bool(known) and all(m <= NEAR_TIE for m in known)
+
+
+def first_parting(spec: AnswerDone, plain: AnswerDone) -> Parting | None:
+    """The first committed token at which the answers differ (None: identical ids)."""
+    a, b = committed(spec.spans), committed(plain.spans)
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.token_id != y.token_id:
+            return Parting(i, x, y)
+    if len(a) != len(b):
+        i = min(len(a), len(b))
+        return Parting(i, a[i] if i < len(a) else None, b[i] if i < len(b) else None)
+    return None
+
+
+@dataclass(frozen=True)
+class RaceVerdict:
+    """Both runs' decode speeds, the gauge's estimate beside the race, and the texts' fate."""
+
+    spec_tokens_per_s: float | None
+    plain_tokens_per_s: float | None
+    gauge: float | None
+    """The live gauge's speedup for the speculative answer (target-only at the same contexts)."""
+    greedy: bool
+    dtype: str
+    parting: Parting | None
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.spec_tokens_per_s or not self.plain_tokens_per_s:
+            return None
+        return self.spec_tokens_per_s / self.plain_tokens_per_s
+
+
+def race_verdict(spec: AnswerDone, plain: AnswerDone, gauge: float | None, greedy: bool,
+                 dtype: str) -> RaceVerdict:
+    return RaceVerdict(spec.stats.tokens_per_s, plain.stats.tokens_per_s, gauge, greedy, dtype,
+                       first_parting(spec, plain))
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def describe_speed(verdict: RaceVerdict) -> str:
+    ratio = "–" if verdict.ratio is None else f"{verdict.ratio:.2f}×"
+    gauge = "" if verdict.gauge is None else f" (the gauge estimated {verdict.gauge:.2f}×)"
+    return (f"race: speculative {_rate(verdict.spec_tokens_per_s)} tok/s vs target-only "
+            f"{_rate(verdict.plain_tokens_per_s)} tok/s → {ratio}{gauge}")
+
+
+def describe_texts(verdict: RaceVerdict) -> str:
+    """One line on the texts: identical, sampled, rounding at a near-tie, or a bug to report."""
+    parting = verdict.parting
+    if parting is None:
+        return "texts identical ✓"
+    if not verdict.greedy:
+        return "texts differ: sampling at temperature > 0 differs run to run"
+    where = f"texts part at token {parting.index + 1}: " + _choices(parting)
+    if verdict.dtype in HALF_PRECISION and parting.near_tie:
+        return (f"{where} — a near-tie, {verdict.dtype} rounding, not a bug; "
+                "the float32 replay (palette) must be identical")
+    return f"{where} — not a near-tie: this is a bug, please report it"
+
+
+def _choices(parting: Parting) -> str:
+    def one(label: str, span: TokenSpan | None) -> str:
+        if span is None:
+            return f"{label} ended"
+        margin = "?" if span.margin is None else f"{span.margin:.3f}"
+        return f"{label} chose {span.text!r} (top-two margin {margin})"
+
+    return f"{one('speculative', parting.speculative)}, {one('target-only', parting.target_only)}"
+
+
+def describe(verdict: RaceVerdict) -> str:
+    return f"{describe_speed(verdict)}; {describe_texts(verdict)}"
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """A greedy float32 replay of the last prompt, speculative and target-only."""
+
+    tokens: int
+    parting: Parting | None
+
+    def describe(self) -> str:
+        if self.parting is None:
+            return f"float32 replay: speculative and target-only identical over {self.tokens} tokens ✓"
+        return (f"float32 replay: they part at token {self.parting.index + 1} "
+                f"({_choices(self.parting)}) — in float32 this is a bug, please report it")
