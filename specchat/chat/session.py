@@ -9,6 +9,7 @@ change k or the temperature while an answer streams. Knows nothing about Textual
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ class ChatSession:
         tail = detok.flush()
         if tail and spans:
             last = max(i for i, s in enumerate(spans) if s.kind != "rejected")
-            spans[last] = TokenSpan(spans[last].text + tail, spans[last].kind, spans[last].token_id)
+            spans[last] = dataclasses.replace(spans[last], text=spans[last].text + tail)
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
         return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans))

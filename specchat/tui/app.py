@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 
 from specchat.theme_files import DEFAULT_THEME
 from specchat.tui.actions import ActionsMixin
-from specchat.chat.baseline import Baseline
+from specchat.chat.baseline import Baseline, gauge_speedup
 from specchat.tui.backend import Backend, PairInfo
 from specchat.tui.chat_screen import ChatInput, ChatScreen
 from specchat.tui.commands import SpecchatCommands
@@ -385,7 +385,7 @@ class SpecchatApp(ActionsMixin, App):
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
             if job.speculate:
-                self.last_speculative = (done, self.gauges.speedup())
+                self.last_speculative = (done, gauge_speedup(done.stats, self.gauges.calibration))
         self._job_ended()
 
     def on_answer_failed(self, message: AnswerFailed) -> None:

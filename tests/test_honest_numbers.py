@@ -1,0 +1,230 @@
+"""Every figure on screen is what its label says: the speedup gauge compares with
+target-only decoding at the answer's own context lengths and sampling settings,
+pauses are not decoding time, the theory is measured independently of the speed it
+predicts, and a race that parts says where and how near a tie it was."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import torch
+
+from specchat.chat.baseline import Baseline, gauge_speedup, theory_for
+from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+from specchat.chat.verdict import IdentityCheck, describe_texts, first_parting, race_verdict
+from specchat.engine import Round, SpecStats
+from specchat.theory import best_k, break_even_alpha, speedup_at
+from toy import TableModel
+
+
+def step_at(context: int) -> float:
+    """A target whose step costs 10 ms at 64 tokens of context and 30 ms at 2,048."""
+    return 0.010 + 0.020 * (context - 64) / (2048 - 64)
+
+
+CURVE = Baseline((0.0, 0, 1.0), ((64, step_at(64)), (2048, step_at(2048))),
+                 ((1, 0.010), (2, 0.013), (3, 0.016)), 256, 0.001, 0.0)
+
+
+def answer_stats(prompt: int, tokens: int, decode_s: float, **extra) -> StatsSnapshot:
+    return StatsSnapshot(tokens=tokens, rounds=tokens, prompt_tokens=prompt, first_round_tokens=1,
+                         decode_tokens=tokens - 1, decode_s=decode_s,
+                         tokens_per_s=(tokens - 1) / decode_s if decode_s else None, **extra)
+
+
+def test_a_long_context_answer_is_compared_with_target_only_at_its_own_context():
+    prompt, tokens = 1700, 361
+    plain_s = sum(step_at(c) for c in range(prompt + 1, prompt + tokens))
+    stats = answer_stats(prompt, tokens, decode_s=plain_s / 1.3)  # 1.3x faster than target-only
+    assert abs(gauge_speedup(stats, CURVE) - 1.3) < 1e-6
+    # measured against a short-context calibration the same answer would read slow
+    short = answer_stats(0, tokens, decode_s=plain_s / 1.3)
+    assert gauge_speedup(short, CURVE) < 0.8
+
+
+def test_no_speedup_before_a_decode_token_or_without_a_baseline():
+    assert gauge_speedup(answer_stats(10, 1, 0.0), CURVE) is None
+    assert gauge_speedup(answer_stats(10, 50, 1.0), None) is None
+
+
+class Ticking:
+    """A clock that only moves when told: forwards cost 10 ms, the consumer's pauses 5 s."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stream_rate(pair, monkeypatch, pause_s: float) -> StatsSnapshot:
+    from specchat.chat.session import ChatSession
+
+    clock = Ticking()
+    forward = pair.target.forward
+
+    def timed_forward(ids, keep=1):
+        clock.now += 0.010
+        return forward(ids, keep)
+
+    monkeypatch.setattr(pair.target, "forward", timed_forward)
+    session = ChatSession(pair, seed=0)
+    session.clock = clock
+    session.speculate = False
+    done = None
+    for event in session.answer("Tell me about foxes", max_new_tokens=12):
+        clock.now += pause_s  # step mode / slow motion: the consumer holds the stream
+        done = event
+    monkeypatch.undo()
+    return done.stats
+
+
+def test_pauses_of_step_mode_and_slow_motion_are_not_decoding_time(load_tiny, monkeypatch):
+    pair = load_tiny("tiny")
+    paused = stream_rate(pair, monkeypatch, pause_s=5.0)
+    unpaused = stream_rate(pair, monkeypatch, pause_s=0.0)
+    assert paused.decode_tokens == unpaused.decode_tokens >= 5
+    assert abs(paused.tokens_per_s - 100.0) < 1e-6  # one token per 10 ms forward
+    assert abs(paused.tokens_per_s - unpaused.tokens_per_s) < 1e-6
+    assert abs(paused.decode_s - 0.010 * paused.decode_tokens) < 1e-9
+
+
+class SlowerWithContext(TableModel):
+    """A toy target whose forward costs 2 ms plus 40 µs per cached token, per new token."""
+
+    def forward(self, ids, keep=1):
+        time.sleep(ids.numel() * (0.002 + 4e-5 * self.cache_length))
+        return super().forward(ids, keep)
+
+
+def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
+    from types import SimpleNamespace
+
+    from specchat.chat.calibrate import measure_baseline
+    from specchat.engine import SamplingParams
+
+    tokenizer = load_tiny("tiny").tokenizer
+    target = SlowerWithContext(vocab_size=len(tokenizer))
+    pair = SimpleNamespace(target=target, drafter=None, tokenizer=tokenizer, context_length=2048)
+    baseline = measure_baseline(pair, SamplingParams(0.7), contexts=(64, 1024))
+    assert baseline.sampling == (0.7, 0, 1.0)
+    ratio = baseline.step_s(1024) / baseline.step_s(64)
+    expected = (0.002 + 4e-5 * 1024) / (0.002 + 4e-5 * 64)  # ~9.4
+    assert 0.6 * expected < ratio < 1.3 * expected, ratio
+    assert baseline.v(9) > 5  # nine tokens through a forward that costs per token
+
+
+def test_a_stopped_calibration_gives_no_baseline(load_tiny):
+    from specchat.chat.calibrate import measure_baseline
+    from specchat.engine import SamplingParams
+
+    pair = load_tiny("tiny-plain")
+    assert measure_baseline(pair, SamplingParams(), should_stop=lambda: True) is None
+
+
+# ----- the theory line ------------------------------------------------------------------
+
+
+def simulated_rounds(alpha: float, rounds: int, seed: int = 0) -> list[Round]:
+    """Rounds with per-token acceptance α; some clipped by the budget, some drafting nothing."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(rounds):
+        k = rng.choice([0, 1, 2, 4, 4, 4])
+        accepted = 0
+        while accepted < k and rng.random() < alpha:
+            accepted += 1
+        drafts = tuple(range(k))
+        token_kind = "target" if k == 0 else ("bonus" if accepted == k else "resampled")
+        out.append(Round(drafts[:accepted], drafts[accepted:], 7, token_kind, 0.0, 0.0, k, k + 1))
+    return out
+
+
+def test_alpha_comes_from_acceptance_events_whatever_the_rounds_drafted():
+    stats = SpecStats()
+    for event in simulated_rounds(0.7, 4000):
+        stats.update(event)
+    assert abs(stats.alpha - 0.7) < 0.02
+    # a last round clipped to k = 1 and fully accepted moves it by almost nothing
+    stats.update(Round((3,), (), 4, "bonus", 0.0, 0.0, 1, 2))
+    assert abs(stats.alpha - 0.7) < 0.02
+
+
+def test_the_theory_does_not_move_with_the_answers_speed():
+    stats = dict(alpha=0.6, drafting_rounds=81, k_in_use=2)
+    fast = theory_for(answer_stats(100, 81, 0.5, **stats), CURVE)
+    slow = theory_for(answer_stats(100, 81, 50.0, **stats), CURVE)
+    assert fast == slow and fast.ideal > 1.0
+
+
+def test_best_k_is_zero_where_drafting_cannot_pay():
+    costly = lambda n: 1.0 + 0.6 * (n - 1)  # verifying 2 tokens costs 1.6 steps
+    assert best_k(0.3, 0.4, costly)[0] == 0
+    assert best_k(0.95, 0.02, lambda n: 1.0)[0] == 8
+
+
+def test_at_the_break_even_alpha_speculation_neither_wins_nor_loses():
+    verify = lambda n: 1.0 + 0.3 * (n - 1)
+    alpha = break_even_alpha(2, 0.1, verify)
+    assert 0.0 < alpha < 1.0
+    assert abs(speedup_at(alpha, 2, 0.1, verify) - 1.0) < 1e-4
+    assert break_even_alpha(2, 1.0, lambda n: float(n)) is None  # costs more than it can commit
+
+
+def test_time_per_token_leaves_out_the_round_that_carried_the_prompt():
+    stats = SpecStats()
+    stats.update(Round((), (), 5, "target", 0.0, 2.0, 0, 300))  # prefill of 300 tokens
+    for _ in range(50):
+        stats.update(Round((), (), 5, "target", 0.0, 0.02, 0, 1))
+    assert stats.token_time_percentile(0.99) < 0.05
+    assert stats.verify_by_width == {1: (50, stats.verify_by_width[1][1])}
+
+
+# ----- the race's verdict ---------------------------------------------------------------
+
+
+def done_with(ids: list[int], margins: list[float]) -> AnswerDone:
+    spans = tuple(TokenSpan(f"t{i}", "target", i, m) for i, m in zip(ids, margins))
+    return AnswerDone("", "eos", StatsSnapshot(tokens_per_s=10.0), spans)
+
+
+def test_a_near_tie_in_bfloat16_is_named_rounding_and_a_clear_choice_a_bug():
+    spec = done_with([1, 2, 3, 4], [3.0, 2.0, 0.125, 1.0])
+    plain = done_with([1, 2, 9, 4], [3.0, 2.0, 0.0, 1.0])
+    verdict = race_verdict(spec, plain, 1.2, greedy=True, dtype="bfloat16")
+    assert verdict.parting.index == 2
+    assert "token 3" in describe_texts(verdict) and "rounding" in describe_texts(verdict)
+    clear = race_verdict(done_with([1, 2, 3], [3.0, 2.0, 1.5]), done_with([1, 2, 9], [3.0, 2.0, 1.4]),
+                         None, greedy=True, dtype="bfloat16")
+    assert "bug" in describe_texts(clear)
+    in_float32 = race_verdict(spec, plain, None, greedy=True, dtype="float32")
+    assert "bug" in describe_texts(in_float32)
+
+
+def test_identical_texts_and_sampled_runs_are_said_for_what_they_are():
+    same = done_with([1, 2, 3], [1.0, 1.0, 1.0])
+    assert first_parting(same, same) is None
+    assert "identical" in describe_texts(race_verdict(same, same, None, True, "bfloat16"))
+    other = done_with([1, 5], [1.0, 1.0])
+    assert "run to run" in describe_texts(race_verdict(same, other, None, False, "bfloat16"))
+    assert first_parting(same, done_with([1, 2], [1.0, 1.0])).index == 2
+    assert "identical over 3 tokens" in IdentityCheck(3, None).describe()
+
+
+def test_each_committed_token_carries_the_targets_top_two_margin(load_tiny):
+    from specchat.chat.conversation import render_prompt
+    from specchat.chat.session import ChatSession
+
+    pair = load_tiny("tiny")
+    session = ChatSession(pair, seed=0)
+    done = [e for e in session.answer("Tell me about foxes", max_new_tokens=8)][-1]
+    prompt = render_prompt(pair.tokenizer, [{"role": "user", "content": "Tell me about foxes"}])
+    ids = [s.token_id for s in done.spans if s.kind != "rejected"]
+    model = pair.target
+    for i, span in enumerate(s for s in done.spans if s.kind != "rejected"):
+        model.reset()
+        logits = model.forward(torch.tensor(prompt + ids[:i]), keep=1)[0]
+        top = logits.topk(2).values
+        assert abs(span.margin - float(top[0] - top[1])) < 1e-3, i
+    model.reset()

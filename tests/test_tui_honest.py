@@ -1,0 +1,75 @@
+"""The panel says what a run is: a speedup only for speculative answers, against a
+baseline for the answer's own sampling settings; a race shows the gauge's estimate
+beside its own ratio; the float32 replay reports its verdict."""
+
+from __future__ import annotations
+
+from tui_support import ask, make_app, ready, run_async, wait_for
+
+from specchat.tui.fake_backend import FakeConfig
+from specchat.tui.transcript import Notice
+
+SIZE = (150, 45)
+
+
+def shown(app, widget: str) -> str:
+    return str(app.gauges.query_one(widget).render())
+
+
+@run_async
+async def test_a_target_only_answer_shows_no_speedup_and_says_speculation_is_off():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+s")
+        await ask(pilot)
+        assert "speculation off" in shown(app, "#g-speedup")
+        assert "×" not in shown(app, "#g-speedup")
+        assert app.gauges.query_one("#g-speedup-big").value == "-"
+
+
+@run_async
+async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_beside_its_ratio():
+    config = FakeConfig(name="fake", answer="one two three four five six " * 3, tokens_per_s=12)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        final = app.last_speculative[0].stats
+        await wait_for(pilot, lambda: app.gauges.stats == final)  # the panel shows the whole answer
+        gauge = app.gauges.speedup()
+        assert gauge is not None
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: app.job is not None and app.gauges.stats is not None
+                       and app.gauges.stats.rounds > 2)
+        assert "race: target only" in shown(app, "#g-speedup")
+        await wait_for(pilot, lambda: app.query(Notice))
+        notice = str(app.query(Notice).last().render())
+        assert f"the gauge estimated {gauge:.2f}×" in notice and "identical ✓" in notice
+
+
+@run_async
+async def test_a_new_temperature_gets_its_own_target_only_measurement():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        backend = app.backends["fake"]
+        first = app.gauges.calibration
+        assert first.sampling[0] == 0.0
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: app.gauges.calibration is not None
+                       and app.gauges.calibration.sampling[0] == 0.1)
+        assert backend.calibrations_started == 2
+        await ask(pilot)
+        assert "T=0.1" in shown(app, "#g-speedup")
+
+
+@run_async
+async def test_the_float32_replay_reports_its_verdict_in_the_transcript():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        app.action_float32_check()
+        await wait_for(pilot, lambda: app.query(Notice))
+        assert "float32 replay" in str(app.query(Notice).last().render())
