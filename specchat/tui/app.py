@@ -330,6 +330,7 @@ class SpecchatApp(ActionsMixin, App):
         gauges = self.gauges
         gauges.start_job(self.job.id)
         gauges.mode = "race" if kind == "race" else ("speculative" if speculate else "target-only")
+        gauges.status = {"race": "racing target-only…"}.get(kind, "answering…")
         gauges.sampling = self.backend.sampling_key()
         gauges.calibration = self.current_baseline()
         self._answer_worker(self.job)
@@ -409,6 +410,7 @@ class SpecchatApp(ActionsMixin, App):
     def _job_ended(self) -> None:
         self.job = None
         self.answer_view = None
+        self.gauges.status = "ready"
         if self.waiting_backend is not None:
             load_id, backend, info = self.waiting_backend
             self.waiting_backend = None
