@@ -27,7 +27,7 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @pair_option
 @click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
-              default=None, help="JSONL prompt set (default: ../shared/eval/prompts.jsonl).")
+              default=None, help="JSONL prompt set (default: the 30 prompts shipped with specchat).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True)
 @temperature_option
 @dtype_option
