@@ -347,7 +347,7 @@ def test_progress_shows_tokens_per_second_loss_and_held_out_acceptance(target_di
                                                                        tmp_path):
     result = CliRunner().invoke(main, distill_args(target_dir, tmp_path / "out", prompts_file, 3))
     assert result.exit_code == 0, result.output
-    teacher_lines = [line for line in result.stderr.splitlines() if " teacher " in line]
+    teacher_lines = [line for line in result.stderr.splitlines() if line.startswith("teacher ")]
     assert teacher_lines and teacher_lines[0].endswith("0.0 tok/s")  # the starting point
     last = result.stderr.strip().splitlines()[-1]
     assert "step 3/3" in last and "tok/s" in last and "loss" in last

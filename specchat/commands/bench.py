@@ -103,7 +103,13 @@ def load(pair_config, dtype):
     from specchat.models.baselines import quiet_generation_warnings
     from specchat.models.loader import load_pair
 
-    pair = load_pair(pair_config, dtype=dtype, progress=lambda m: click.echo(m, err=True))
+    from specchat.commands.progress import LoadingNotes
+
+    notes = LoadingNotes()
+    try:
+        pair = load_pair(pair_config, dtype=dtype, progress=notes)
+    finally:
+        notes.close()
     quiet_generation_warnings()
     for model in (pair.target, pair.draft_model):
         if hasattr(model, "prepare"):  # static cache: capture every step shape before timing
@@ -187,7 +193,11 @@ def measure(pair, arms, prompts, path, max_new_tokens):
     from specchat.bench.report import build_report
     from specchat.bench.runner import run_prompts
 
-    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, progress_line)
+    from specchat.commands.progress import step_bar
+
+    with step_bar("prompts", len(prompts), "prompt") as bar:
+        results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens,
+                              lambda result: progress_line(bar, result))
     meta = run_meta(pair, path, max_new_tokens, len(prompts))
     report = build_report(meta, {a.key: a.label for a in arms}, results,
                           greedy=pair.config.temperature == 0)
@@ -227,9 +237,10 @@ def device_name(device: str) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def progress_line(result) -> None:
+def progress_line(bar, result) -> None:
+    """A line per prompt on stderr (above the bar on a terminal), and the bar advanced."""
     rates = "  ".join(f"{key} {run.tokens_per_s:.1f}" for key, run in result.runs.items())
-    click.echo(f"[{result.prompt.id}] tokens/s: {rates}", err=True)
+    bar.advance(f"[{result.prompt.id}] tokens/s: {rates}", keep=True)
 
 
 def print_report(report: dict, as_json: bool) -> None:
