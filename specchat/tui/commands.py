@@ -1,5 +1,6 @@
 """Command-palette entries (Ctrl+P): decoding knobs, pacing, themes, pairs, exports
-and the app's actions, each a title, a help line and a callback on the app.
+and the app's actions (those of the key table, specchat.tui.keys), each a title, a
+help line and a callback on the app.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from specchat.tui.keys import palette_actions
 
 if TYPE_CHECKING:
     from specchat.tui.app import SpecchatApp
@@ -35,24 +38,8 @@ def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[],
                "write it to the data folder", partial(app.export_current, fmt))
     yield ("Recalibrate target-only speed", "measure the speedup baseline again",
            app.recalibrate)
-    for title, action, about in ACTIONS:
+    for title, about, action in palette_actions():
         yield title, about, partial(app.run_action, action)
-
-
-ACTIONS = (
-    ("Race: replay last prompt target-only", "race", "compare tokens/s and text"),
-    ("New chat", "new_chat", "clear the conversation"),
-    ("Regenerate last answer", "regenerate", "ask again"),
-    ("Copy last answer", "copy_answer", "without rejected drafts"),
-    ("Toggle ghosts (rejected drafts)", "toggle_ghosts", "show or hide"),
-    ("Toggle Markdown view of last answer", "toggle_markdown", "tokens ⇄ Markdown"),
-    ("Toggle speculation (A/B)", "toggle_speculation", "for the next answer"),
-    ("Toggle presentation mode", "toggle_presentation", "large gauges"),
-    ("Toggle step mode", "toggle_step", "pause every round"),
-    ("Toggle slow motion", "toggle_slow", "delay every round"),
-    ("Edit system prompt", "system_prompt", "applies from the next answer"),
-    ("Open history", "history", "reopen or export past conversations"),
-)
 
 
 class SpecchatCommands(Provider):
