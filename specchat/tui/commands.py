@@ -6,21 +6,34 @@ help line and a callback on the app.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from specchat.tui.keys import palette_actions
-
-if TYPE_CHECKING:
-    from specchat.tui.app import SpecchatApp
 
 K_CHOICES = range(0, 9)
 TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0)
 SLOW_DELAYS_MS = (100, 250, 500, 1000, 2000)
 
 
-def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[], object]]]:
+class PaletteTarget(Protocol):
+    """What the palette drives: the app's settings, themes, pairs, exports and actions."""
+
+    spec_themes: dict
+    pairs: list[tuple[str, str]]
+
+    def set_k(self, k: int) -> None: ...
+    def set_temperature(self, temperature: float) -> None: ...
+    def set_slow_motion(self, ms: int) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def switch_pair(self, name: str) -> None: ...
+    def export_current(self, fmt: str) -> None: ...
+    def recalibrate(self) -> None: ...
+    def run_action(self, action: str) -> object: ...
+
+
+def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[], object]]]:
     """(title, help, callback) for every palette command."""
     for k in K_CHOICES:
         yield f"Set k = {k}", "draft tokens per round, from the next round", partial(app.set_k, k)
