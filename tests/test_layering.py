@@ -58,8 +58,6 @@ def layer_of(module: str) -> str:
         return "base"
     if parts[0] in ("commands", "cli", "__main__"):
         return "cli"
-    if parts[:2] == ["models", "distill"]:
-        return "distill"
     return parts[0]
 
 

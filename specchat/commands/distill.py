@@ -2,7 +2,7 @@
 
 Builds the options, shows progress on stderr (a bar with rate and ETA on a terminal,
 plain lines otherwise: tokens/s, loss, held-out acceptance) and prints where the
-draft went and how to use it. The work itself is in `specchat.models.distill`.
+draft went and how to use it. The work itself is in `specchat.distill`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
         import torch
 
         torch.set_num_threads(threads)
-    from specchat.models.distill.run import Callbacks, DistillOptions, run_distill
-    from specchat.models.distill.train import TrainSettings
+    from specchat.distill.run import Callbacks, DistillOptions, run_distill
+    from specchat.distill.train import TrainSettings
 
     settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
                              checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
