@@ -34,7 +34,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: install
-	$(BIN)/specchat bench --prompts ../shared/eval/prompts.jsonl
+	$(BIN)/specchat bench
 
 clean:
 	rm -rf $(VENV)

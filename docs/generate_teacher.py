@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from specchat.models.distill.teacher import generate_shards, read_prompts
+from specchat.distill.teacher import generate_shards, read_prompts
 from specchat.models.loader import eos_token_ids, load_model
 from specchat.models.refs import parse_ref
 

@@ -1,4 +1,4 @@
-"""Compose the distillation prompt set specchat/models/distill/prompts.jsonl (seed 7).
+"""Compose the distillation prompt set specchat/distill/prompts.jsonl (seed 7).
 
 Run from the repository root. Templates x topics, written for this project; none is
 a prompt of the benchmark set (../shared/eval/prompts.jsonl).
@@ -81,7 +81,7 @@ for x in creative_things:
         out.append(("creative", tpl.format(x=x)))
 out += [("math", math_prompt()) for _ in range(50)]
 rng.shuffle(out)
-with open("specchat/models/distill/prompts.jsonl", "w") as f:
+with open("specchat/distill/prompts.jsonl", "w") as f:
     for i, (cat, p) in enumerate(out):
         f.write(json.dumps({"id": f"d{i:03d}", "category": cat, "prompt": p}) + "\n")
 print(len(out))

@@ -92,23 +92,24 @@ measure() {
     'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'; \
     echo "SPECCHAT_COMPILE=${SPECCHAT_COMPILE:-reduce-overhead}"; git log -1 --oneline 2>/dev/null; } > "$OUT/device.txt"
   local prompts="$PART_B/prompts.jsonl" n="${MAX_NEW_TOKENS:-96}"
-  local bench="python3 -m specchat bench --prompts $prompts --dtype ${DTYPE:-bfloat16} --max-new-tokens $n --json"
-  [ -n "${CONFIG:-}" ] && bench="$bench --config $CONFIG"
+  local opts="--prompts $prompts --dtype ${DTYPE:-bfloat16} --max-new-tokens $n --json"
+  [ -n "${CONFIG:-}" ] && opts="$opts --config $CONFIG"
+  local bench="python3 -m specchat bench"
   local pairs=(${PAIRS:-smollm2-135m smollm2-135m-ngram}) first
   first=${pairs[0]}
   # 1. speculative vs assisted vs target-only; target-only vs transformers generate
-  for pair in "${pairs[@]}"; do step "standard-$pair" 200 $bench --pair "$pair"; done
+  for pair in "${pairs[@]}"; do step "standard-$pair" 200 $bench run $opts --pair "$pair"; done
   # 2. time outside model forwards per round (timed forwards + torch.profiler)
-  step "overhead-$first" 90 $bench --pair "$first" --overhead
+  step "overhead-$first" 90 $bench overhead $opts --pair "$first"
   # 3. k = auto vs fixed k = 2..8 (and transformers' heuristic schedule), plus the cost model
-  step "sweep-profile-$first" 200 $bench --pair "$first" --k-sweep 2,3,4,5,6,7,8 --profile
+  step "sweep-profile-$first" 200 $bench profile $opts --pair "$first" --ks 2,3,4,5,6,7,8
   # 4. verify cost vs tokens at real scale
-  step "synthetic" 120 python3 -m specchat bench --synthetic 1b,8b --dtype bfloat16 --json
+  step "synthetic" 120 python3 -m specchat bench synthetic 1b,8b --dtype bfloat16 --json
   # 5. greedy identity fast vs eager, cache invariants under CUDA graphs (4/8bit skip
   #    unless bitsandbytes was carried too)
   step "pytest-gpu" 150 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider
   # 6. the eager path on the same GPU, for the fast path's own gain
-  SPECCHAT_FAST_PATH=0 step "standard-eager-$first" 150 $bench --pair "$first"
+  SPECCHAT_FAST_PATH=0 step "standard-eager-$first" 150 $bench run $opts --pair "$first"
   python3 "$ROOT/scripts/gpu_summary.py" "$OUT/results.jsonl" "$OUT/device.txt" > "$OUT/summary.md" \
     2>> "$OUT/log.txt"
   cat "$OUT/summary.md"

@@ -1,4 +1,4 @@
-"""`bench --k-sweep`, `--profile` and `--synthetic` on tiny models: the sweep names a
+"""`bench sweep`, `bench profile` and `bench synthetic` on tiny models: the sweep names a
 best fixed k and compares auto with it; the profile reports c, v(1..16), α and
 ideal next to measured speedups; synthetic shapes are built without downloads."""
 
@@ -28,8 +28,8 @@ def invoke(*args):
 
 
 def test_k_sweep_names_the_best_fixed_k_and_compares_auto(tiny_config, prompts_file):
-    out = invoke("--config", str(tiny_config), "--pair", "tiny", "--prompts", str(prompts_file),
-                 "--max-new-tokens", "10", "--k-sweep", "2,3", "--json")
+    out = invoke("sweep", "--config", str(tiny_config), "--pair", "tiny", "--prompts",
+                 str(prompts_file), "--max-new-tokens", "10", "--ks", "2,3", "--json")
     report = json.loads(out.stdout)
     assert list(report["arms"]) == ["target", "k2", "k3", "auto", "hf_heuristic"]
     for name in ("extract", "chat", "TOTAL"):
@@ -41,9 +41,8 @@ def test_k_sweep_names_the_best_fixed_k_and_compares_auto(tiny_config, prompts_f
 
 
 def test_profile_reports_costs_alpha_and_ideal_next_to_measured(tiny_config, prompts_file):
-    out = invoke("--config", str(tiny_config), "--pair", "tiny-self", "--prompts",
-                 str(prompts_file), "--max-new-tokens", "10", "--profile", "--k-sweep", "1,3",
-                 "--json")
+    out = invoke("profile", "--config", str(tiny_config), "--pair", "tiny-self", "--prompts",
+                 str(prompts_file), "--max-new-tokens", "10", "--ks", "1,3", "--json")
     profile = json.loads(out.stdout)["profile"]
     assert set(profile["v"]) == {str(w) for w in range(1, 17)}
     assert profile["v"]["1"] == pytest.approx(1.0)
@@ -55,8 +54,8 @@ def test_profile_reports_costs_alpha_and_ideal_next_to_measured(tiny_config, pro
 
 
 def test_profile_text_names_the_best_k(tiny_config, prompts_file):
-    out = invoke("--config", str(tiny_config), "--pair", "tiny-ngram", "--prompts",
-                 str(prompts_file), "--max-new-tokens", "8", "--profile", "--k-sweep", "2")
+    out = invoke("profile", "--config", str(tiny_config), "--pair", "tiny-ngram", "--prompts",
+                 str(prompts_file), "--max-new-tokens", "8", "--ks", "2")
     assert "cost model:" in out.stdout and "best k:" in out.stdout and "auto/best" in out.stdout
 
 
@@ -67,25 +66,46 @@ def test_synthetic_profile_builds_real_shapes_without_downloads(monkeypatch):
                  num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
     monkeypatch.setattr(synthetic, "SHAPES", {"s": small, "m": {**small, "hidden_size": 128}})
     monkeypatch.setattr(synthetic, "VOCAB", 512)
-    out = invoke("--synthetic", "s,m", "--synthetic-layers", "2", "--dtype", "float32")
+    out = invoke("synthetic", "s,m", "--layers", "2", "--dtype", "float32")
     assert "s ms" in out.stdout and "m v" in out.stdout
     assert "reduced depth" in out.stdout and "c(s->m)" in out.stdout
 
 
 def test_unknown_synthetic_size_and_bad_k_list_are_one_line_errors(tiny_config, prompts_file):
-    bad = CliRunner().invoke(main, ["bench", "--synthetic", "70x"])
+    bad = CliRunner().invoke(main, ["bench", "synthetic", "70x"])
     assert bad.exit_code == 2 and "unknown synthetic model" in bad.output
-    bad = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
-                                    str(prompts_file), "--k-sweep", "two"])
-    assert bad.exit_code == 2 and "--k-sweep" in bad.output
+    bad = CliRunner().invoke(main, ["bench", "sweep", "--config", str(tiny_config), "--prompts",
+                                    str(prompts_file), "--ks", "two"])
+    assert bad.exit_code == 2 and "--ks" in bad.output
 
 
 def test_overhead_reports_the_share_outside_forwards(tiny_config, prompts_file):
-    out = invoke("--config", str(tiny_config), "--pair", "tiny", "--prompts", str(prompts_file),
-                 "--max-new-tokens", "8", "--overhead", "--json")
+    out = invoke("overhead", "--config", str(tiny_config), "--pair", "tiny", "--prompts",
+                 str(prompts_file), "--max-new-tokens", "8", "--json")
     report = json.loads(out.stdout)
     for mode in ("speculative", "target_only"):
         entry = report["overhead"][mode]
         assert entry["rounds"] > 0 and 0 < entry["forward_s"] < entry["wall_s"]
         assert 0 < entry["outside_forward_share"] < 1
     assert "Name" in report["profiler_table"]
+
+
+def test_bench_lists_its_five_subcommands_and_bare_bench_means_run():
+    from specchat.commands.bench import bench
+
+    assert set(bench.commands) == {"run", "sweep", "profile", "overhead", "synthetic"}
+    listed = CliRunner().invoke(main, ["bench", "-h"]).output
+    assert all(name in listed for name in bench.commands)
+    bad = CliRunner().invoke(main, ["bench", "--limit", "0"])  # parsed by `bench run`
+    assert bad.exit_code == 2 and "--limit" in bad.output
+
+
+def test_a_backend_without_bench_arms_is_a_one_line_error():
+    from types import SimpleNamespace
+
+    from specchat.bench.arms import comparison_arms
+    from specchat.errors import UsageError
+
+    pair = SimpleNamespace(config=SimpleNamespace(name="p", backend="abacus"))
+    with pytest.raises(UsageError, match="no arms for backend 'abacus'"):
+        comparison_arms(pair, None)

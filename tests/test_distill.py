@@ -75,7 +75,7 @@ def test_shipped_draft_holds_only_its_own_layers_not_the_targets_embeddings(dist
 def test_draft_layers_start_as_copies_of_the_chosen_target_layers(target_dir):
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.distill.draft import build_draft
+    from specchat.models.shipped_draft import build_draft
 
     target = AutoModelForCausalLM.from_pretrained(target_dir)
     draft = build_draft(target, [0, 1])
@@ -186,7 +186,7 @@ def test_a_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(
         target_dir, prompts_file, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from specchat.models.distill import train as training
+    from specchat.distill import train as training
 
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert CliRunner().invoke(main, distill_args(target_dir, straight, prompts_file, 9)).exit_code == 0
@@ -220,7 +220,8 @@ def interrupted_after(train, step: int):
 def test_a_grown_draft_starts_out_computing_exactly_what_the_smaller_one_did(distilled, target_dir):
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.distill.draft import build_draft, grow_from, load_own_weights
+    from specchat.distill.draft import grow_from
+    from specchat.models.shipped_draft import build_draft, load_own_weights
 
     target = AutoModelForCausalLM.from_pretrained(target_dir)
     small = build_draft(target, [1])
@@ -257,7 +258,8 @@ def test_distill_can_grow_a_deeper_int8_draft_that_stays_lossless(distilled, tar
 
 
 def test_int8_weights_round_trip_within_half_a_step_per_row():
-    from specchat.models.distill.draft import dequantize, quantize_int8
+    from specchat.distill.draft import quantize_int8
+    from specchat.models.shipped_draft import dequantize
 
     state = {"w": torch.randn(6, 40) * torch.linspace(0.01, 3, 6)[:, None], "norm": torch.rand(40)}
     packed = quantize_int8(state)
@@ -309,7 +311,7 @@ def test_more_layers_than_the_target_has_is_a_one_line_error(tmp_path, target_di
 
 
 def make_sample(prompt_len: int, answer: list[int], top: list[list[int]]):
-    from specchat.models.distill.teacher import Sample
+    from specchat.distill.teacher import Sample
 
     ids = torch.tensor([1] * prompt_len + answer)
     top_ids = torch.tensor(top, dtype=torch.int32)
@@ -317,7 +319,7 @@ def make_sample(prompt_len: int, answer: list[int], top: list[list[int]]):
 
 
 def test_reduced_vocabulary_is_the_most_frequent_answer_tokens_plus_end_of_sequence():
-    from specchat.models.distill.train import choose_vocab
+    from specchat.distill.train import choose_vocab
 
     samples = [make_sample(3, [7, 7, 7, 9, 9, 4], [[7, 8]] * 6), make_sample(2, [9, 5], [[9, 8]] * 2)]
     assert choose_vocab(samples, 2, {2}, 100) == [2, 7, 9]
@@ -328,7 +330,7 @@ def test_reduced_vocabulary_is_the_most_frequent_answer_tokens_plus_end_of_seque
 
 
 def test_distillation_loss_is_zero_only_when_the_draft_matches_the_target_top_k():
-    from specchat.models.distill.train import Batch, Head, distill_loss
+    from specchat.distill.train import Batch, Head, distill_loss
 
     head = Head([0, 1, 2, 3, 4, 5], 10, "cpu")
     top_ids = torch.tensor([[1, 3, 7]])  # token 7 is outside the draft's vocabulary
@@ -347,7 +349,7 @@ def test_progress_shows_tokens_per_second_loss_and_held_out_acceptance(target_di
                                                                        tmp_path):
     result = CliRunner().invoke(main, distill_args(target_dir, tmp_path / "out", prompts_file, 3))
     assert result.exit_code == 0, result.output
-    teacher_lines = [line for line in result.stderr.splitlines() if " teacher " in line]
+    teacher_lines = [line for line in result.stderr.splitlines() if line.startswith("teacher ")]
     assert teacher_lines and teacher_lines[0].endswith("0.0 tok/s")  # the starting point
     last = result.stderr.strip().splitlines()[-1]
     assert "step 3/3" in last and "tok/s" in last and "loss" in last

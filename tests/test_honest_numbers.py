@@ -109,9 +109,10 @@ def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
     pair = SimpleNamespace(target=target, drafter=None, tokenizer=tokenizer, context_length=2048)
     baseline = measure_baseline(pair, SamplingParams(0.7), contexts=(64, 1024))
     assert baseline.sampling == (0.7, 0, 1.0)
-    ratio = baseline.step_s(1024) / baseline.step_s(64)
-    expected = (0.002 + 4e-5 * 1024) / (0.002 + 4e-5 * 64)  # ~9.4
-    assert 0.6 * expected < ratio < 1.3 * expected, ratio
+    # the sleeps alone cost 4.6 ms a token at 64 tokens of context and 43 ms at 1,024 (9.4x);
+    # a busy machine adds the same per-token overhead to both, which lowers the ratio
+    assert baseline.step_s(1024) >= 0.043
+    assert baseline.step_s(1024) / baseline.step_s(64) > 2.5
     assert baseline.v(9) > 5  # nine tokens through a forward that costs per token
 
 

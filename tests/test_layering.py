@@ -1,6 +1,15 @@
-"""The dependency rule of DESIGN.md §2, checked on the source's import statements:
-engine imports no transformers/textual/click; chat no textual; models no textual;
-the TUI no torch/transformers (and its startup pulls in no torch)."""
+"""The dependency rule of DESIGN.md §2, checked on the source's import statements
+(every import, also those inside functions and under TYPE_CHECKING):
+
+    cli ──► tui ──► chat ──► engine
+     │               └────► models ──► engine (protocol only)
+     └──────────────────────► models, chat, distill, bench
+
+Each layer may import only the specchat layers listed in ALLOWED (and itself), and
+no third-party package in FORBIDDEN_PACKAGES; the engine imports torch and the
+standard library only; the TUI never imports models, and its startup pulls in no
+torch. And no import circles anywhere in specchat/.
+"""
 
 from __future__ import annotations
 
@@ -13,47 +22,176 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
 
-FORBIDDEN = {
-    "engine": {"transformers", "textual", "click", "gguf", "bitsandbytes", "specchat.models",
-               "specchat.chat", "specchat.tui", "specchat.cli", "specchat.commands"},
-    "models": {"textual", "click", "specchat.chat", "specchat.tui", "specchat.cli",
-               "specchat.commands"},
-    "chat": {"textual", "transformers", "click", "specchat.tui", "specchat.cli", "specchat.commands"},
-    "tui": {"torch", "transformers", "gguf", "bitsandbytes", "specchat.engine", "specchat.cli",
-            "specchat.commands"},
+BASE = {"errors", "paths", "theme_files", "theory"}
+"""Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
+
+ALLOWED: dict[str, set[str]] = {
+    "engine": set(),
+    "models": {"engine.protocol"} | BASE,
+    "distill": {"models", "engine"} | BASE,
+    "chat": {"engine", "models"} | BASE,
+    "history": BASE,
+    "tui": {"chat", "history"} | BASE,
+    "bench": {"models", "chat", "engine"} | BASE,
+    "base": BASE,
+    "cli": {"tui", "chat", "engine", "models", "distill", "bench", "history", "cli"} | BASE,
+}
+
+HEAVY = {"torch", "transformers", "gguf", "bitsandbytes", "llama_cpp", "safetensors", "accelerate"}
+FORBIDDEN_PACKAGES: dict[str, set[str]] = {
+    "engine": set(),  # checked as "torch and the standard library only"
+    "models": {"textual", "click", "rich"},
+    "distill": {"textual", "click", "rich"},
+    "chat": {"textual", "click", "rich", "transformers", "gguf", "bitsandbytes", "llama_cpp"},
+    "history": HEAVY | {"textual", "click", "rich"},
+    "tui": HEAVY | {"click"},
+    "bench": {"textual", "click"},
+    "base": HEAVY | {"textual", "click", "rich"},
+    "cli": set(),
 }
 
 
+def layer_of(module: str) -> str:
+    """The layer of a module named like specchat.x.y."""
+    parts = module.split(".")[1:]
+    if not parts or parts[0] in BASE or parts[0] == "__init__":
+        return "base"
+    if parts[0] in ("commands", "cli", "__main__"):
+        return "cli"
+    return parts[0]
+
+
+def module_name(file: Path) -> str:
+    relative = file.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def imported_modules(file: Path) -> set[str]:
+    """Every module a file imports; `from specchat import x` counts as specchat.x."""
     names = set()
     for node in ast.walk(ast.parse(file.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-    return names
+            if node.module == "specchat":  # modules only: `from specchat import __version__` is no tie
+                names.update(f"specchat.{alias.name}" for alias in node.names
+                             if (PACKAGE / alias.name).is_dir() or (PACKAGE / f"{alias.name}.py").is_file())
+    return names - {"specchat"}
+
+
+def source_files() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def specchat_target(name: str) -> str | None:
+    """The part of specchat an import names, relative to the package ("engine.protocol")."""
+    return name.removeprefix("specchat.") if name.startswith("specchat.") else None
+
+
+def allowed(layer: str, target: str) -> bool:
+    if layer_of("specchat." + target) == layer:
+        return True
+    return any(target == ok or target.startswith(ok + ".") for ok in ALLOWED[layer])
+
+
+def package_violation(layer: str, name: str) -> bool:
+    top = name.split(".")[0]
+    if layer == "engine":
+        return top not in sys.stdlib_module_names and top != "torch"
+    return top in FORBIDDEN_PACKAGES[layer]
 
 
 def violations(layer: str) -> list[str]:
     found = []
-    for file in sorted((PACKAGE / layer).rglob("*.py")):
-        for name in imported_modules(file):
-            if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[layer]):
+    for file in source_files():
+        if layer_of(module_name(file)) != layer:
+            continue
+        for name in sorted(imported_modules(file)):
+            target = specchat_target(name)
+            bad = (not allowed(layer, target)) if target else package_violation(layer, name)
+            if bad:
                 found.append(f"{file.relative_to(PACKAGE)} imports {name}")
     return found
 
 
-@pytest.mark.parametrize("layer", ["engine", "models", "chat", "tui"])
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_respect_the_dependency_rule(layer):
-    if not (PACKAGE / layer).is_dir():
-        pytest.fail(f"specchat/{layer} is missing")
     assert violations(layer) == []
 
 
-def test_the_checker_sees_a_forbidden_import(tmp_path):
+def test_every_source_file_belongs_to_a_layer_of_the_rule():
+    unknown = {layer_of(module_name(f)) for f in source_files()} - set(ALLOWED)
+    assert unknown == set()
+
+
+def module_graph() -> dict[str, set[str]]:
+    """specchat module -> the specchat modules it imports (a package import names its __init__)."""
+    modules = {module_name(f) for f in source_files()}
+    graph: dict[str, set[str]] = {}
+    for file in source_files():
+        targets = set()
+        for name in imported_modules(file):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module_name(file):
+                targets.add(name)
+        graph[module_name(file)] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def package_parents(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph without a package's __init__ → its own submodules edges (a face, not a tie)."""
+    return {module: {t for t in targets if not t.startswith(module + ".")}
+            for module, targets in graph.items()}
+
+
+def test_no_import_circles_anywhere_in_specchat():
+    assert circles(package_parents(module_graph())) == []
+
+
+def test_the_circle_finder_sees_a_circle_and_a_clean_chain():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_checker_sees_forbidden_imports(tmp_path):
     bad = tmp_path / "x.py"
-    bad.write_text("import torch\nfrom transformers import AutoModel\n")
-    assert {"torch", "transformers"} <= imported_modules(bad)
+    bad.write_text("import torch\nfrom transformers import AutoModel\nfrom specchat import paths\n")
+    assert {"torch", "transformers", "specchat.paths"} <= imported_modules(bad)
+    assert not allowed("tui", "models.loader") and allowed("tui", "chat.events")
+    assert not allowed("engine", "theory") and allowed("models", "engine.protocol")
+    assert not allowed("models", "engine.drafters") and package_violation("engine", "numpy")
 
 
 def test_help_and_chat_events_load_without_torch():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tui_support import ROUNDS, ask, drawn, make_app, ready, run_async, wait_for
+from tui_support import ROUNDS, ask, drawn, make_app, ready, wait_for
 
 from specchat.tui.fake_backend import FakeConfig
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow
@@ -17,7 +17,6 @@ def colour(app, kind: str) -> str:
     return app.theme_variables[f"spec-{kind}"].lower()
 
 
-@run_async
 async def test_each_token_is_drawn_in_its_kinds_theme_colour():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -31,7 +30,6 @@ async def test_each_token_is_drawn_in_its_kinds_theme_colour():
         assert by_text[" c"] == (colour(app, "bonus"), False)
 
 
-@run_async
 async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -48,7 +46,6 @@ async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
         assert " nope never" in app.last_answer.tokens.drawn_text()
 
 
-@run_async
 async def test_gauges_show_the_scripted_statistics():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -68,7 +65,6 @@ async def test_gauges_show_the_scripted_statistics():
         assert "cpu · float32" in text("#g-pair")
 
 
-@run_async
 async def test_escape_stops_the_answer_and_keeps_the_partial_text_marked_stopped():
     config = FakeConfig(name="fake", tokens_per_s=40, answer="word " * 400)
     app = make_app({"fake": config})
@@ -86,7 +82,6 @@ async def test_escape_stops_the_answer_and_keeps_the_partial_text_marked_stopped
         assert saved.turns[-1].status == "stopped" and saved.turns[-1].text == view.text
 
 
-@run_async
 async def test_a_failure_during_generation_notifies_and_the_next_message_works():
     config = FakeConfig(name="fake", k=2, rounds=ROUNDS, fail_at_round=1)
     app = make_app({"fake": config})
@@ -108,7 +103,6 @@ async def test_a_failure_during_generation_notifies_and_the_next_message_works()
         await wait_for(pilot, lambda: app.job is None and len(app.backends["fake"].turns()) == 4)
 
 
-@run_async
 async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
     configs = {"broken": FakeConfig(name="broken", load_error="no such model file"),
                "fake": FakeConfig(name="fake", k=2, rounds=ROUNDS)}
@@ -124,7 +118,6 @@ async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
         assert app.last_answer.text == "Hello world a b c done."
 
 
-@run_async
 async def test_quitting_during_generation_exits_within_a_second():
     config = FakeConfig(name="fake", tokens_per_s=30, answer="word " * 1000)
     app = make_app({"fake": config})
@@ -139,7 +132,6 @@ async def test_quitting_during_generation_exits_within_a_second():
     assert backend.busy.acquire(timeout=1.0), "the worker thread kept decoding after quit"
 
 
-@run_async
 async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_loads():
     configs = {"old": FakeConfig(name="old", tokens_per_s=100, answer="old " * 300),
                "new": FakeConfig(name="new", load_s=0.3, answer="new answer")}
@@ -160,7 +152,6 @@ async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_load
         await wait_for(pilot, lambda: app.job is None and app.last_answer.text == "new answer")
 
 
-@run_async
 async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -183,7 +174,6 @@ async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key(
         assert app.last_answer.text == "Hello world a b c done."
 
 
-@run_async
 async def test_markdown_toggle_switches_a_finished_answer_between_views():
     app = make_app({"fake": FakeConfig(name="fake")})
     async with app.run_test(size=SIZE) as pilot:
@@ -198,7 +188,6 @@ async def test_markdown_toggle_switches_a_finished_answer_between_views():
         assert view.tokens.display
 
 
-@run_async
 async def test_regenerate_asks_the_same_message_again_and_replaces_the_answer():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -211,7 +200,6 @@ async def test_regenerate_asks_the_same_message_again_and_replaces_the_answer():
         assert app.backends["fake"].turns() == [("user", "again"), ("assistant", "Hello world a b c done.")]
 
 
-@run_async
 async def test_race_replays_target_only_and_reports_both_speeds_and_identity():
     app = make_app({"fake": FakeConfig(name="fake", answer="one two three four five six")})
     async with app.run_test(size=SIZE) as pilot:
@@ -225,7 +213,6 @@ async def test_race_replays_target_only_and_reports_both_speeds_and_identity():
         assert {s.kind for s in race_views[0].tokens.spans} == {"target"}
 
 
-@run_async
 async def test_k_and_temperature_keys_apply_to_the_backend():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -236,7 +223,6 @@ async def test_k_and_temperature_keys_apply_to_the_backend():
         assert "k 3" in str(app.gauges.query_one("#g-controls").render())
 
 
-@run_async
 async def test_speculation_toggle_makes_the_next_answer_target_only():
     app = make_app({"fake": FakeConfig(name="fake", answer="a b c d e f")})
     async with app.run_test(size=SIZE) as pilot:
@@ -247,7 +233,6 @@ async def test_speculation_toggle_makes_the_next_answer_target_only():
         assert "target only" in app.last_answer.label
 
 
-@run_async
 async def test_a_trimmed_context_shows_a_visible_notice():
     app = make_app({"fake": FakeConfig(name="fake", trim_every_answer=True)})
     async with app.run_test(size=SIZE) as pilot:
@@ -256,7 +241,6 @@ async def test_a_trimmed_context_shows_a_visible_notice():
         assert any("oldest exchange" in str(n.render()) for n in app.query(Notice))
 
 
-@run_async
 async def test_the_app_takes_typing_while_the_pair_is_still_loading():
     app = make_app({"fake": FakeConfig(name="fake", load_s=3.0)})
     async with app.run_test(size=SIZE) as pilot:
@@ -269,7 +253,6 @@ async def test_the_app_takes_typing_while_the_pair_is_still_loading():
         assert app.backends["fake"].turns()[0] == ("user", "early bird")
 
 
-@run_async
 async def test_reopened_history_shows_answers_with_their_colours():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -291,7 +274,6 @@ async def test_reopened_history_shows_answers_with_their_colours():
         assert app.backends["fake"].turns()[0] == ("user", "remember me")
 
 
-@run_async
 async def test_the_chosen_theme_is_remembered_for_the_next_start():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -304,7 +286,6 @@ async def test_the_chosen_theme_is_remembered_for_the_next_start():
         assert again.theme_variables["spec-accepted"].lower() == "#1a7f37"
 
 
-@run_async
 async def test_every_frame_written_shows_only_tokens_already_in_the_history_database():
     app = make_app({"fake": FakeConfig(name="fake", tokens_per_s=300, answer="word " * 3000)})
     frames: list[tuple[int, int]] = []
@@ -330,7 +311,6 @@ async def test_every_frame_written_shows_only_tokens_already_in_the_history_data
     assert all(rows >= shown for shown, rows in streaming), streaming
 
 
-@run_async
 async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards():
     config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
     app = make_app({"fake": config})
@@ -344,7 +324,6 @@ async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards
         assert app.backends["fake"].calibrations_started == 2
 
 
-@run_async
 async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
     from specchat.tui.gauges import Gauges
 

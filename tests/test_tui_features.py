@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from tui_support import ask, make_app, ready, run_async, wait_for
+from tui_support import ask, make_app, ready, wait_for
 
 from specchat.tui.commands import palette_entries
 from specchat.tui.fake_backend import token_id
@@ -32,7 +32,6 @@ spec-target = "#dddddd"
 """
 
 
-@run_async
 async def test_a_theme_file_in_the_config_folder_becomes_a_theme():
     folder = Path(os.environ["SPECCHAT_CONFIG_DIR"]) / "themes"
     folder.mkdir(parents=True)
@@ -45,7 +44,6 @@ async def test_a_theme_file_in_the_config_folder_becomes_a_theme():
         assert "Theme: my-theme" in [title for title, _, _ in palette_entries(app)]
 
 
-@run_async
 async def test_presentation_mode_shows_the_large_speedup_digits():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -57,7 +55,6 @@ async def test_presentation_mode_shows_the_large_speedup_digits():
         assert app.screen.has_class("-presentation") and big.region.height > 0
 
 
-@run_async
 async def test_slow_motion_spaces_rounds_by_the_configured_delay():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -70,7 +67,6 @@ async def test_slow_motion_spaces_rounds_by_the_configured_delay():
             "slow_motion_ms"] == 200
 
 
-@run_async
 async def test_exports_land_in_the_data_folder_without_ghost_text():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -87,7 +83,6 @@ async def test_exports_land_in_the_data_folder_without_ghost_text():
         assert data["turns"][1]["tokens"][1] == {"text": " ghost", "kind": "rejected", "id": token_id(" ghost")}
 
 
-@run_async
 async def test_the_system_prompt_reaches_the_backend_and_the_history():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -101,7 +96,6 @@ async def test_the_system_prompt_reaches_the_backend_and_the_history():
         assert app.recorder.load(app.recorder.conversation_id).system == "be terse"
 
 
-@run_async
 async def test_palette_entries_set_k_and_temperature():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -120,7 +114,6 @@ def test_chat_command_rejects_an_unknown_theme_in_one_line():
     assert "unknown theme 'no-such-theme'" in result.output and "Traceback" not in result.output
 
 
-@run_async
 async def test_help_lists_the_keys_and_escape_closes_it():
     from specchat.tui.screens import HelpScreen
 
@@ -133,7 +126,6 @@ async def test_help_lists_the_keys_and_escape_closes_it():
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
 
-@run_async
 async def test_regenerate_after_reopening_replaces_the_saved_answer():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

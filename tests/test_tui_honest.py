@@ -4,7 +4,7 @@ beside its own ratio; the float32 replay reports its verdict."""
 
 from __future__ import annotations
 
-from tui_support import ask, make_app, ready, run_async, wait_for
+from tui_support import ask, make_app, ready, wait_for
 
 from specchat.tui.fake_backend import FakeConfig
 from specchat.tui.transcript import Notice
@@ -16,7 +16,6 @@ def shown(app, widget: str) -> str:
     return str(app.gauges.query_one(widget).render())
 
 
-@run_async
 async def test_a_target_only_answer_shows_no_speedup_and_says_speculation_is_off():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -28,7 +27,6 @@ async def test_a_target_only_answer_shows_no_speedup_and_says_speculation_is_off
         assert app.gauges.query_one("#g-speedup-big").value == "-"
 
 
-@run_async
 async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_beside_its_ratio():
     config = FakeConfig(name="fake", answer="one two three four five six " * 3, tokens_per_s=12)
     app = make_app({"fake": config})
@@ -48,7 +46,6 @@ async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_be
         assert f"the gauge estimated {gauge:.2f}×" in notice and "identical ✓" in notice
 
 
-@run_async
 async def test_a_new_temperature_gets_its_own_target_only_measurement():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -64,7 +61,6 @@ async def test_a_new_temperature_gets_its_own_target_only_measurement():
         assert "T=0.1" in shown(app, "#g-speedup")
 
 
-@run_async
 async def test_the_float32_replay_reports_its_verdict_in_the_transcript():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -4,7 +4,7 @@ session and engine (fast), and the built-in SmolLM2 pair (slow)."""
 from __future__ import annotations
 
 import pytest
-from tui_support import run_async, wait_for
+from tui_support import wait_for
 
 from specchat.models.config import load_catalog
 from specchat.tui.app import create_app
@@ -35,7 +35,6 @@ async def answer_and_check(app, pilot, timeout: float) -> None:
     assert "speedup:" in str(app.gauges.query_one("#g-speedup").render())
 
 
-@run_async
 async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=16)
     async with app.run_test(size=(140, 45)) as pilot:
@@ -47,7 +46,6 @@ async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config
         assert "texts identical ✓" in str(app.query(Notice).last().render())  # float32, greedy
 
 
-@run_async
 async def test_switching_to_another_real_pair_carries_the_conversation(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=8)
     async with app.run_test(size=(140, 45)) as pilot:
@@ -58,7 +56,6 @@ async def test_switching_to_another_real_pair_carries_the_conversation(tiny_conf
 
 
 @pytest.mark.slow
-@run_async
 async def test_builtin_pair_answers_in_the_app():
     app = real_app(None, "smollm2-135m", max_new_tokens=12)
     async with app.run_test(size=(140, 45)) as pilot:
@@ -66,7 +63,6 @@ async def test_builtin_pair_answers_in_the_app():
         assert app.info.name == "smollm2-135m"
 
 
-@run_async
 async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=150)
     async with app.run_test(size=(140, 45)) as pilot:

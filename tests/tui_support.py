@@ -72,14 +72,3 @@ def drawn(flow) -> list[tuple[str, str | None, bool]]:
         colour = style.foreground.hex.lower() if style.foreground else None
         out.append((text, colour, bool(style.strike)))
     return out
-
-
-def run_async(test):
-    """Run an async test function on a fresh event loop (no pytest async plugin needed)."""
-    import functools
-
-    @functools.wraps(test)
-    def wrapper(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return wrapper

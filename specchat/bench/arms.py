@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
+from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, NgramDrafter, SamplingParams, Settings, SpecStats
+from specchat.errors import UsageError
 
 
 @dataclass
@@ -71,8 +73,7 @@ class SpecchatArm:
         self.seed = seed
 
     def decoder(self) -> Decoder:
-        drafter = self.pair.drafter if self.speculative else None
-        return Decoder(self.pair.target, drafter, self.pair.eos_ids)
+        return decoder_for(self.pair, self.speculative)
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         device = self.pair.target.device
@@ -169,3 +170,18 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
         arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
                                     pair, sampling, seed, heuristic))
     return arms
+
+
+ArmsFactory = Callable[[Any, Settings, int], list[Arm]]
+
+COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": standard_arms}
+"""The arms of `bench run`, per backend of the pair's target (its config's `backend`,
+"torch" where none is set): a new backend adds its own list of arms here."""
+
+
+def comparison_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+    backend = getattr(pair.config, "backend", None) or "torch"
+    if backend not in COMPARISON_ARMS:
+        raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "
+                         f"(known: {', '.join(sorted(COMPARISON_ARMS))})")
+    return COMPARISON_ARMS[backend](pair, settings, seed)

@@ -1,4 +1,4 @@
-"""Text tables for a benchmark report (the dict `report.build_report` returns):
+"""Text tables for a benchmark report (the dict `tables.build_tables` returns):
 one row per prompt, then one per category and the total. Plain text, no colour,
 so the output pastes into docs/benchmarks.md as is.
 """

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specchat.engine import Decoder, Finished, ModelDrafter
+from specchat.chat.decoding import decoder_for
+from specchat.engine import Finished
 
 
 class TimedModel:
@@ -79,13 +80,16 @@ class OverheadResult:
 def measure_overhead(pair, settings, prompts: list[list[int]], max_new_tokens: int,
                      speculate: bool = True) -> OverheadResult:
     """Decode every prompt with timed models; sum wall time and time inside forwards."""
-    target = TimedModel(pair.target)
-    model = getattr(pair.drafter, "model", None)
-    draft = TimedModel(model) if model is not None else None
-    drafter = (ModelDrafter(draft) if draft is not None else pair.drafter) if speculate else None
+    timed: dict[int, TimedModel] = {}
+
+    def wrap(model) -> TimedModel:
+        if id(model) not in timed:
+            timed[id(model)] = TimedModel(model)
+        return timed[id(model)]
+
     result = OverheadResult()
     for ids in prompts:
-        decoder = Decoder(target, drafter, pair.eos_ids)
+        decoder = decoder_for(pair, speculate, wrap)
         if pair.target.device.type == "cuda":
             torch.cuda.synchronize(pair.target.device)
         started = time.perf_counter()
@@ -94,7 +98,7 @@ def measure_overhead(pair, settings, prompts: list[list[int]], max_new_tokens: i
                 break
             result.rounds += 1
             result.tokens += len(event.committed)
-        forward = target.take_seconds() + (draft.take_seconds() if draft is not None else 0.0)
+        forward = sum(model.take_seconds() for model in timed.values())
         result.wall_s += time.perf_counter() - started  # take_seconds synchronised the device
         result.forward_s += forward
     return result
@@ -108,8 +112,7 @@ def profiler_table(pair, settings, ids: list[int], max_new_tokens: int, rows: in
     if pair.target.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        for _ in Decoder(pair.target, pair.drafter, pair.eos_ids).generate(ids, settings,
-                                                                            max_new_tokens):
+        for _ in decoder_for(pair).generate(ids, settings, max_new_tokens):
             pass
     key = "self_cuda_time_total" if len(activities) > 1 else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=rows)

@@ -1,6 +1,7 @@
 """The benchmark's prompt set: a JSONL file of {"id", "category", "prompt"} objects.
 
-The default is `../shared/eval/prompts.jsonl` beside the repository, when it exists.
+The default is the set shipped inside the package (specchat/_data/prompts.jsonl: 30
+prompts in the categories chat, code, extract, creative, math).
 Every problem with a file is a one-line `UsageError` naming the file and line.
 Knows nothing about models or timing.
 """
@@ -11,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat import paths
 from specchat.errors import UsageError
 
 
@@ -23,23 +25,13 @@ class BenchPrompt:
     prompt: str
 
 
-def default_prompts_file() -> Path | None:
-    """../shared/eval/prompts.jsonl beside the repository (or the working directory), if present."""
-    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
-        candidate = root.parent / "shared" / "eval" / "prompts.jsonl"
-        if candidate.is_file():
-            return candidate
-    return None
+def default_prompts_file() -> Path:
+    """The prompt set shipped inside the package."""
+    return paths.shipped("prompts.jsonl")
 
 
 def resolve_prompts_file(given: Path | None) -> Path:
-    if given is not None:
-        return given
-    found = default_prompts_file()
-    if found is None:
-        raise UsageError("no prompt set found at ../shared/eval/prompts.jsonl: pass --prompts "
-                         "FILE.jsonl (one {\"id\", \"category\", \"prompt\"} object per line)")
-    return found
+    return given if given is not None else default_prompts_file()
 
 
 def load_prompts(path: Path) -> list[BenchPrompt]:

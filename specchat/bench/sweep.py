@@ -1,7 +1,7 @@
 """Draft-length sweep: specchat at fixed k = 2..8, k = "auto" and transformers'
 heuristic schedule, per category, next to target-only. Names the best fixed k of
-each category and how close "auto" comes to it. Reads the report dict that
-`report.build_report` makes from the sweep's arms; knows nothing about models.
+each category and how close "auto" comes to it. Reads the tables that
+`tables.build_tables` makes from the sweep's arms; knows nothing about models.
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ def sweep_entry(group: dict, fixed: list[str]) -> dict:
     return out
 
 
-def add_sweep(report: dict) -> dict:
-    """Add a `sweep` section (per category and total) to a sweep run's report."""
-    fixed = fixed_keys(report)
-    groups = {**report["categories"], "TOTAL": report["total"]}
-    report["sweep"] = {name: sweep_entry(group, fixed) for name, group in groups.items()}
-    return report
+def sweep_section(tables: dict) -> dict:
+    """The sweep's verdict per category and in total, from the arms' tables."""
+    fixed = fixed_keys(tables)
+    groups = {**tables["categories"], "TOTAL": tables["total"]}
+    return {name: sweep_entry(group, fixed) for name, group in groups.items()}
 
 
 def format_sweep(report: dict) -> str:

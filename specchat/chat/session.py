@@ -22,6 +22,7 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
                                   TokenKind, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
+from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
 from specchat.engine.adaptive import settings_for
 
@@ -69,8 +70,7 @@ class ChatSession:
         self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
 
     def decoder(self) -> Decoder:
-        drafter = self.pair.drafter if self.speculate else None
-        return Decoder(self.pair.target, drafter, self.pair.eos_ids)
+        return decoder_for(self.pair, self.speculate)
 
     def answer(self, user_text: str, max_new_tokens: int = 512,
                should_stop: Callable[[], bool] = lambda: False) -> Iterator[ChatEvent]:

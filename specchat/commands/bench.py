@@ -1,18 +1,19 @@
-"""`specchat bench`: specchat vs transformers on the same models and prompts.
+"""`specchat bench run | sweep | profile | overhead | synthetic`: headless benchmarks.
 
-Default arms, alternating in order within one run: specchat speculative, specchat
-target-only, transformers `generate`, and transformers' own speculation.
-`--k-sweep` compares fixed k, k = "auto" and transformers' heuristic schedule;
-`--profile` adds the measured cost model (c, v(n), α, ideal vs measured speedup);
-`--synthetic 1b,8b` profiles random-weight models of real Llama shapes. Tables go
-to stdout (or one JSON object with --json); progress goes to stderr.
+`run` (also the bare `specchat bench`) compares specchat speculative, specchat
+target-only, transformers `generate` and transformers' own speculation on the same
+models and prompts, alternating their order within one run. `sweep` compares fixed
+k with k = "auto" and transformers' heuristic; `profile` adds the measured cost
+model (c, v(n), α, ideal vs measured speedup); `overhead` times the loop outside
+model forwards; `synthetic` profiles random models of real Llama shapes. Tables go
+to stdout (or one JSON object with --json); progress goes to stderr. The
+measuring is in specchat.bench.modes.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
-import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -22,72 +23,164 @@ from specchat.commands.options import (apply_overrides, dtype_option, k_option,
 from specchat.errors import UsageError
 
 PROFILE_KS = "1,2,3,4,5,6,7,8"
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@pair_option
-@click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
-              default=None, help="JSONL prompt set (default: ../shared/eval/prompts.jsonl).")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True)
-@temperature_option
-@dtype_option
-@k_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling.")
-@click.option("--category", "categories", multiple=True, metavar="NAME",
-              help="Only prompts of this category (repeatable).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N prompts.")
-@click.option("--k-sweep", default=None, metavar="LIST",
-              help="Compare fixed k (e.g. 2,3,4,5,6,7,8) with k=auto and transformers' heuristic.")
-@click.option("--profile", is_flag=True,
-              help=f"Cost model: c, verify cost of 1..16 tokens, ideal vs measured speedup "
-                   f"(k = {PROFILE_KS} unless --k-sweep).")
-@click.option("--overhead", is_flag=True,
-              help="Share of each round spent outside model forwards (timed forwards + torch.profiler).")
-@click.option("--synthetic", default=None, metavar="SIZES",
-              help="Verify cost vs tokens on random models of real Llama shapes, e.g. 1b,8b.")
-@click.option("--synthetic-layers", type=click.IntRange(min=1), default=None,
-              help="Layers per synthetic model (default: all on CUDA, 2 on CPU).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="A models.toml whose pairs win over the user's and the built-in ones.")
-@click.pass_context
-def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
-          categories, limit, k_sweep, profile, overhead, synthetic, synthetic_layers, threads, as_json,
-          config_file):
-    """Benchmark a pair: specchat vs transformers, per prompt, category and in total."""
-    if threads:
-        import torch
+class DefaultToRun(click.Group):
+    """`specchat bench [OPTIONS]` with no subcommand runs `bench run [OPTIONS]`."""
 
-        torch.set_num_threads(threads)
-    if synthetic:
-        return print_synthetic(synthetic, dtype, synthetic_layers, as_json)
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToRun, context_settings=CONTEXT)
+def bench():
+    """Benchmark a pair (bare `bench` = `bench run`): specchat vs transformers, and more."""
+
+
+def common_options(command):
+    """The options every prompt-set benchmark takes."""
+    for option in reversed([
+        pair_option,
+        click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
+                     default=None, help="JSONL prompt set (default: the 30 prompts shipped with specchat)."),
+        click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True),
+        temperature_option, dtype_option, k_option,
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling."),
+        click.option("--category", "categories", multiple=True, metavar="NAME",
+                     help="Only prompts of this category (repeatable)."),
+        click.option("--limit", type=click.IntRange(min=1), default=None,
+                     help="Only the first N prompts."),
+        threads_option, json_option,
+        click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+                     help="A models.toml whose pairs win over the user's and the built-in ones."),
+        click.pass_context]):
+        command = option(command)
+    return command
+
+
+threads_option = click.option(
+    "--threads", type=click.IntRange(min=1), default=None,
+    help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+ks_option = click.option("--ks", default=PROFILE_KS, show_default=True, metavar="LIST",
+                         help="Fixed draft lengths to compare, e.g. 2,3,4.")
+
+
+def prompt_set_command(name: str, extra=()):
+    """A subcommand over a loaded pair and the prompt set; the function gets them ready."""
+    def decorate(measure):
+        @bench.command(name, context_settings=CONTEXT, help=measure.__doc__)
+        @common_options
+        def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
+                    categories, limit, threads, as_json, config_file, **more):
+            set_threads(threads)
+            setup = prepare(ctx, pair_name, prompts_file, k, temperature, categories, limit,
+                            config_file)
+            print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json)
+        for option in reversed(extra):
+            command = option(command)
+        return command
+    return decorate
+
+
+class Setup:
+    """The pair's configuration, the selected prompts and their file."""
+
+    def __init__(self, pair_config, prompts, path):
+        self.pair_config, self.prompts, self.path = pair_config, prompts, path
+
+    def load(self, dtype):
+        from specchat.bench.modes import load
+        from specchat.commands.progress import LoadingNotes
+
+        notes = LoadingNotes()
+        try:
+            return load(self.pair_config, dtype, notes)
+        finally:
+            notes.close()
+
+
+def prepare(ctx, pair_name, prompts_file, k, temperature, categories, limit, config_file) -> Setup:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
     config = config_file or (ctx.obj or {}).get("config")
     pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature)
     path = resolve_prompts_file(prompts_file)
-    prompts = select(load_prompts(path), categories, limit, path)
-    ks = parse_ks(k_sweep or (PROFILE_KS if profile else None))
-    if overhead:
-        report = run_overhead(pair_config, prompts, path, max_new_tokens, dtype)
-    elif ks:
-        report = run_sweep(pair_config, prompts, path, max_new_tokens, dtype, seed, ks, profile)
-    else:
-        report = run_standard(pair_config, prompts, path, max_new_tokens, dtype, seed)
-    print_report(report, as_json)
+    return Setup(pair_config, select(load_prompts(path), categories, limit, path), path)
 
 
-def parse_ks(text: str | None) -> list[int]:
-    if not text:
-        return []
+@prompt_set_command("run")
+def run_command(setup: Setup, max_new_tokens, dtype, seed):
+    """Speculative vs target-only vs transformers, per prompt, category and in total."""
+    from specchat.bench.modes import run_comparison
+
+    pair = setup.load(dtype)
+    with prompt_bar(setup) as on_prompt:
+        return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt)
+
+
+@prompt_set_command("sweep", extra=(ks_option,))
+def sweep_command(setup: Setup, max_new_tokens, dtype, seed, ks):
+    """Fixed k against k = auto and transformers' heuristic schedule; the best k per category."""
+    return sweep(setup, max_new_tokens, dtype, seed, ks, profile=False)
+
+
+@prompt_set_command("profile", extra=(ks_option,))
+def profile_command(setup: Setup, max_new_tokens, dtype, seed, ks):
+    """The sweep plus the cost model: c, verify cost of 1..16 tokens, α, ideal vs measured."""
+    return sweep(setup, max_new_tokens, dtype, seed, ks, profile=True)
+
+
+@prompt_set_command("overhead")
+def overhead_command(setup: Setup, max_new_tokens, dtype, seed):
+    """Share of each round spent outside model forwards (timed forwards + torch.profiler)."""
+    from specchat.bench.modes import run_overhead
+
+    return run_overhead(setup.load(dtype), setup.prompts, setup.path, max_new_tokens)
+
+
+@bench.command("synthetic", context_settings=CONTEXT)
+@click.argument("sizes", default="1b,8b")
+@dtype_option
+@click.option("--layers", type=click.IntRange(min=1), default=None,
+              help="Layers per synthetic model (default: all on CUDA, 2 on CPU).")
+@threads_option
+@json_option
+def synthetic_command(sizes, dtype, layers, threads, as_json):
+    """Verify cost vs tokens on random models of real Llama shapes (SIZES like 1b,8b)."""
+    from specchat.bench.modes import run_synthetic
+
+    set_threads(threads)
+    print_report(run_synthetic(sizes, dtype, layers), as_json)
+
+
+def sweep(setup: Setup, max_new_tokens, dtype, seed, ks: str, profile: bool):
+    from specchat.bench.modes import run_sweep
+
+    draft_lengths = parse_ks(ks)
+    pair = setup.load(dtype)
+    with prompt_bar(setup) as on_prompt:
+        return run_sweep(pair, setup.prompts, setup.path, max_new_tokens, seed, draft_lengths,
+                         on_prompt, profile, note=lambda text: click.echo(text, err=True))
+
+
+def set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def parse_ks(text: str) -> list[int]:
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise UsageError(f"--k-sweep must list whole numbers like 2,3,4 (got {text!r})") from None
+        raise UsageError(f"--ks must list whole numbers like 2,3,4 (got {text!r})") from None
     if not ks or ks[0] < 1:
-        raise UsageError(f"--k-sweep needs draft lengths of 1 or more (got {text!r})")
+        raise UsageError(f"--ks needs draft lengths of 1 or more (got {text!r})")
     return ks
 
 
@@ -99,173 +192,22 @@ def select(prompts, categories, limit, path):
     return prompts[:limit] if limit else prompts
 
 
-def load(pair_config, dtype):
-    from specchat.models.baselines import quiet_generation_warnings
-    from specchat.models.loader import load_pair
+@contextmanager
+def prompt_bar(setup: Setup):
+    """A progress bar over the prompt set; yields the callback for each prompt answered."""
+    from specchat.commands.progress import StepBar, stderr_console
 
-    pair = load_pair(pair_config, dtype=dtype, progress=lambda m: click.echo(m, err=True))
-    quiet_generation_warnings()
-    for model in (pair.target, pair.draft_model):
-        if hasattr(model, "prepare"):  # static cache: capture every step shape before timing
-            click.echo(f"capturing steps of {type(model).__name__}", err=True)
-            model.prepare()
-    return pair
+    bar = StepBar(stderr_console(), "prompts", len(setup.prompts), "prompt")
 
+    def prompt_done(result) -> None:
+        rates = "  ".join(f"{key} {run.tokens_per_s:.1f}" for key, run in result.runs.items())
+        bar.advance(f"[{result.prompt.id}] tokens/s: {rates}", keep=True)
 
-def sampling_of(pair_config):
-    from specchat.engine import SamplingParams
-
-    return SamplingParams(pair_config.temperature, pair_config.top_k, pair_config.top_p)
+    try:
+        yield prompt_done
+    finally:
+        bar.close()
 
 
-def run_standard(pair_config, prompts, path, max_new_tokens, dtype, seed) -> dict:
-    from specchat.bench.arms import standard_arms
-    from specchat.engine.adaptive import settings_for
-
-    pair = load(pair_config, dtype)
-    arms = standard_arms(pair, settings_for(pair_config.k, sampling_of(pair_config)), seed)
-    report, _ = measure(pair, arms, prompts, path, max_new_tokens)
-    return report
-
-
-def run_sweep(pair_config, prompts, path, max_new_tokens, dtype, seed, ks, profile) -> dict:
-    from specchat.bench.arms import sweep_arms
-    from specchat.bench.sweep import add_sweep
-
-    pair = load(pair_config, dtype)
-    if pair.drafter is None:
-        raise UsageError(f"pair '{pair_config.name}' has no draft: --k-sweep and --profile need one")
-    arms = sweep_arms(pair, sampling_of(pair_config), ks, seed)
-    report, results = measure(pair, arms, prompts, path, max_new_tokens)
-    add_sweep(report)
-    report["auto_k_histogram"] = k_histogram(r.runs["auto"].ks for r in results)
-    if profile:
-        from specchat.bench.profile import measure_costs, profile_report
-        from specchat.bench.runner import prompt_ids
-
-        click.echo("measuring step costs", err=True)
-        costs = measure_costs(pair, prompt_ids(pair.tokenizer, prompts[0].prompt))
-        report["profile"] = profile_report(results, ks, costs)
-    return report
-
-
-def run_overhead(pair_config, prompts, path, max_new_tokens, dtype) -> dict:
-    from specchat.bench.overhead import measure_overhead, profiler_table
-    from specchat.bench.runner import prompt_ids
-    from specchat.engine.adaptive import settings_for
-
-    pair = load(pair_config, dtype)
-    settings = settings_for(pair_config.k, sampling_of(pair_config))
-    encoded = [prompt_ids(pair.tokenizer, p.prompt) for p in prompts]
-    measure_overhead(pair, settings, encoded[:1], 8)  # warm-up
-    report = run_meta(pair, path, max_new_tokens, len(prompts))
-    report["overhead"] = {
-        "speculative": measure_overhead(pair, settings, encoded, max_new_tokens).as_dict(),
-        "target_only": measure_overhead(pair, settings, encoded, max_new_tokens, False).as_dict()}
-    report["profiler_table"] = profiler_table(pair, settings, encoded[0], max_new_tokens)
-    return report
-
-
-def format_overhead(report: dict) -> str:
-    lines = ["time outside model forwards (wall time of the answers minus time inside forwards):"]
-    for mode, r in report["overhead"].items():
-        lines.append(f"  {mode:<12} {r['rounds']} rounds, {r['tokens']} tokens, "
-                     f"{r['ms_per_round']:.2f} ms/round of which forwards {r['forward_ms_per_round']:.2f}"
-                     f" ms: outside = {100 * (r['outside_forward_share'] or 0):.1f}%")
-    return "\n".join(lines) + "\n\ntorch.profiler, one speculative answer:\n" + report["profiler_table"]
-
-
-def k_histogram(ks_per_answer) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for ks in ks_per_answer:
-        for k in ks:
-            counts[k] = counts.get(k, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def measure(pair, arms, prompts, path, max_new_tokens):
-    from specchat.bench.report import build_report
-    from specchat.bench.runner import run_prompts
-
-    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, progress_line)
-    meta = run_meta(pair, path, max_new_tokens, len(prompts))
-    report = build_report(meta, {a.key: a.label for a in arms}, results,
-                          greedy=pair.config.temperature == 0)
-    return report, results
-
-
-def run_meta(pair, path, max_new_tokens: int, prompts: int) -> dict:
-    import torch
-
-    config = pair.config
-    return {"command": "specchat " + shlex.join(sys.argv[1:]), "pair": config.name,
-            "target": config.target, "draft": config.draft or "none", "k": config.k,
-            "device": device_name(pair.device), "dtype": pair.dtype,
-            "adapter": adapter_description(pair.target),
-            "torch_threads": torch.get_num_threads(), "max_new_tokens": max_new_tokens,
-            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
-            "prompts_file": str(path), "prompt_count": prompts}
-
-
-def adapter_description(model) -> str:
-    """Which KV cache path decoded: eager DynamicCache, or the static cache and its capture."""
-    name = type(model).__name__
-    if not hasattr(model, "compiled"):
-        return name
-    from specchat.models.static import compile_mode
-
-    return f"{name} ({'CUDA graphs: ' + compile_mode() if model.compiled else 'not captured'})"
-
-
-def device_name(device: str) -> str:
-    import platform
-
-    import torch
-
-    if device.startswith("cuda"):
-        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def progress_line(result) -> None:
-    rates = "  ".join(f"{key} {run.tokens_per_s:.1f}" for key, run in result.runs.items())
-    click.echo(f"[{result.prompt.id}] tokens/s: {rates}", err=True)
-
-
-def print_report(report: dict, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(report, indent=1))
-        return
-    from specchat.bench.format import format_report
-
-    if "overhead" in report:
-        click.echo(format_overhead(report))
-        return
-    if "sweep" not in report:
-        click.echo(format_report(report))
-        return
-    from specchat.bench.format import header_lines
-    from specchat.bench.sweep import format_sweep
-
-    click.echo("\n".join(header_lines(report)) + "\n")
-    click.echo(format_sweep(report))
-    if "profile" in report:
-        from specchat.bench.profile import format_profile
-
-        click.echo("\n" + format_profile(report["profile"]))
-
-
-def print_synthetic(sizes: str, dtype: str | None, layers: int | None, as_json: bool) -> None:
-    import torch
-
-    from specchat.bench.synthetic import format_synthetic, profile_synthetic
-    from specchat.models.hardware import resolve_device, resolve_dtype
-
-    device, _ = resolve_device("auto")
-    torch_dtype, _ = resolve_dtype(dtype or "auto", device)
-    if layers is None and not device.startswith("cuda"):
-        layers = 2
-    names = [name.strip().lower() for name in sizes.split(",") if name.strip()]
-    result = profile_synthetic(names, device, torch_dtype, layers)
-    result["device"] = device_name(device)
-    click.echo(json.dumps(result, indent=1) if as_json else format_synthetic(result))
+def print_report(report, as_json: bool) -> None:
+    click.echo(json.dumps(report.as_dict(), indent=1) if as_json else report.format())

@@ -1,8 +1,8 @@
 """`specchat distill`: train a small draft for a target on the target's own answers.
 
-Builds the options, shows one progress line on stderr (tokens/s, loss, held-out
-acceptance) and prints where the draft went and how to use it. The work itself
-is in `specchat.models.distill`.
+Builds the options, shows progress on stderr (a bar with rate and ETA on a terminal,
+plain lines otherwise: tokens/s, loss, held-out acceptance) and prints where the
+draft went and how to use it. The work itself is in `specchat.distill`.
 """
 
 from __future__ import annotations
@@ -52,33 +52,40 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
         import torch
 
         torch.set_num_threads(threads)
-    from specchat.models.distill.run import Callbacks, DistillOptions, run_distill
-    from specchat.models.distill.train import TrainSettings
+    from specchat.distill.run import Callbacks, DistillOptions, run_distill
+    from specchat.distill.train import TrainSettings
 
     settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
                              checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
     options = DistillOptions(target, out, layers, vocab or None, tokens, prompts, device, seed,
                              resume, max_new_tokens, init_from=init_from, int8=int8, train=settings)
-    line = ProgressLine()
-    summary = run_distill(options, Callbacks(line.message, line.generated, line.trained))
-    line.done()
+    shown = DistillProgress()
+    try:
+        summary = run_distill(options, Callbacks(shown.message, shown.generated, shown.trained))
+    finally:
+        shown.done()
     click.echo(f"draft: {out} ({len(summary['layers'])} layers from target layers "
                f"{summary['layers']}, output vocabulary {summary['vocab'] or 'full'}); "
                f"best held-out acceptance {summary['best_acceptance']:.3f}")
     click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml")
 
 
-class ProgressLine:
-    """One self-overwriting stderr line: a bar, tokens/s, loss, held-out acceptance."""
+class DistillProgress:
+    """Two bars in turn on stderr (specchat.commands.progress): teacher tokens generated,
+    then training steps with tokens/s, loss and held-out acceptance."""
 
     def __init__(self):
+        from specchat.commands.progress import stderr_console
+
+        self.console = stderr_console()
         self.acceptance = None
         self.generation_start: tuple[int, float] | None = None
-        self.open = False
+        self.phase: str | None = None
+        self.bar = None
 
     def message(self, text: str) -> None:
         self.done()
-        click.echo(text, err=True)
+        self.console.print(text, soft_wrap=True, markup=False)
 
     def generated(self, done: int, total: int) -> None:
         """The first call gives the tokens already there; the rate counts new ones only."""
@@ -86,27 +93,25 @@ class ProgressLine:
             self.generation_start = (done, time.perf_counter())
         first, since = self.generation_start
         rate = (done - first) / max(time.perf_counter() - since, 1e-9)
-        self.show(f"{bar(done, total)} teacher {done}/{total} tokens  {rate:.1f} tok/s")
+        self.enter("teacher tokens", total, None, done).update(done, f"{rate:.1f} tok/s")
 
     def trained(self, progress) -> None:
         if progress.heldout_acceptance is not None:
             self.acceptance = progress.heldout_acceptance
         held = "-" if self.acceptance is None else f"{self.acceptance:.3f}"
-        self.show(f"{bar(progress.step, progress.steps)} step {progress.step}/{progress.steps}  "
-                  f"{progress.tokens_per_s:.0f} tok/s  loss {progress.loss:.3f}  "
-                  f"held-out acceptance {held}")
+        bar = self.enter("training step", progress.steps, "step", progress.step)
+        bar.update(progress.step, f"{progress.tokens_per_s:.0f} tok/s  loss {progress.loss:.3f}  "
+                                  f"held-out acceptance {held}")
 
-    def show(self, text: str) -> None:
-        click.echo(f"\r{text}\033[K" if click.get_text_stream("stderr").isatty() else text,
-                   err=True, nl=not click.get_text_stream("stderr").isatty())
-        self.open = True
+    def enter(self, phase: str, total: int, unit: str | None, start: int):
+        if self.phase != phase:
+            from specchat.commands.progress import StepBar
+
+            self.done()
+            self.phase, self.bar = phase, StepBar(self.console, phase, total, unit, start)
+        return self.bar
 
     def done(self) -> None:
-        if self.open and click.get_text_stream("stderr").isatty():
-            click.echo("", err=True)
-        self.open = False
-
-
-def bar(done: int, total: int, width: int = 20) -> str:
-    filled = min(width, int(width * done / max(total, 1)))
-    return "[" + "#" * filled + "-" * (width - filled) + "]"
+        if self.bar is not None:
+            self.bar.close()
+        self.phase, self.bar = None, None

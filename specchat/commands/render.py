@@ -1,30 +1,27 @@
 """Printing answers and statistics for the headless commands.
 
-Tokens are coloured by kind with 24-bit ANSI codes taken from the default theme's
-variables when stdout is a terminal; rejected drafts print dim and struck through.
-The stats block follows `ollama run --verbose`. Pure formatting: strings in and out.
+Tokens are coloured by kind with the default theme's variables as rich styles;
+rich's console turns them into what the terminal can show (24-bit, 256 or 16
+colours, none under NO_COLOR). Rejected drafts print dim and struck through.
+The stats block follows `ollama run --verbose`. Pure formatting: spans in, rich
+text or strings out; knows nothing about where they are printed.
 """
 
 from __future__ import annotations
 
+from rich.style import Style
+from rich.text import Text
+
 from specchat.chat.events import StatsSnapshot, TokenSpan
 
-RESET = "\x1b[0m"
 
-
-def ansi_colour(hex_colour: str) -> str:
-    value = hex_colour.lstrip("#")
-    r, g, b = (int(value[i:i + 2], 16) for i in (0, 2, 4))
-    return f"\x1b[38;2;{r};{g};{b}m"
-
-
-def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> str:
-    """One span as ANSI text; rejected drafts dim and struck through (or hidden)."""
+def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text:
+    """One span as styled text; rejected drafts dim and struck through (or hidden)."""
     if span.kind == "rejected":
         if not ghosts or not span.text:
-            return ""
-        return f"\x1b[2;9m{ansi_colour(colours['rejected'])}{span.text}{RESET}"
-    return f"{ansi_colour(colours[span.kind])}{span.text}{RESET}"
+            return Text("")
+        return Text(span.text, Style(color=colours["rejected"], dim=True, strike=True))
+    return Text(span.text, Style(color=colours[span.kind]))
 
 
 def _pct(value: float | None) -> str:

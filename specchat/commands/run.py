@@ -43,20 +43,42 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
-    pair = load_pair(pair_config, dtype=dtype, progress=progress_printer())
+    notes = progress_printer()
+    try:
+        pair = load_pair(pair_config, dtype=dtype, progress=notes)
+    finally:
+        notes.close()
     session = ChatSession(pair, system=system, seed=seed)
     session.speculate = not no_spec
-    printer = JsonlPrinter(session) if jsonl else TextPrinter(sys.stdout.isatty())
+    printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())
     for event in session.answer(text, max_new_tokens=max_new_tokens):
         printer.handle(event)
     printer.finish(pair, session)
 
 
+class Silent:
+    """Loading notes for nobody: stderr is not a terminal."""
+
+    def __call__(self, note: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def progress_printer():
-    """Loading notes on stderr for a person watching a terminal; silent otherwise."""
-    if not sys.stderr.isatty():
-        return lambda note: None
-    return lambda note: click.echo(f"specchat: {note}", err=True)
+    """Loading notes on stderr (a spinner with the time each step takes) for a person
+    watching a terminal; silent otherwise."""
+    from specchat.commands.progress import LoadingNotes, stderr_console
+
+    console = stderr_console()
+    return LoadingNotes(console, "specchat: ") if console.is_terminal else Silent()
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(file=sys.stdout, highlight=False)
 
 
 def read_prompt(words: tuple[str, ...]) -> str:
@@ -69,27 +91,36 @@ def read_prompt(words: tuple[str, ...]) -> str:
 
 
 class TextPrinter:
-    """Streams the answer's text; coloured by kind on a terminal."""
+    """Streams the answer's text; coloured by kind on a terminal (as far as it can)."""
 
-    def __init__(self, colour: bool):
-        self.colour = colour
-        self.colours = token_colours() if colour else {}
+    def __init__(self, console):
+        self.console = console
+        self.colour = console.is_terminal
+        self.colours = token_colours() if self.colour else {}
         self.done = None
 
     def handle(self, event) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
-        from specchat.commands.render import paint
 
         if isinstance(event, RoundUpdate):
-            spans = event.spans if self.colour else [s for s in event.spans if s.kind != "rejected"]
-            out = "".join(paint(s, self.colours) if self.colour else s.text for s in spans)
-            sys.stdout.write(out)
-            sys.stdout.flush()
+            self.write(event.spans)
         elif isinstance(event, ContextTrimmed):
             click.echo(f"[dropped {event.dropped_exchanges} oldest exchange(s) to fit the context]",
                        err=True)
         elif isinstance(event, AnswerDone):
             self.done = event
+
+    def write(self, spans) -> None:
+        from rich.text import Text
+
+        from specchat.commands.render import paint
+
+        if self.colour:
+            text = Text.assemble(*(paint(s, self.colours) for s in spans))
+            self.console.print(text, end="", soft_wrap=True)
+        else:
+            sys.stdout.write("".join(s.text for s in spans if s.kind != "rejected"))
+        self.console.file.flush()
 
     def finish(self, pair, session) -> None:
         from specchat.commands.render import stats_block

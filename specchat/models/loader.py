@@ -105,7 +105,7 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
 def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
     """A `specchat distill` draft's reduced vocabulary and whether it shipped as int8
     (then it is multiplied by its int8 weights); (None, False) for any other model."""
-    from specchat.models.distill.draft import SPEC_FILE, DraftSpec
+    from specchat.models.shipped_draft import SPEC_FILE, DraftSpec
 
     if not (Path(folder) / SPEC_FILE).is_file():
         return None, False
@@ -171,9 +171,14 @@ def is_shipped_draft(folder: Path) -> bool:
 
 
 def assembled_draft(folder: Path, progress: Progress) -> Path:
-    from specchat.models.distill.assemble import ensure_assembled
+    from specchat.models.shipped_draft import ensure_assembled
 
-    return ensure_assembled(folder, progress)
+    return ensure_assembled(folder, float32_cpu_model, progress)
+
+
+def float32_cpu_model(reference: str, progress: Progress):
+    """(model, tokenizer) of a reference in float32 on the CPU: a shipped draft's target."""
+    return load_model(parse_ref(reference), torch.float32, "cpu", "none", progress)
 
 
 def hub_folder(repo_id: str, progress: Progress) -> Path:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
@@ -18,6 +17,7 @@ from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
 from specchat.tui.gauges import Gauges
+from specchat.tui.keys import bindings
 from specchat.tui.transcript import KIND_LABELS, token_styles
 
 LEGEND_KINDS = ("accepted", "rejected", "resampled", "bonus", "target")
@@ -70,28 +70,7 @@ class Legend(Static):
 class ChatScreen(Screen):
     """Transcript, gauges, legend, input."""
 
-    BINDINGS = [
-        Binding("escape", "app.stop", "Stop"),
-        Binding("ctrl+n", "app.new_chat", "New", show=False, priority=True),
-        Binding("ctrl+r", "app.regenerate", "Regenerate", show=False, priority=True),
-        Binding("ctrl+o", "app.copy_answer", "Copy", show=False, priority=True),
-        Binding("ctrl+g", "app.toggle_ghosts", "Ghosts", priority=True),
-        Binding("ctrl+t", "app.toggle_markdown", "Markdown", priority=True),
-        Binding("ctrl+s", "app.toggle_speculation", "Spec on/off", priority=True),
-        Binding("f1", "app.help", "Help"),
-        Binding("f2", "app.system_prompt", "System", show=False),
-        Binding("f3", "app.pick_pair", "Pair"),
-        Binding("f4", "app.history", "History", show=False),
-        Binding("f5", "app.race", "Race"),
-        Binding("f6", "app.toggle_presentation", "Present", show=False, priority=True),
-        Binding("f7", "app.toggle_step", "Step mode", show=False, priority=True),
-        Binding("f8,ctrl+f", "app.step", "Step", show=False, priority=True),
-        Binding("f9", "app.change_k(-1)", "k−", show=False),
-        Binding("f10", "app.change_k(1)", "k+", show=False),
-        Binding("f11", "app.change_temperature(-0.1)", "T−", show=False),
-        Binding("f12", "app.change_temperature(0.1)", "T+", show=False),
-        Binding("ctrl+l", "app.toggle_slow", "Slow", show=False, priority=True),
-    ]
+    BINDINGS = bindings()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):

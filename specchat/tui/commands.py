@@ -1,23 +1,39 @@
 """Command-palette entries (Ctrl+P): decoding knobs, pacing, themes, pairs, exports
-and the app's actions, each a title, a help line and a callback on the app.
+and the app's actions (those of the key table, specchat.tui.keys), each a title, a
+help line and a callback on the app.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from specchat.tui.app import SpecchatApp
+from specchat.tui.keys import palette_actions
 
 K_CHOICES = range(0, 9)
 TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0)
 SLOW_DELAYS_MS = (100, 250, 500, 1000, 2000)
 
 
-def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[], object]]]:
+class PaletteTarget(Protocol):
+    """What the palette drives: the app's settings, themes, pairs, exports and actions."""
+
+    spec_themes: dict
+    pairs: list[tuple[str, str]]
+
+    def set_k(self, k: int) -> None: ...
+    def set_temperature(self, temperature: float) -> None: ...
+    def set_slow_motion(self, ms: int) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def switch_pair(self, name: str) -> None: ...
+    def export_current(self, fmt: str) -> None: ...
+    def recalibrate(self) -> None: ...
+    def run_action(self, action: str) -> object: ...
+
+
+def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[], object]]]:
     """(title, help, callback) for every palette command."""
     for k in K_CHOICES:
         yield f"Set k = {k}", "draft tokens per round, from the next round", partial(app.set_k, k)
@@ -35,26 +51,8 @@ def palette_entries(app: "SpecchatApp") -> Iterator[tuple[str, str, Callable[[],
                "write it to the data folder", partial(app.export_current, fmt))
     yield ("Recalibrate target-only speed", "measure the speedup baseline again",
            app.recalibrate)
-    for title, action, about in ACTIONS:
+    for title, about, action in palette_actions():
         yield title, about, partial(app.run_action, action)
-
-
-ACTIONS = (
-    ("Race: replay last prompt target-only", "race", "compare tokens/s and text"),
-    ("Float32 replay: check lossless", "float32_check",
-     "answer the last prompt greedily in float32, speculative and target-only: must be identical"),
-    ("New chat", "new_chat", "clear the conversation"),
-    ("Regenerate last answer", "regenerate", "ask again"),
-    ("Copy last answer", "copy_answer", "without rejected drafts"),
-    ("Toggle ghosts (rejected drafts)", "toggle_ghosts", "show or hide"),
-    ("Toggle Markdown view of last answer", "toggle_markdown", "tokens ⇄ Markdown"),
-    ("Toggle speculation (A/B)", "toggle_speculation", "for the next answer"),
-    ("Toggle presentation mode", "toggle_presentation", "large gauges"),
-    ("Toggle step mode", "toggle_step", "pause every round"),
-    ("Toggle slow motion", "toggle_slow", "delay every round"),
-    ("Edit system prompt", "system_prompt", "applies from the next answer"),
-    ("Open history", "history", "reopen or export past conversations"),
-)
 
 
 class SpecchatCommands(Provider):

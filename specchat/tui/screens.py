@@ -15,39 +15,8 @@ from textual.widgets import Button, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from specchat.history.store import SavedConversation
+from specchat.tui.keys import help_markdown
 
-KEYS_HELP = """\
-# specchat keys
-
-| key | what it does |
-|---|---|
-| Enter | send the message |
-| Ctrl+J (or Shift+Enter where the terminal reports it) | new line in the message |
-| Esc | stop the answer (keeps the partial answer, marked stopped) |
-| Ctrl+Q | quit (also while an answer streams) |
-| Ctrl+N | new chat |
-| Ctrl+R | regenerate the last answer |
-| Ctrl+O | copy the last answer (never includes rejected drafts) |
-| Ctrl+G | show / hide rejected drafts (ghosts) |
-| Ctrl+T | last answer: coloured tokens ⇄ rendered Markdown |
-| Ctrl+S | speculation on / off for the next answer (A/B) |
-| Ctrl+P | command palette: k, temperature, slow-motion delay, theme, pair, export… |
-| F1 | this help |
-| F2 | system prompt |
-| F3 | switch pair (loads in the background) |
-| F4 | history: reopen, export, delete past conversations |
-| F5 | race: replay the last prompt target-only, compare tokens/s and text |
-| F6 | presentation mode (large gauges) |
-| F7 | step mode: each round pauses with its drafts pending |
-| F8 or Ctrl+F | step: resolve the pending round |
-| F9 / F10 | k − 1 / k + 1 (from the next round) |
-| F11 / F12 | temperature − 0.1 / + 0.1 (from the next round) |
-| Ctrl+L | slow motion on / off (delay set in the palette) |
-
-Colours: **accepted** draft tokens, **rejected** drafts (dim, struck through),
-**resampled** (the target's correction), **bonus** (the target's extra token
-after a full accept), **target** (plain decoding), **pending** (step mode).
-"""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -57,7 +26,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Markdown(KEYS_HELP)
+            yield Markdown(help_markdown())
             yield Static("Esc closes", classes="dialog-hint")
 
 

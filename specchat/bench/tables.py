@@ -1,5 +1,5 @@
-"""Turns a benchmark's `PromptResult`s into a JSON-ready report (per prompt, per
-category and in total) and formats it as text tables.
+"""Turns a benchmark's `PromptResult`s into JSON-ready tables (per prompt, per
+category and in total): the body of a comparison or sweep report (bench.reports).
 
 tokens/s of a group is its new tokens over its wall time (prefill included, the
 same for every arm); a ratio is one arm's tokens/s over another's, measured in
@@ -77,14 +77,13 @@ def prompt_entry(result: PromptResult, keys: Sequence[str], greedy: bool) -> dic
     return entry
 
 
-def build_report(meta: dict, labels: dict[str, str], results: Sequence[PromptResult],
-                 greedy: bool) -> dict:
-    """The whole benchmark as plain data: what --json prints."""
+def build_tables(labels: dict[str, str], results: Sequence[PromptResult], greedy: bool) -> dict:
+    """The arms' tables as plain data (arms, prompts, categories, total): a report's body."""
     keys = list(labels)
     categories: dict[str, list[PromptResult]] = {}
     for result in results:
         categories.setdefault(result.prompt.category, []).append(result)
-    return {**meta, "arms": labels,
+    return {"arms": labels,
             "prompts": [prompt_entry(r, keys, greedy) for r in results],
             "categories": {name: group_entry(group, keys, greedy)
                            for name, group in categories.items()},

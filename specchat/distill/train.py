@@ -22,8 +22,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from specchat.models.distill.draft import own_state, trainable_parameters
-from specchat.models.distill.teacher import Sample
+from specchat.distill.draft import trainable_parameters
+from specchat.models.shipped_draft import own_state
+from specchat.distill.teacher import Sample
 
 HELDOUT_EVERY = 20
 """Every 20th answer is held out from training and used to measure acceptance."""

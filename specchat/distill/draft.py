@@ -6,8 +6,8 @@ embeddings (and, tied to them, its output head) are the target's and stay
 frozen. What is the draft's own, and therefore all that ships, is the layers
 and the final norm (`draft.safetensors`) plus `specchat-draft.json`, which
 names the target, the layers copied, and the optional reduced output
-vocabulary. `assemble` rebuilds the full transformers folder from those parts
-and the target (see assemble.py). The weights ship in bfloat16, or in int8 with
+vocabulary (the format, and rebuilding the full transformers folder from those
+parts and the target, are specchat.models.shipped_draft's). The weights ship in bfloat16, or in int8 with
 one scale per output row when a deeper draft must stay small. A draft can grow
 from an earlier, smaller one: layers copied from the same target layer keep
 their trained weights, new ones enter as the identity (zeroed output
@@ -17,52 +17,17 @@ Knows nothing about training data.
 
 from __future__ import annotations
 
-import copy
-import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from specchat.errors import UsageError
 from specchat.models.int8 import quantize_rows
+from specchat.models.shipped_draft import (INT8_SCALE, SHARED_PREFIXES, SPEC_FILE, WEIGHTS_FILE,
+                                           DraftSpec, is_draft_folder, own_state, read_own_weights)
 
-SPEC_FILE = "specchat-draft.json"
-WEIGHTS_FILE = "draft.safetensors"
-SHARED_PREFIXES = ("model.embed_tokens.", "lm_head.")
-INT8_SCALE = ".int8_scale"
-"""Suffix of the per-row scale stored next to an int8 weight."""
 OUTPUT_PROJECTIONS = ("self_attn.o_proj.", "mlp.down_proj.")
 """What a layer writes into the residual stream through; zeroed, the layer is the identity."""
-
-
-@dataclass
-class DraftSpec:
-    """What a shipped draft needs besides its weights."""
-
-    target: str
-    """The target's model reference, as given to `specchat distill --target`."""
-    layers: list[int]
-    """Target layer each draft layer was initialised from, in order."""
-    vocab: list[int] | None = None
-    """Token ids the draft may propose (its reduced output vocabulary); None: all."""
-    info: dict = field(default_factory=dict)
-    """How it was trained (command, seed, tokens, held-out acceptance), for people."""
-
-    def save(self, folder: Path) -> None:
-        """Readable JSON with the (long) vocabulary on one line."""
-        data = asdict(self)
-        vocab = json.dumps(data.pop("vocab"))
-        text = json.dumps(data, indent=1)
-        (folder / SPEC_FILE).write_text(f'{text[:-2]},\n "vocab": {vocab}\n}}\n')
-
-    @classmethod
-    def load(cls, folder: Path) -> "DraftSpec":
-        return cls(**json.loads((Path(folder) / SPEC_FILE).read_text()))
-
-
-def is_draft_folder(folder: Path) -> bool:
-    return (Path(folder) / SPEC_FILE).is_file() and (Path(folder) / WEIGHTS_FILE).is_file()
 
 
 def pick_layers(total: int, count: int) -> list[int]:
@@ -76,37 +41,6 @@ def pick_layers(total: int, count: int) -> list[int]:
         raise UsageError(f"--layers {count} is out of range: the target has {total} layers "
                          f"(pick 1 to {total})")
     return list(range(count - 1)) + [total - 1]
-
-
-def draft_config(target_config, layers: list[int]):
-    config = copy.deepcopy(target_config)
-    config.num_hidden_layers = len(layers)
-    if getattr(config, "layer_types", None):
-        config.layer_types = [config.layer_types[i] for i in layers]
-    config.tie_word_embeddings = True
-    return config
-
-
-def build_draft(target_model, layers: list[int]):
-    """A new draft model whose layers are copies of `layers` of `target_model`."""
-    from transformers import AutoModelForCausalLM
-
-    config = draft_config(target_model.config, layers)
-    draft = AutoModelForCausalLM.from_config(config, dtype=target_model.dtype)
-    source = target_model.model
-    with torch.no_grad():
-        draft.model.embed_tokens.weight.copy_(source.embed_tokens.weight)
-        draft.model.norm.load_state_dict(source.norm.state_dict())
-        for mine, theirs in zip(draft.model.layers, layers):
-            mine.load_state_dict(source.layers[theirs].state_dict())
-    draft.tie_weights()
-    return draft.eval()
-
-
-def own_state(draft) -> dict[str, torch.Tensor]:
-    """The draft's own weights: everything but the shared embeddings and head."""
-    return {name: tensor for name, tensor in draft.state_dict().items()
-            if not name.startswith(SHARED_PREFIXES)}
 
 
 def trainable_parameters(draft) -> list[torch.nn.Parameter]:
@@ -137,30 +71,6 @@ def quantize_int8(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             continue
         out[name], out[name + INT8_SCALE] = quantize_rows(tensor)
     return out
-
-
-def dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Undo `quantize_int8` (a bfloat16 file passes through unchanged)."""
-    return {name: tensor.float() * state[name + INT8_SCALE][:, None] if name + INT8_SCALE in state
-            else tensor for name, tensor in state.items() if not name.endswith(INT8_SCALE)}
-
-
-def read_own_weights(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return dequantize(load_file(str(Path(folder) / WEIGHTS_FILE)))
-
-
-def load_own_weights(draft, folder: Path) -> None:
-    state = read_own_weights(folder)
-    missing = set(own_state(draft)) - set(state)
-    if missing:
-        raise UsageError(f"draft weights in {folder} lack {sorted(missing)[0]}: "
-                         "the folder is not a complete `specchat distill` output")
-    with torch.no_grad():
-        for name, tensor in draft.state_dict().items():
-            if name in state:
-                tensor.copy_(state[name].to(tensor.dtype))
 
 
 def grow_from(draft, layers: list[int], earlier: Path, target_ref: str) -> list[int]:

@@ -19,9 +19,10 @@ from typing import Callable
 
 import torch
 
+from specchat.distill import draft as drafts
+from specchat.distill import teacher, train
 from specchat.errors import UsageError
-from specchat.models.distill import draft as drafts
-from specchat.models.distill import teacher, train
+from specchat.models.shipped_draft import DraftSpec, build_draft
 
 
 @dataclass
@@ -90,13 +91,13 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
     generated_s = time.perf_counter() - started
     samples = teacher.load_shards(out / "teacher")
     settings = load_or_save_run(out, options, layers, samples, eos, target)
-    draft = drafts.build_draft(target, layers).float()
+    draft = build_draft(target, layers).float()
     del target
     if options.init_from and not (options.resume and (out / "checkpoint.pt").exists()):
         fresh = drafts.grow_from(draft, layers, Path(options.init_from), options.target)
         callbacks.message(f"starting from the draft in {options.init_from}; new identity "
                           f"layers: {fresh or 'none'}")
-    spec = drafts.DraftSpec(options.target, layers, settings["vocab"], {})
+    spec = DraftSpec(options.target, layers, settings["vocab"], {})
     best = run_training(draft, samples, spec, options, eos, callbacks)
     return {"layers": layers, "vocab": len(settings["vocab"] or []) or None, "samples": len(samples),
             "answer_tokens": teacher.answer_tokens(samples), "generate_s": generated_s,
@@ -134,7 +135,7 @@ def load_or_save_run(out: Path, options: DistillOptions, layers, samples, eos, t
     return settings
 
 
-def run_training(draft, samples, spec: drafts.DraftSpec, options: DistillOptions, eos,
+def run_training(draft, samples, spec: DraftSpec, options: DistillOptions, eos,
                  callbacks: Callbacks) -> float:
     out = Path(options.out)
     settings = options.train

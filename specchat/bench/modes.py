@@ -1,0 +1,156 @@
+"""The benchmarks behind `specchat bench run | sweep | profile | overhead | synthetic`:
+each loads what it needs, measures, and returns its typed report (bench.reports).
+
+Progress is reported through callbacks (a note per loading step, one call per
+prompt answered by every arm), so this module knows nothing about terminals or
+click. The arms come from bench.arms, the decoders from chat.decoding.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Callable, Sequence
+
+from specchat.bench.prompts import BenchPrompt
+from specchat.bench.reports import (ComparisonReport, OverheadReport, RunMeta, SweepReport,
+                                    SyntheticReport)
+from specchat.bench.runner import PromptResult
+from specchat.errors import UsageError
+
+Note = Callable[[str], None]
+OnPrompt = Callable[[PromptResult], None]
+
+
+def load(pair_config, dtype: str | None, note: Note):
+    """The pair, loaded and (for a static cache) with every step shape captured before timing."""
+    from specchat.models.baselines import quiet_generation_warnings
+    from specchat.models.loader import load_pair
+
+    pair = load_pair(pair_config, dtype=dtype, progress=note)
+    quiet_generation_warnings()
+    for model in (pair.target, pair.draft_model):
+        if hasattr(model, "prepare"):
+            note(f"capturing steps of {type(model).__name__}")
+            model.prepare()
+    return pair
+
+
+def sampling_of(pair_config):
+    from specchat.engine import SamplingParams
+
+    return SamplingParams(pair_config.temperature, pair_config.top_k, pair_config.top_p)
+
+
+def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
+                   on_prompt: OnPrompt) -> ComparisonReport:
+    """`bench run`: the pair's arms (speculative, target-only, transformers) on every prompt."""
+    from specchat.bench.arms import comparison_arms
+    from specchat.engine.adaptive import settings_for
+
+    arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed)
+    meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt)
+    return ComparisonReport(meta, tables)
+
+
+def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
+              ks: list[int], on_prompt: OnPrompt, profile: bool = False,
+              note: Note = lambda _: None) -> SweepReport:
+    """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic."""
+    from specchat.bench.arms import sweep_arms
+    from specchat.bench.sweep import sweep_section
+
+    if pair.drafter is None:
+        raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
+    arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
+    meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt)
+    report = SweepReport(meta, tables, sweep_section(tables),
+                         k_histogram(r.runs["auto"].ks for r in results))
+    if profile:
+        from specchat.bench.profile import measure_costs, profile_report
+        from specchat.bench.runner import prompt_ids
+
+        note("measuring step costs")
+        costs = measure_costs(pair, prompt_ids(pair.tokenizer, prompts[0].prompt))
+        report.profile = profile_report(results, ks, costs)
+    return report
+
+
+def run_overhead(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int) -> OverheadReport:
+    """`bench overhead`: time outside model forwards, speculative and target-only."""
+    from specchat.bench.overhead import measure_overhead, profiler_table
+    from specchat.bench.runner import prompt_ids
+    from specchat.engine.adaptive import settings_for
+
+    settings = settings_for(pair.config.k, sampling_of(pair.config))
+    encoded = [prompt_ids(pair.tokenizer, p.prompt) for p in prompts]
+    measure_overhead(pair, settings, encoded[:1], 8)  # warm-up
+    return OverheadReport(
+        run_meta(pair, path, max_new_tokens, len(prompts)),
+        measure_overhead(pair, settings, encoded, max_new_tokens).as_dict(),
+        measure_overhead(pair, settings, encoded, max_new_tokens, False).as_dict(),
+        profiler_table(pair, settings, encoded[0], max_new_tokens))
+
+
+def run_synthetic(sizes: str, dtype: str | None, layers: int | None) -> SyntheticReport:
+    """`bench synthetic`: random-weight models of real Llama shapes (2 layers on a CPU)."""
+    from specchat.bench.synthetic import profile_synthetic
+    from specchat.models.hardware import resolve_device, resolve_dtype
+
+    device, _ = resolve_device("auto")
+    torch_dtype, _ = resolve_dtype(dtype or "auto", device)
+    if layers is None and not device.startswith("cuda"):
+        layers = 2
+    names = [name.strip().lower() for name in sizes.split(",") if name.strip()]
+    result = profile_synthetic(names, device, torch_dtype, layers)
+    result["device"] = device_name(device)
+    return SyntheticReport(result)
+
+
+def measure(pair, arms, prompts, path, max_new_tokens: int,
+            on_prompt: OnPrompt) -> tuple[RunMeta, dict, list[PromptResult]]:
+    from specchat.bench.tables import build_tables
+    from specchat.bench.runner import run_prompts
+
+    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt)
+    tables = build_tables({a.key: a.label for a in arms}, results,
+                          greedy=pair.config.temperature == 0)
+    return run_meta(pair, path, max_new_tokens, len(prompts)), tables, results
+
+
+def k_histogram(ks_per_answer) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for ks in ks_per_answer:
+        for k in ks:
+            counts[k] = counts.get(k, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
+    import torch
+
+    config = pair.config
+    return RunMeta("specchat " + shlex.join(sys.argv[1:]), config.name, config.target,
+                   config.draft or "none", config.k, device_name(pair.device), pair.dtype,
+                   adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
+                   config.temperature, config.top_p, config.top_k, str(path), prompts)
+
+
+def adapter_description(model) -> str:
+    """Which KV cache path decoded: eager DynamicCache, or the static cache and its capture."""
+    name = type(model).__name__
+    if not hasattr(model, "compiled"):
+        return name
+    from specchat.models.static import compile_mode
+
+    return f"{name} ({'CUDA graphs: ' + compile_mode() if model.compiled else 'not captured'})"
+
+
+def device_name(device: str) -> str:
+    import platform
+
+    import torch
+
+    if device.startswith("cuda"):
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"

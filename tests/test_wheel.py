@@ -1,0 +1,104 @@
+"""The built wheel is the whole product: installed into a fresh virtual environment
+outside the repository, `specchat pairs`, `run`, `bench --limit 1` and the chat work
+with only what is inside the wheel (models.toml, themes, the prompt set, the draft).
+
+The fresh environment has no pip and no system site-packages; specchat's
+dependencies (torch, transformers, ...) come from this test run's environment
+through a plain path in a .pth file, which adds their folder but runs none of its
+.pth files, so the editable install of the checkout stays invisible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE = Path(__file__).resolve().parent / "wheel_chat_smoke.py"
+
+
+def build_wheel(out: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q",
+                    "-w", str(out)], check=True, cwd=out)
+    (wheel,) = out.glob("specchat-*.whl")
+    return wheel
+
+
+def fresh_venv(root: Path, wheel: Path) -> Path:
+    venv.EnvBuilder(with_pip=False, system_site_packages=False).create(root)
+    python = root / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "outer-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, cwd=root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh virtual environment (outside the repository) with the built wheel."""
+    root = tmp_path_factory.mktemp("wheel")
+    return fresh_venv(root / "venv", build_wheel(root))
+
+
+def run_in(env_root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(a) for a in args], cwd=env_root.parent, capture_output=True,
+                          text=True, timeout=timeout, env=environment)
+
+
+def specchat(env_root: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_in(env_root, env_root / "bin" / "specchat", *args)
+
+
+def test_wheel_imports_specchat_from_itself_not_the_checkout(installed):
+    found = run_in(installed, installed / "bin" / "python", "-c",
+                   "import specchat; print(specchat.__file__)").stdout.strip()
+    assert Path(found).is_relative_to(installed) and not Path(found).is_relative_to(REPO)
+
+
+def test_wheel_ships_the_built_in_pairs(installed):
+    result = specchat(installed, "pairs")
+    assert result.returncode == 0, result.stderr
+    assert "smollm2-135m " in result.stdout and "builtin:smollm2-135m-draft" in result.stdout
+    assert "available offline" in result.stdout.split("builtin:smollm2-135m-draft")[1].splitlines()[0]
+
+
+def test_wheel_runs_an_answer(installed, tiny_config):
+    result = specchat(installed, "run", "--config", str(tiny_config), "--pair", "tiny",
+                      "--max-new-tokens", "6", "hello")
+    assert result.returncode == 0, result.stderr
+    assert "mode:" in result.stderr and "speculative" in result.stderr
+
+
+def test_wheel_bench_uses_the_shipped_prompt_set(installed, tiny_config):
+    result = specchat(installed, "bench", "--config", str(tiny_config), "--pair", "tiny",
+                      "--limit", "1", "--max-new-tokens", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [p["id"] for p in report["prompts"]] == ["chat-01"]
+
+
+def test_wheel_chat_answers_with_the_shipped_theme(installed, tiny_config):
+    result = run_in(installed, installed / "bin" / "python", SMOKE, tiny_config, "tiny")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "theme: specchat-dark" in result.stdout
+    assert "answer: ''" not in result.stdout
+
+
+@pytest.mark.slow
+def test_wheel_runs_the_built_in_pair_with_its_shipped_draft(installed):
+    result = specchat(installed, "run", "--max-new-tokens", "8", "What is 2 + 2?")
+    assert result.returncode == 0, result.stderr
+    assert "speculative" in result.stderr and "smollm2-135m" in result.stderr
+    bench = specchat(installed, "bench", "--limit", "1", "--max-new-tokens", "4", "--json")
+    assert bench.returncode == 0, bench.stderr
+    assert json.loads(bench.stdout)["prompts"][0]["id"] == "chat-01"
