@@ -24,7 +24,6 @@ is the smallest p-value times the number of tests (Bonferroni).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field

@@ -17,7 +17,6 @@ from specchat.engine import decoder as decoder_module
 from specchat.engine import verify as verify_module
 from specchat.engine.adaptive import AdaptiveK
 from specchat.engine.drafters import Proposal
-from specchat.engine.sampling import to_probs
 from specchat.engine.verify import verify
 from lossless import VOCAB, Harness, exact_table, order_one, verdict
 from toy import FakeClock, TableModel, TimedTableModel, plain_greedy
