@@ -229,3 +229,9 @@ def verdict(sample: Sample, table: list[list[float]], eos_ids: set[int] = frozen
         pvalues["joint of the first three tokens"] = joint_pvalue(
             sample.firsts, first_three_probs(table, eos_ids))
     return Verdict(pvalues)
+
+
+def chi2_pvalue(counts: dict, probs: dict, runs: int | None = None) -> float:
+    """χ² of observed outcomes against exact probabilities (for other suites' joints):
+    cells expected below 5 merged, an outcome the law excludes rejects at once."""
+    return joint_pvalue(Counter(counts), probs)

@@ -18,7 +18,7 @@ from specchat.engine import verify as verify_module
 from specchat.engine.adaptive import AdaptiveK
 from specchat.engine.drafters import Proposal
 from specchat.engine.verify import verify
-from lossless import VOCAB, Harness, exact_table, order_one, verdict
+from lossless import VOCAB, Harness, chi2_pvalue, exact_table, order_one, verdict  # noqa: F401 (test_distill)
 from toy import FakeClock, TableModel, TimedTableModel, plain_greedy
 
 PROMPTS = [[1, 2], [3, 1, 4, 1, 5], [7], [2, 2, 2, 2, 2, 2]]
