@@ -9,7 +9,6 @@ change k or the temperature while an answer streams. Knows nothing about Textual
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -57,10 +56,9 @@ class ChatSession:
             config.k, SamplingParams(config.temperature, config.top_k, config.top_p))
         self.speculate = True
         """False decodes target-only (k = 0) regardless of `settings.k`."""
-        self.seed = secrets.randbits(63) if seed is None else seed
-        """The sampling seed: the one given, else drawn from the OS (reported, so a run can be repeated)."""
         self.generator = torch.Generator(device=pair.target.device)
-        self.generator.manual_seed(self.seed)
+        if seed is not None:
+            self.generator.manual_seed(seed)
 
     def decoder(self) -> Decoder:
         drafter = self.pair.drafter if self.speculate else None
