@@ -5,16 +5,19 @@ engine's Settings hook."""
 from __future__ import annotations
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from specchat.engine import Decoder, Finished, NgramDrafter, Round, SamplingParams
 from specchat.engine.adaptive import AcceptanceEstimate, AdaptiveK, CostModel, settings_for
 
 
-def make_round(drafted: int, accepted: int, draft_s: float, verify_s: float, k: int = 4) -> Round:
+def make_round(drafted: int, accepted: int, draft_s: float, verify_s: float, k: int = 4,
+               prefill: int = 0) -> Round:
     drafts = tuple(range(10, 10 + drafted))
     kind = "target" if not drafted else ("bonus" if accepted == drafted else "resampled")
-    return Round(drafts[:accepted], drafts[accepted:], 1, kind, draft_s, verify_s, k)
+    return Round(drafts[:accepted], drafts[accepted:], 1, kind, draft_s, verify_s, k,
+                 fed=drafted + 1 + prefill)
 
 
 def test_acceptance_estimate_follows_full_accepts_up_and_rejections_down():
@@ -51,10 +54,15 @@ def test_cheap_drafts_that_are_always_accepted_push_k_to_the_maximum():
     assert drive(AdaptiveK(k_max=8), accept_all=True, draft_cost=0.0001) == 8
 
 
-def test_drafts_that_are_never_accepted_push_k_down_to_one():
+def test_drafts_that_are_never_accepted_stop_speculation_but_keep_probing():
     policy = AdaptiveK(k_max=8)
-    assert drive(policy, accept_all=False, draft_cost=0.003) == 1
-    assert policy.history[-20:] == [1] * 20
+    drive(policy, accept_all=False, draft_cost=0.003, rounds=300)
+    late = policy.history[-150:]
+    assert late.count(0) > 0.9 * len(late)
+    first_plain = policy.history.index(0)
+    probes = [i for i, k in enumerate(policy.history) if k > 0 and i > first_plain]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps == sorted(gaps) and gaps[-1] >= 4 * gaps[0]  # rarer while they keep failing
 
 
 def test_expensive_drafts_choose_a_shorter_k_than_cheap_ones_at_the_same_alpha():
@@ -113,3 +121,88 @@ def test_run_accepts_k_auto_and_rejects_other_words(tiny_config):
     assert ok.exit_code == 0, ok.output
     bad = CliRunner().invoke(main, ["run", "--config", str(tiny_config), "-k", "lots", "hello"])
     assert bad.exit_code == 2 and "auto" in bad.output
+
+
+# --- through the engine, on a fake clock: forwards cost base + per-token time -----------
+
+from specchat.engine import ModelDrafter, Settings  # noqa: E402
+from specchat.engine import decoder as decoder_module  # noqa: E402
+from toy import FakeClock, TimedTableModel  # noqa: E402
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(decoder_module, "time", fake)
+    return fake
+
+
+def timed_pair(clock, draft_base: float, agree: bool):
+    """A target costing 1 + 0.05 per token fed and a draft that always (agree) or never
+    (its tables negated: its argmax is the target's argmin) picks the target's token."""
+    target = TimedTableModel(clock, 1.0, 0.05, seed=3)
+    draft = TimedTableModel(clock, draft_base, 0.001, seed=4).copy_tables_from(target)
+    if not agree:
+        draft.t1, draft.t2 = -draft.t1, -draft.t2
+    return target, draft
+
+
+def auto_rounds(target, draft, prompt, n, policy=None, each_round=lambda i: None):
+    policy = policy or AdaptiveK(k_max=8)
+    settings = Settings(policy.k_start, SamplingParams(), policy)
+    sequence, rounds = list(prompt), []
+    for event in Decoder(target, ModelDrafter(draft), eos_ids=set()).generate(prompt, settings, n):
+        if isinstance(event, Round):
+            sequence += event.committed
+            assert draft.fed == sequence[: len(draft.fed)]  # the draft's cache is a committed prefix
+            rounds.append(event)
+            each_round(len(rounds))
+    return rounds, policy
+
+
+def test_a_long_prompt_does_not_lock_auto_k_low(clock):
+    """The first round's verify and draft carry the prompt; with 3,000 prompt tokens,
+    costs learned from that round make wide verifies look dear and pin k at 1-2. Both
+    prompts end in the same two tokens, so the toy answers them identically: auto
+    must settle on the same k after either."""
+
+    def settled_k(prompt):
+        target = TimedTableModel(clock, 1.0, 0.05, seed=3)
+        draft = TimedTableModel(clock, 0.02, 0.001, seed=4).copy_tables_from(target)
+        draft.t1 += torch.randn(draft.t1.shape, generator=torch.Generator().manual_seed(1))
+        rounds, _ = auto_rounds(target, draft, prompt, 150)
+        assert 0.3 < sum(len(e.accepted) for e in rounds) / sum(e.drafted for e in rounds) < 0.8
+        return rounds[0].fed, [e.k for e in rounds[-11:-1]]
+
+    short_fed, short_k = settled_k([1, 2])
+    long_fed, long_k = settled_k([1, 2] * 1500)
+    assert long_fed > 3000 > short_fed
+    assert long_k == short_k and min(short_k) >= 4
+
+
+def test_auto_stops_speculating_when_the_draft_never_agrees_and_costs_time(clock):
+    target, draft = timed_pair(clock, draft_base=0.3, agree=False)
+    rounds, policy = auto_rounds(target, draft, [1, 2, 3], 300)
+    late = rounds[100:]
+    assert sum(e.drafted == 0 for e in late) > 0.9 * len(late)
+    assert any(e.drafted for e in late)  # still probing now and then
+    assert policy.probe_every > 4
+
+
+def test_auto_drafts_when_the_draft_always_agrees_and_is_cheap(clock):
+    target, draft = timed_pair(clock, draft_base=0.02, agree=True)
+    rounds, _ = auto_rounds(target, draft, [1, 2, 3], 200)
+    assert all(e.drafted >= 4 for e in rounds[10:-1])
+
+
+def test_probing_brings_speculation_back_when_the_draft_starts_agreeing(clock):
+    target, draft = timed_pair(clock, draft_base=0.3, agree=False)
+
+    def start_agreeing(i):
+        if i == 150:
+            draft.copy_tables_from(target)
+
+    rounds, _ = auto_rounds(target, draft, [1, 2, 3], 700, each_round=start_agreeing)
+    assert sum(e.drafted == 0 for e in rounds[100:150]) > 45  # plain before the change
+    after = rounds[230:-1]
+    assert len(after) > 20 and all(e.drafted == 8 for e in after)

@@ -1,17 +1,25 @@
 """Speculative decoding is lossless: greedy output equals plain greedy decoding token
-for token, and sampled output follows the target's processed distribution (χ²)."""
+for token, and sampled output follows the target's processed distribution. The
+sampled cases run the real engine through the χ² harness of tests/lossless.py, and
+the same harness must reject deliberately broken engines (the power check at the end):
+a test that cannot fail for a lossy engine proves nothing."""
 
 from __future__ import annotations
 
-import itertools
+from dataclasses import dataclass
+from typing import Callable
 
 import pytest
 import torch
-from scipy.stats import chisquare
 
-from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, Round, SamplingParams, Settings
-from specchat.engine.sampling import to_probs
-from toy import TableModel, plain_greedy
+from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Round, SamplingParams, Settings
+from specchat.engine import decoder as decoder_module
+from specchat.engine import verify as verify_module
+from specchat.engine.adaptive import AdaptiveK
+from specchat.engine.drafters import Proposal
+from specchat.engine.verify import verify
+from lossless import VOCAB, Harness, chi2_pvalue, exact_table, order_one, verdict  # noqa: F401 (test_distill)
+from toy import FakeClock, TableModel, TimedTableModel, plain_greedy
 
 PROMPTS = [[1, 2], [3, 1, 4, 1, 5], [7], [2, 2, 2, 2, 2, 2]]
 
@@ -56,82 +64,6 @@ def test_self_draft_accepts_everything_and_tau_is_k_plus_one(k):
     assert sum(len(e.committed) for e in rounds) / len(rounds) == k + 1
 
 
-# --- distribution tests --------------------------------------------------------------
-
-VOCAB = 6
-PROMPT = [1, 2]
-
-
-def exact_joint(model: TableModel, params: SamplingParams) -> dict[tuple[int, int], float]:
-    """P(x1, x2 | prompt) under the target's processed distribution."""
-    first = to_probs(model.logits_after(PROMPT), params)
-    joint = {}
-    for x1 in range(VOCAB):
-        second = to_probs(model.logits_after(PROMPT + [x1]), params)
-        for x2 in range(VOCAB):
-            joint[(x1, x2)] = float(first[x1] * second[x2])
-    return joint
-
-
-def sampled_pairs(decoder: Decoder, params: SamplingParams, k: int, runs: int, seed: int):
-    generator = torch.Generator().manual_seed(seed)
-    counts = dict.fromkeys(itertools.product(range(VOCAB), repeat=2), 0)
-    for _ in range(runs):
-        tokens = generated(decoder, PROMPT, Settings(k=k, sampling=params), 2, generator)
-        counts[tuple(tokens[:2])] += 1
-    return counts
-
-
-def chi2_pvalue(counts: dict, probs: dict, runs: int) -> float:
-    """χ² goodness of fit, pooling cells expected below 5 into one."""
-    observed, expected, pooled_obs, pooled_exp = [], [], 0, 0.0
-    for cell, p in probs.items():
-        if p * runs < 5:
-            pooled_obs, pooled_exp = pooled_obs + counts[cell], pooled_exp + p * runs
-        else:
-            observed.append(counts[cell])
-            expected.append(p * runs)
-    if pooled_exp > 0:
-        observed.append(pooled_obs)
-        expected.append(pooled_exp)
-    scale = sum(observed) / sum(expected)
-    return chisquare(observed, [e * scale for e in expected]).pvalue
-
-
-SAMPLING_CASES = {
-    "temperature 1": SamplingParams(temperature=1.0),
-    "temperature 0.7, top-k 3": SamplingParams(temperature=0.7, top_k=3),
-    "temperature 1.3, top-p 0.8": SamplingParams(temperature=1.3, top_p=0.8),
-}
-
-
-@pytest.mark.parametrize("case", SAMPLING_CASES)
-@pytest.mark.parametrize("k", [1, 3])
-def test_speculative_sampling_reproduces_the_target_distribution(case, k):
-    params, runs = SAMPLING_CASES[case], 3000
-    target = TableModel(VOCAB, seed=5, scale=1.0)
-    decoder = Decoder(target, ModelDrafter(TableModel(VOCAB, seed=6, scale=1.0)), eos_ids=set())
-    counts = sampled_pairs(decoder, params, k, runs, seed=k)
-    assert chi2_pvalue(counts, exact_joint(target, params), runs) > 1e-3
-
-
-def test_ngram_sampling_reproduces_the_target_distribution():
-    params, runs = SamplingParams(temperature=1.0), 3000
-    target = TableModel(VOCAB, seed=5, scale=1.0)
-    decoder = Decoder(target, NgramDrafter(max_ngram=1, min_ngram=1), eos_ids=set())
-    counts = sampled_pairs(decoder, params, 3, runs, seed=11)
-    assert chi2_pvalue(counts, exact_joint(target, params), runs) > 1e-3
-
-
-def test_chi2_check_detects_sampling_from_the_draft_instead():
-    """The distribution test has power: the draft's own distribution fails it."""
-    params, runs = SamplingParams(temperature=1.0), 3000
-    target, draft = TableModel(VOCAB, seed=5, scale=1.0), TableModel(VOCAB, seed=6, scale=1.0)
-    plain_draft = Decoder(draft, None, eos_ids=set())
-    counts = sampled_pairs(plain_draft, params, 0, runs, seed=3)
-    assert chi2_pvalue(counts, exact_joint(target, params), runs) < 1e-6
-
-
 def test_temperature_zero_is_deterministic():
     decoder = Decoder(TableModel(seed=0), ModelDrafter(TableModel(seed=1)), eos_ids=set())
     runs = {tuple(generated(decoder, [1, 2], Settings(k=3), 30, torch.Generator().manual_seed(s)))
@@ -145,3 +77,259 @@ def test_same_seed_gives_same_sampled_answer():
     first = generated(decoder, [1, 2], settings, 30, torch.Generator().manual_seed(7))
     second = generated(decoder, [1, 2], settings, 30, torch.Generator().manual_seed(7))
     assert first == second
+
+
+# --- sampled answers through the χ² harness (tests/lossless.py) --------------------------
+
+T1 = SamplingParams(temperature=1.0)
+TOP_K = SamplingParams(temperature=1.0, top_k=2)
+TOP_P = SamplingParams(temperature=1.5, top_p=0.8)
+ROUNDS = 1000
+AUTO_ROUNDS = 1200
+"""k = "auto" drafts less (it often decodes plain), so it gets more rounds."""
+PASS = 1e-3
+"""A correct engine's verdict (Bonferroni p-value) stays above this."""
+FAIL = 1e-8
+"""A broken engine's verdict falls below this."""
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tensors of four entries: one thread is several times faster on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_target(model: TableModel | None = None) -> TableModel:
+    return order_one(model or TableModel(VOCAB, seed=5, scale=1.0))
+
+
+def near_draft(target: TableModel, model: TableModel | None = None) -> TableModel:
+    """q near p (runs of accepts reach every draft position), but not equal, and
+    depending on the last two tokens where the target depends on one."""
+    draft = (model or TableModel(VOCAB, seed=7)).copy_tables_from(target)
+    noise = torch.Generator().manual_seed(8)
+    draft.t1 += 0.5 * torch.randn(draft.t1.shape, generator=noise)
+    draft.t2 += 0.5 * torch.randn(draft.t2.shape, generator=noise)
+    return draft
+
+
+def far_draft(target: TableModel) -> TableModel:
+    """q far from p: other random tables, twice as sharp."""
+    return TableModel(VOCAB, seed=6, scale=2.0)
+
+
+class ReducedVocabTable(TableModel):
+    """A draft whose head covers tokens 0..2 only: logits -inf elsewhere, built by the
+    same `scatter_logits` as models.reduced_vocab, so q = 0 for token 3."""
+
+    ALLOWED = torch.tensor([0, 1, 2])
+
+    def logits_after(self, history):
+        from specchat.models.reduced_vocab import scatter_logits
+
+        full = super().logits_after(history)
+        return scatter_logits(full[self.ALLOWED].unsqueeze(0), self.ALLOWED, VOCAB)[0]
+
+
+def reduced_draft(target: TableModel) -> TableModel:
+    return near_draft(target, ReducedVocabTable(VOCAB, seed=7))
+
+
+@dataclass
+class Case:
+    drafter: Callable[[TableModel], object]
+    params: SamplingParams
+    k: int
+    eos: frozenset = frozenset()
+    seed: int = 1
+    deepest_share: float = 0.5
+    """The share of rounds that must draft the k-th position."""
+    deepest_accepted: int = 20
+    """Rounds that must accept the k-th draft (and so take the bonus path)."""
+
+
+def model_drafter(make_draft):
+    return lambda target: ModelDrafter(make_draft(target))
+
+
+CASES = {
+    "k=1, temperature 1": Case(model_drafter(near_draft), T1, 1),
+    "k=2, temperature 1": Case(model_drafter(near_draft), T1, 2),
+    "k=4, temperature 1": Case(model_drafter(near_draft), T1, 4),
+    "k=4, top-k 2": Case(model_drafter(near_draft), TOP_K, 4),
+    "k=4, temperature 1.5, top-p 0.8": Case(model_drafter(near_draft), TOP_P, 4),
+    "k=4, a draft far from the target": Case(model_drafter(far_draft), T1, 4, deepest_accepted=0),
+    "k=4, a reduced-vocabulary draft": Case(model_drafter(reduced_draft), T1, 4),
+    "k=4, n-gram drafter": Case(lambda t: NgramDrafter(max_ngram=2, min_ngram=1, start_length=4),
+                                T1, 4, deepest_share=0.1, deepest_accepted=0),
+}
+
+
+def run_case(case: Case, drafter=None, rounds: int = ROUNDS, settings: Settings | None = None,
+             target: TableModel | None = None, **harness_options):
+    target = target or make_target()
+    decoder = Decoder(target, drafter or case.drafter(target), set(case.eos))
+    harness = Harness(decoder, settings or Settings(case.k, case.params), seed=case.seed,
+                      **harness_options)
+    table = exact_table(target, case.params)
+    assert all(sum(p > 0 for p in row) >= 2 for row in table), "a degenerate case tests nothing"
+    return harness, harness.run(rounds), table
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_sampled_answers_follow_the_target_distribution_at_every_draft_position(name):
+    case = CASES[name]
+    _, sample, table = run_case(case)
+    result = verdict(sample, table, set(case.eos))
+    assert result.pvalue > PASS, f"{name}: {result}"
+    drafted, accepted = sample.stats.position_drafted, sample.stats.position_accepted
+    assert len(drafted) == case.k and drafted[-1] > case.deepest_share * sample.stats.rounds
+    assert len(accepted) >= case.k * bool(case.deepest_accepted)
+    assert accepted[case.k - 1:] >= [case.deepest_accepted] * bool(case.deepest_accepted)  # bonus path
+
+
+def test_eos_under_sampling_ends_answers_at_the_eos_and_keeps_the_distribution():
+    case = Case(model_drafter(near_draft), T1, 4, eos=frozenset({3}))
+    _, sample, table = run_case(case)
+    result = verdict(sample, table, {3})
+    assert result.pvalue > PASS, str(result)
+    assert sample.reasons["eos"] > 0.1 * sample.answers and sample.reasons["max_tokens"] > 0
+    assert sample.eos_in_draft > 20  # an accepted EOS draft ended a round (nothing after it)
+
+
+def test_stop_under_sampling_keeps_the_committed_tokens_distributed_as_the_target():
+    """Answers stopped after 1..25 `should_stop` calls, many of them mid-draft."""
+    case = Case(model_drafter(near_draft), T1, 4)
+    _, sample, table = run_case(case, stop_after=lambda answer: 1 + answer % 25)
+    result = verdict(sample, table, with_joint_firsts=False)
+    assert result.pvalue > PASS, str(result)
+    assert sample.reasons["stopped"] > 0.3 * sample.answers and sample.reasons["max_tokens"] > 0
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(decoder_module, "time", fake)
+    return fake
+
+
+def auto_case(clock: FakeClock, policy_class=AdaptiveK):
+    """k = "auto" on a fake clock where speculation only just pays: k moves with α."""
+    target = make_target(TimedTableModel(clock, 1.0, 0.05, vocab_size=VOCAB, seed=5, scale=1.0))
+    draft = near_draft(target, TimedTableModel(clock, 0.35, 0.001, vocab_size=VOCAB, seed=7))
+    policy = policy_class(k_max=4)
+    case = Case(lambda t: ModelDrafter(draft), T1, 4)
+    return case, target, draft, policy
+
+
+def test_auto_k_under_sampling_keeps_the_distribution(clock):
+    case, target, draft, policy = auto_case(clock)
+    _, sample, table = run_case(case, settings=Settings(4, T1, policy), target=target,
+                                rounds=AUTO_ROUNDS)
+    result = verdict(sample, table)
+    assert result.pvalue > PASS, str(result)
+    assert sample.ks[0] > 50 and sum(n for k, n in sample.ks.items() if k > 0) > 200  # k moved
+
+
+# --- the power check: the same harness must reject broken engines ------------------------
+
+class WrongPositionQ(ModelDrafter):
+    """Reports each draft's q one position late (the previous draft's distribution)."""
+
+    def propose(self, *args, **kwargs):
+        proposal = super().propose(*args, **kwargs)
+        return Proposal(proposal.tokens, proposal.probs.roll(1, dims=0))
+
+
+class RawQ(ModelDrafter):
+    """Samples from the processed q but reports the softmax of the raw logits."""
+
+    def propose(self, sequence, *args, **kwargs):
+        proposal = super().propose(sequence, *args, **kwargs)
+        history = sequence.tolist()
+        raw = [self.model.logits_after(history + proposal.tokens[:i].tolist())
+               for i in range(len(proposal))]
+        return Proposal(proposal.tokens, torch.stack(raw).softmax(-1))
+
+
+class LenientTorch:
+    """torch, but `rand` draws from [0, 1 / 1.5): accepts with min(1, 1.5 p / q)."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def rand(*args, **kwargs):
+        return torch.rand(*args, **kwargs) / 1.5
+
+
+def correction_from_p(p, q):
+    """Resamples from p after a rejection instead of norm(max(0, p - q))."""
+    return p
+
+
+BROKEN = {
+    "correction drawn from p instead of the residual": ("k=4, a draft far from the target", None,
+                                                         "_correction_rows", correction_from_p),
+    "q of the previous draft position": ("k=4, temperature 1", WrongPositionQ, None, None),
+    "raw instead of processed q": ("k=4, top-k 2", RawQ, None, None),
+    "an acceptance ratio 1.5 times too lenient": ("k=4, temperature 1", None, "torch", LenientTorch()),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_the_harness_rejects_a_broken_engine(name, monkeypatch):
+    """Each variant runs the very case (same seed) that the correct engine passes above."""
+    case_name, drafter_class, patched, value = BROKEN[name]
+    case = CASES[case_name]
+    target = make_target()
+    drafter = None
+    if drafter_class is not None:
+        drafter = drafter_class(case.drafter(target).model)
+    if patched is not None:
+        monkeypatch.setattr(verify_module, patched, value)
+    _, sample, table = run_case(case, drafter=drafter, target=target)
+    result = verdict(sample, table)
+    assert result.pvalue < FAIL, f"{name} was not caught: {result}"
+
+
+class PeekingK(AdaptiveK):
+    """A broken k = "auto": before the round it simulates the round on copies of the
+    models from the generator's present state, and cuts k until the simulated round
+    accepts every draft, so the real round (drawing the same numbers) never rejects."""
+
+    harness: Harness
+    target: TableModel
+    draft: TableModel
+
+    def __call__(self) -> int:
+        k = super().__call__()
+        while k and self.peek(k) < k:
+            k -= 1
+        return k
+
+    def peek(self, k: int) -> int:
+        """How many of k drafts the round would accept, the generator left untouched."""
+        generator = self.harness.generator
+        state = generator.get_state()
+        sequence = torch.tensor(self.harness.sequence)
+        copy = TableModel(VOCAB).copy_tables_from(self.draft)
+        proposal = ModelDrafter(copy).propose(sequence, k, T1, generator)
+        logits = TableModel(VOCAB).copy_tables_from(self.target).forward(
+            torch.cat([sequence, proposal.tokens]), keep=len(proposal) + 1)
+        accepted, _ = verify(proposal.tokens, proposal.probs, logits, T1, generator)
+        generator.set_state(state)
+        return int(accepted)
+
+
+def test_the_harness_rejects_an_auto_k_that_peeks_at_the_current_round(clock):
+    case, target, draft, policy = auto_case(clock, PeekingK)
+    policy.target, policy.draft = target, draft
+    decoder = Decoder(target, case.drafter(target), set())
+    policy.harness = Harness(decoder, Settings(4, T1, policy), seed=case.seed)
+    sample = policy.harness.run(AUTO_ROUNDS)
+    result = verdict(sample, exact_table(target, T1))
+    assert result.pvalue < FAIL, f"the peeking policy was not caught: {result}"

@@ -1,15 +1,14 @@
-"""Each pitfall of DESIGN.md §3 has a test: processed q in the ratio, prefix
+"""Each pitfall of DESIGN.md §3 has a test: the processed q reported for the ratio, prefix
 acceptance, the draft's missing last token after a full accept, EOS inside a draft,
 cache lengths after every round (also after a stop), and the token budget."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, Round, SamplingParams, Settings
 from specchat.engine.drafters import Proposal, find_continuation
-from specchat.engine.sampling import to_probs
-from specchat.engine.verify import verify
 from toy import TableModel, plain_greedy
 
 
@@ -36,21 +35,44 @@ def rounds_of(decoder, prompt, settings, n, **kwargs):
     return list(decoder.generate(prompt, settings, n, **kwargs))
 
 
-def test_acceptance_ratio_uses_the_processed_draft_distribution():
-    """With top-k = 2 the draft samples from a renormalised q; the ratio must use it."""
+class ConstantModel:
+    """A CausalModel whose logits are the same row after every token."""
+
+    def __init__(self, logits: list[float]):
+        self.row = torch.tensor(logits)
+        self.vocab_size, self.device, self.fed = len(logits), torch.device("cpu"), []
+
+    @property
+    def cache_length(self) -> int:
+        return len(self.fed)
+
+    def forward(self, ids, keep=1):
+        self.fed += ids.tolist()
+        return self.row.expand(keep, -1).clone()
+
+    def crop(self, length):
+        del self.fed[length:]
+
+    def reset(self):
+        self.fed = []
+
+
+def test_the_draft_reports_the_processed_q_it_sampled_from():
+    """Top-k 2 over logits (1.0, 0.9, 0.5, 0.5): q = (e / (e + e^0.9), e^0.9 / (e + e^0.9), 0, 0),
+    not the raw softmax (0.313, 0.283, 0.202, 0.202). The verify's ratio p / q is only
+    right with this q (the harness in test_engine_lossless rejects a raw q end to end)."""
     params = SamplingParams(temperature=1.0, top_k=2)
-    draft_logits = torch.tensor([[1.0, 0.9, 0.5, 0.5]])
-    target_logits = torch.tensor([[1.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
-    q = to_probs(draft_logits, params)
-    p = to_probs(target_logits[:1], params)
-    expected = min(1.0, float(p[0, 0] / q[0, 0]))
+    drafter = ModelDrafter(ConstantModel([1.0, 0.9, 0.5, 0.5]))
     generator = torch.Generator().manual_seed(0)
-    trials = 4000
-    accepted = sum(verify(torch.tensor([0]), q, target_logits, params, generator)[0]
-                   for _ in range(trials))
-    raw_q = float(draft_logits.softmax(-1)[0, 0])
-    assert abs(accepted / trials - expected) < 0.03
-    assert abs(min(1.0, float(p[0, 0]) / raw_q) - expected) > 0.1  # the raw ratio would differ
+    proposal = drafter.propose(torch.tensor([1, 2]), 3, params, generator)
+    assert proposal.probs.tolist() == [pytest.approx([0.5249792, 0.4750208, 0.0, 0.0])] * 3
+    draws = []
+    for _ in range(4000):
+        drafter.reset()
+        draws += drafter.propose(torch.tensor([1, 2]), 1, params, generator).tokens.tolist()
+    draws = torch.tensor(draws)
+    assert set(draws.tolist()) == {0, 1}
+    assert float((draws == 0).float().mean()) == pytest.approx(0.525, abs=0.03)
 
 
 def test_acceptance_counts_only_the_prefix_before_the_first_rejection():

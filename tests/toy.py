@@ -62,3 +62,26 @@ def plain_greedy(model: TableModel, prompt: list[int], n: int, eos: set[int] = f
         if token in eos:
             break
     return out
+
+
+class FakeClock:
+    """A stand-in for the decoder's `time` module: seconds pass only when a toy model
+    says its forward took them, so timings (and k = "auto"'s choices) are exact."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class TimedTableModel(TableModel):
+    """A TableModel whose forward of n tokens takes `base + per_token * n` fake seconds."""
+
+    def __init__(self, clock: FakeClock, base: float, per_token: float, **kwargs):
+        super().__init__(**kwargs)
+        self.clock, self.base, self.per_token = clock, base, per_token
+
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        self.clock.now += self.base + self.per_token * ids.numel()
+        return super().forward(ids, keep)

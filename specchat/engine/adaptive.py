@@ -11,7 +11,20 @@ the conversation: long k on text that repeats, k = 1 on open chat.
 α is the maximum-likelihood per-token acceptance of a geometric model: accepted
 drafts over accepted drafts plus rejections. Verify cost per width is a running
 mean where measured and a least-squares line through the measured widths
-elsewhere. Torch-free bookkeeping; knows nothing about models or text.
+elsewhere. Costs are learned only from rounds without prefill: a verify that also
+carried the prompt (`Round.fed` above drafted + 1) teaches nothing about verify
+widths, and the draft's first proposal after such a round, or after plain rounds,
+also feeds what its cache lacked, so its step cost is learned only from a round
+that follows a drafting round.
+
+k = 0 (plain decoding) is one of the choices: where every k >= 1 is expected to be
+slower than a plain step (learned from rounds that fed one token), the policy stops
+speculating, and probes with one drafting round after every `probe_every` plain
+rounds, an interval that doubles while probes keep being rejected and starts over
+after a probe whose drafts were all accepted, so it comes back when acceptance rises.
+
+Torch-free bookkeeping; knows nothing about models or text. Every decision uses
+past rounds only, never the round it decides (that would bias the output).
 """
 
 from __future__ import annotations
@@ -24,6 +37,10 @@ PRIOR_ALPHA = 0.6
 PRIOR_WEIGHT = 2.0
 PRIOR_VERIFY_SLOPE = 0.08
 """Extra cost of each verified token relative to a one-token step (DESIGN.md §5: ~0.08 on CPU)."""
+PROBE_START = 4
+"""Plain rounds before the first probe once speculation stopped paying."""
+PROBE_MAX = 64
+"""The longest run of plain rounds between two probes."""
 
 
 @dataclass
@@ -44,10 +61,13 @@ class CostModel:
     draft_step: RunningMean = field(default_factory=RunningMean)
     verify: dict[int, RunningMean] = field(default_factory=dict)
 
-    def observe(self, drafted: int, draft_s: float, verify_s: float) -> None:
-        if drafted:
+    def observe(self, drafted: int, draft_s: float, verify_s: float,
+                learn_verify: bool = True, learn_draft: bool = True) -> None:
+        """Learn from one round; `learn_*` False skips a time that carried a prefill."""
+        if drafted and learn_draft:
             self.draft_step.add(draft_s / drafted)
-        self.verify.setdefault(drafted + 1, RunningMean()).add(verify_s)
+        if learn_verify:
+            self.verify.setdefault(drafted + 1, RunningMean()).add(verify_s)
 
     def verify_cost(self, width: int) -> float | None:
         """Seconds to verify `width` tokens: measured, else fitted, else None."""
@@ -102,13 +122,16 @@ class AcceptanceEstimate:
 class AdaptiveK:
     """The engine's `Settings.k_policy` for k = "auto": call it for k, feed it rounds."""
 
-    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 1):
+    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 0):
         self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
-        """k_min = 1: a round without drafts would teach nothing about α, and the engine
-        expects a draft model's cache to trail by at most one token."""
         self.costs = CostModel()
         self.acceptance = AcceptanceEstimate()
         self.history: list[int] = []
+        self.probe_every = PROBE_START
+        """Plain rounds between probes while speculation does not pay."""
+        self._plain_run = 0
+        self._probing = False
+        self._drafted_last = False
 
     def __call__(self) -> int:
         k = self.choose()
@@ -119,7 +142,13 @@ class AdaptiveK:
         rates = self.rates()
         if rates is None:
             return self.k_start
-        return max(rates, key=rates.get)
+        best = max(rates, key=rates.get)
+        self._probing = best == 0 and self._plain_run >= self.probe_every
+        if best > 0:
+            self.probe_every = PROBE_START
+        elif self._probing:
+            return max((k for k in rates if k > 0), key=rates.get, default=0)
+        return best
 
     def rates(self) -> dict[int, float] | None:
         """Expected tokens per second for each k, or None before any cost is known."""
@@ -134,8 +163,16 @@ class AdaptiveK:
 
     def observe(self, event) -> None:
         """Learn from a `Round`: its acceptance and its draft and verify times."""
-        self.costs.observe(event.drafted, event.draft_s, event.verify_s)
+        prefill = event.fed > event.drafted + 1
+        self.costs.observe(event.drafted, event.draft_s, event.verify_s, learn_verify=not prefill,
+                           learn_draft=not prefill and self._drafted_last)
         self.acceptance.observe(event.drafted, len(event.accepted))
+        self._drafted_last = event.drafted > 0
+        self._plain_run = 0 if event.drafted else self._plain_run + 1
+        if self._probing and event.drafted:
+            full = len(event.accepted) == event.drafted
+            self.probe_every = PROBE_START if full else min(2 * self.probe_every, PROBE_MAX)
+            self._probing = False
 
 
 def settings_for(k: int | str, sampling, k_max: int = 8):

@@ -2,8 +2,10 @@
 
 The same processing (temperature, top-k, top-p) is applied to the target's p and
 the draft's q, so the acceptance ratio p/q compares like with like. Temperature 0
-means greedy: the distribution is one-hot on the argmax. Tensors in, tensors out;
-randomness only from the `torch.Generator` passed in.
+means greedy: the distribution is one-hot on the argmax; so does a temperature too
+small for float32 to divide by (`logits / T` would overflow to NaN probabilities).
+`top_p = 0` keeps the top token only. Tensors in, tensors out; randomness only from
+the `torch.Generator` passed in.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
+"""Below this a temperature is greedy: float32 cannot represent 1 / T."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,9 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0
+        """Temperature 0, or one below float32's smallest normal number (no float32
+        division by it is safe): both mean "always the argmax"."""
+        return self.temperature < MIN_TEMPERATURE
 
 
 def _mask_top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -41,8 +48,10 @@ def _mask_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
         return logits
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
     cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    # drop a token when the tokens before it already reach top_p; the first always stays
+    # drop a token when the tokens before it already reach top_p; the first always
+    # stays (also at top_p = 0, which therefore keeps the top token only)
     drop_sorted = (cumulative - sorted_logits.softmax(dim=-1)) >= top_p
+    drop_sorted[..., 0] = False
     drop = drop_sorted.scatter(-1, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
 
@@ -52,8 +61,14 @@ def to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     logits = logits.float()
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    logits = _mask_top_k(logits / params.temperature, params.top_k)
+    logits = _mask_top_k(_scaled(logits, params.temperature), params.top_k)
     return _mask_top_p(logits, params.top_p).softmax(dim=-1)
+
+
+def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """(logits - max) / T: every entry <= 0 and the top one exactly 0, so a tiny T
+    sends the others to -inf (probability 0) instead of overflowing to inf - inf."""
+    return (logits - logits.amax(dim=-1, keepdim=True)) / temperature
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
