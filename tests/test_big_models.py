@@ -154,3 +154,41 @@ def test_out_of_memory_mid_answer_keeps_the_text_and_the_chat_goes_on(load_tiny)
     assert session.conversation.turns[-1].content == done.text
     after = list(session.answer("and again", max_new_tokens=4))[-1]
     assert after.stop_reason != "failed" and after.stats.tokens >= 1
+
+
+def test_run_reports_memory_in_its_stats_block_and_done_object(tiny_config):
+    import json
+
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    plain = CliRunner().invoke(main, ["--config", str(tiny_config), "run", "--max-new-tokens", "4",
+                                      "hello"])
+    assert plain.exit_code == 0, plain.output
+    assert "memory: target weights" in plain.stderr and "memory: KV cache" in plain.stderr
+    jsonl = CliRunner().invoke(main, ["run", "--config", str(tiny_config), "--jsonl",
+                                      "--max-new-tokens", "4", "hello"])
+    done = json.loads(jsonl.stdout.splitlines()[-1])
+    assert done["memory"]["target_weights"] > done["memory"]["draft_weights"] > 0
+
+
+def test_a_failed_round_in_run_prints_the_answer_then_exits_2(tiny_config, monkeypatch):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+    from specchat.models import loader
+
+    real = loader.load_pair
+
+    def failing(*args, **kwargs):
+        pair = real(*args, **kwargs)
+        return dataclasses.replace(pair, target=RaisesOnThirdForward(pair.target))
+
+    monkeypatch.setattr(loader, "load_pair", failing)
+    result = CliRunner().invoke(main, ["--config", str(tiny_config), "run", "--pair", "tiny-plain",
+                                       "--max-new-tokens", "8", "hello"])
+    assert result.exit_code == 2
+    assert result.stdout.strip()  # the answer so far
+    assert "error: the answer ended early: out of GPU memory" in result.stderr
+    assert "Traceback" not in result.output
