@@ -192,3 +192,17 @@ def test_a_failed_round_in_run_prints_the_answer_then_exits_2(tiny_config, monke
     assert result.stdout.strip()  # the answer so far
     assert "error: the answer ended early: out of GPU memory" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_max_memory_and_draft_quantization_are_read_from_models_toml(tmp_path):
+    from specchat.models.config import load_catalog
+
+    file = tmp_path / "models.toml"
+    file.write_text('[pairs.big]\ntarget = "t"\ndraft = "d"\ndraft_quantization = "8bit"\n'
+                    'max_memory = { "0" = "20GiB", "cpu" = "64GiB" }\n')
+    pair = load_catalog(file).get("big")
+    assert pair.draft_quantization == "8bit"
+    assert pair.max_memory == {0: 20 * GiB, "cpu": 64 * GiB}
+    file.write_text('[pairs.big]\ntarget = "t"\ndraft_quantization = "2bit"\n')
+    with pytest.raises(ConfigError, match="'draft_quantization' must be one of"):
+        load_catalog(file)
