@@ -80,3 +80,29 @@ def test_llama_family_gets_the_own_forward_others_keep_transformers(load_tiny):
     other = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)).eval()
     assert "gpt2" in owned_problem(other)
     assert type(static_adapter(other, max_length=64)) is StaticCausalModel
+
+
+def test_attention_span_grows_past_256_tokens_without_changing_logits(load_tiny):
+    eager = load_tiny("tiny").target
+    fast = owned(eager, buckets=True, max_length=512)
+    assert fast.spans == [256, 512]
+    ids = torch.randint(3, eager.vocab_size, (300,), generator=torch.Generator().manual_seed(2))
+    for model in (eager, fast):
+        model.reset()
+    torch.testing.assert_close(fast.forward(ids[:250]), eager.forward(ids[:250]), **CLOSE)
+    start = 250
+    for width in (3, 5, 1):  # the 5 crosses 256: the next span
+        piece = ids[start:start + width]
+        torch.testing.assert_close(fast.forward(piece, keep=width), eager.forward(piece, keep=width),
+                                   **CLOSE)
+        start += width
+    assert fast._span == 512
+
+
+def test_prepare_visits_every_span_and_leaves_an_empty_cache(load_tiny):
+    fast = owned(load_tiny("tiny").target, buckets=True, max_length=300)
+    fast.prepare(widths=5)
+    assert fast.cache_length == 0
+    first = fast.forward(torch.arange(3, 13))
+    fast.reset()
+    torch.testing.assert_close(fast.forward(torch.arange(3, 13)), first)

@@ -5,11 +5,13 @@ norms, projections, rotary tables, head) are called in a plain ladder, as gpt-fa
 writes it; what is specchat's is the cache and the attention. Keys and values live
 in one buffer per model, [layers, kv_heads, max_length, head_dim], written at
 positions `start + 0..n-1` (`start` is one device scalar); attention is PyTorch's
-`scaled_dot_product_attention` over the whole buffer with a boolean mask that hides
-every key past its query. Rolling back is only moving `start`: nothing is copied.
+`scaled_dot_product_attention` over the buffer's first `span` positions (the
+smallest of 256, 512, ... max_length holding every position written) with a boolean
+mask that hides every key past its query. Rolling back is only moving `start`:
+nothing is copied.
 
-Every shape is fixed, so on CUDA each step width is captured once as an explicit
-`torch.cuda.CUDAGraph` (one memory pool for all widths; the time it took is kept in
+Every shape is fixed, so on CUDA each (step width, span) is captured once as an explicit
+`torch.cuda.CUDAGraph` (one memory pool for all; the time it took is kept in
 `capture_s`), and replayed with the new ids copied into its input buffer. With
 `SPECCHAT_COMPILE=reduce-overhead|cudagraphs` the same forward goes through
 `torch.compile` instead, so the two can be measured against each other. On the CPU
@@ -26,9 +28,12 @@ import torch
 import torch.nn.functional as F
 
 from specchat.models.lean import rotate
-from specchat.models.static import StaticCausalModel, compile_mode
+from specchat.models.static import StaticCausalModel, bucket, compile_mode
 
 FAMILY = ("llama", "mistral", "qwen2")
+FIRST_SPAN = 256
+"""Attention reads the cache up to the smallest span (256, 512, ... max_length) that holds
+the positions written: a short chat does not stream a 4096-token cache every step."""
 DYNAMIC_ROPE = ("dynamic", "longrope")
 """Rope types whose tables depend on the sequence length: not capturable as fixed shapes."""
 
@@ -68,9 +73,11 @@ class StaticLlama(StaticCausalModel):
         self.heads = int(model.config.num_attention_heads)
         self.kv_heads = int(getattr(model.config, "num_key_value_heads", None) or self.heads)
         self.keys = self.values = None
+        self._span = FIRST_SPAN
         self.capture_s = 0.0
         """Seconds spent capturing CUDA graphs (or compiling) so far."""
         super().__init__(model, vocab_size, max_length, compile_steps, buckets)
+        self.spans = spans_up_to(self.max_length)
 
     def reset(self) -> None:
         if self.keys is None:
@@ -96,19 +103,41 @@ class StaticLlama(StaticCausalModel):
             return GraphSteps(self._logits, self)
         return timed_compile(self._logits, how, self)
 
+    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
+        end = self._position + width
+        self._span = next((s for s in self.spans if s >= end), self.max_length)
+        return super()._run(ids, width, captured)
+
+    def prepare(self, widths: int = 17, context: int = 8) -> None:
+        """Run (on CUDA: capture) every step width at every attention span, now."""
+        self.reset()
+        for span in self.spans:
+            shapes = sorted({min(bucket_of(self, w), span) for w in range(1, widths + 1)})
+            for width in shapes:
+                for _ in range(3 if self.compiled else 1):
+                    self._seek(span - width)
+                    self.forward(torch.zeros(width, dtype=torch.long, device=self.device), keep=width)
+        self.reset()
+
+    def _seek(self, position: int) -> None:
+        """Put the write position anywhere (prepare only: what lies before it is garbage)."""
+        self._position = position
+        self._start.fill_(position)
+
     def _logits(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         """Logits of the last `keep` of `ids` [1, n], writing their keys/values at `start`."""
         ids = ids.reshape(-1)
         positions = self._start + torch.arange(ids.shape[0], device=ids.device)
         x = self.body.embed_tokens(ids)
         cos, sin = self.body.rotary_emb(x.unsqueeze(0), positions.unsqueeze(0))
-        visible = torch.arange(self.max_length, device=ids.device) <= positions.unsqueeze(1)
+        span = self._span
+        visible = torch.arange(span, device=ids.device) <= positions.unsqueeze(1)
         for index, layer in enumerate(self.body.layers):
-            x = self._layer(index, layer, x, cos[0], sin[0], positions, visible)
+            x = self._layer(index, layer, x, cos[0], sin[0], positions, visible, span)
         hidden = self.body.norm(x[-keep:])
         return self.head(hidden)[:, : self.vocab_size].float()
 
-    def _layer(self, index: int, layer, x, cos, sin, positions, visible):
+    def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
         n, attn = x.shape[0], layer.self_attn
         h = layer.input_layernorm(x)
         q = rotate(attn.q_proj(h).view(n, self.heads, self.head_dim).transpose(0, 1), cos, sin)
@@ -117,7 +146,8 @@ class StaticLlama(StaticCausalModel):
         self.keys[index].index_copy_(1, positions, k.to(self.keys.dtype))
         self.values[index].index_copy_(1, positions, v.to(self.values.dtype))
         out = F.scaled_dot_product_attention(
-            q.unsqueeze(0), self.keys[index].unsqueeze(0), self.values[index].unsqueeze(0),
+            q.unsqueeze(0), self.keys[index, :, :span].unsqueeze(0),
+            self.values[index, :, :span].unsqueeze(0),
             attn_mask=visible, scale=self.scaling, enable_gqa=self.kv_heads != self.heads)
         x = x + attn.o_proj(out[0].transpose(0, 1).reshape(n, self.heads * self.head_dim))
         return x + layer.mlp(layer.post_attention_layernorm(x))
@@ -128,13 +158,15 @@ class GraphSteps:
 
     def __init__(self, forward, owner: StaticLlama):
         self.forward, self.owner = forward, owner
-        self.graphs: dict[int, tuple[torch.Tensor, torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.graphs: dict[tuple[int, int], tuple] = {}
+        """(width, attention span) -> (input buffer, graph, output buffer)."""
         self.pool = None
 
     def __call__(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
-        entry = self.graphs.get(keep)
+        key = (keep, self.owner._span)
+        entry = self.graphs.get(key)
         if entry is None:
-            entry = self.graphs[keep] = self._capture(ids, keep)
+            entry = self.graphs[key] = self._capture(ids, keep)
         inputs, graph, output = entry
         inputs.copy_(ids)
         graph.replay()
@@ -158,21 +190,35 @@ class GraphSteps:
         return inputs, graph, output
 
 
+def spans_up_to(max_length: int) -> list[int]:
+    """256, 512, ... up to and including `max_length`."""
+    spans, span = [], FIRST_SPAN
+    while span < max_length:
+        spans.append(span)
+        span *= 2
+    return spans + [max_length]
+
+
+def bucket_of(model: StaticCausalModel, width: int) -> int:
+    return bucket(width) if model.buckets else width
+
+
 def timed_compile(forward, how: str, owner: StaticLlama):
     """torch.compile of the forward; the first call at each width (the capture) is timed."""
     if how == "cudagraphs":
         compiled = torch.compile(forward, backend="cudagraphs", dynamic=False)
     else:
         compiled = torch.compile(forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
-    seen: set[int] = set()
+    seen: set[tuple[int, int]] = set()
 
     def step(ids: torch.Tensor, keep: int) -> torch.Tensor:
-        if keep in seen:
+        key = (keep, owner._span)  # a new span is a new graph (dynamo guards on it)
+        if key in seen:
             return compiled(ids, keep)
         started = time.perf_counter()
         out = compiled(ids, keep)
         torch.cuda.synchronize()
-        seen.add(keep)
+        seen.add(key)
         owner.capture_s += time.perf_counter() - started
         return out
 
