@@ -62,13 +62,25 @@ def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
 
 @main.command(context_settings=CONTEXT)
 @config_option
+@click.option("--check", "check_name", metavar="NAME",
+              help="For pair NAME on this machine: memory per model, step costs, and whether "
+                   "speculation should pay.")
+@click.option("--measure", is_flag=True,
+              help="With --check: load the pair and time its steps instead of predicting them.")
 @click.pass_context
-def pairs(ctx: click.Context, config_file: Path | None) -> None:
+def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
+          measure: bool) -> None:
     """List the pairs in models.toml and whether each model is available offline."""
     from specchat.models.config import load_catalog
     from specchat.models.refs import availability, parse_ref
 
     catalog = load_catalog(config_from(ctx, config_file))
+    if check_name is not None:
+        from specchat.commands.advice import check_lines
+
+        for line in check_lines(catalog.get(check_name), measure):
+            click.echo(line)
+        return
     for name, pair in catalog.pairs.items():
         marker = "*" if name == catalog.default else " "
         click.echo(f"{marker} {name}  k={pair.k}  {pair.description}")

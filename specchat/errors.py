@@ -23,3 +23,11 @@ class PairError(SpecchatError):
 
 class UsageError(SpecchatError):
     """A command-line value out of range (k < 0, temperature < 0, empty prompt...)."""
+
+
+class ContextFull(SpecchatError):
+    """A conversation longer than the model's KV cache holds."""
+
+
+class OutOfMemory(SpecchatError):
+    """A model, or a round of decoding, that does not fit in the memory there is."""

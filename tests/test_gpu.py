@@ -78,3 +78,74 @@ def test_quantized_target_loads_and_answers(tiny_config, quantization):
     events = list(ChatSession(pair).answer("hello there", max_new_tokens=8))
     assert events[-1].stats.tokens >= 1
     assert pair.memory_bytes > 0
+
+
+def test_own_forward_is_captured_as_cuda_graphs_and_keeps_greedy_identity(cuda_pairs):
+    from specchat.models.static_llama import GraphSteps, StaticLlama
+
+    eager = cuda_pairs[("tiny", "0")]
+    target = StaticLlama(eager.target.model, eager.target.vocab_size, max_length=256)
+    assert target.compiled and isinstance(target._step, GraphSteps)
+    target.prepare(widths=9)
+    assert target.capture_s > 0 and target.compile_error is None
+    prompt = list(range(4, 40))
+    reference = greedy(eager, 0, prompt)
+    decoder = Decoder(target, None, eager.eos_ids, check_invariants=True)
+    events = decoder.generate(prompt, Settings(0, SamplingParams()), 40)
+    assert [t for e in events if not isinstance(e, Finished) for t in e.committed] == reference
+
+
+def test_a_speculative_round_syncs_the_host_once(cuda_pairs):
+    import warnings
+
+    pair = cuda_pairs[("tiny", "1")]
+    decoder = Decoder(pair.target, pair.drafter, set(), check_invariants=False)
+    events = decoder.generate(list(range(4, 40)), Settings(3, SamplingParams()), 1000)
+    next(events)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(5):
+                next(events)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    assert len(syncs) <= 5, [str(w.message) for w in syncs]
+
+
+@pytest.mark.parametrize("quantization", ["4bit", "8bit"])
+def test_quantized_target_speculative_greedy_equals_its_own_target_only(tiny_config, quantization):
+    if importlib.util.find_spec("bitsandbytes") is None:
+        pytest.skip("bitsandbytes is not installed")
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+
+    config = dataclasses.replace(load_catalog(tiny_config).get("tiny"), device="cuda",
+                                 dtype="bfloat16", quantization=quantization)
+    pair = load_pair(config)
+    prompt = list(range(4, 40))
+    plain = greedy(pair, 0, prompt, budget=24)
+    spec = greedy(pair, 3, prompt, budget=24)
+    if spec != plain:  # bf16: a batched verify may round a near-tie differently (DESIGN §3)
+        first = next(i for i, (a, b) in enumerate(zip(spec, plain)) if a != b)
+        pair.target.reset()
+        logits = pair.target.forward(torch.tensor(prompt + plain[:first], device="cuda"))[-1]
+        top = logits.topk(2).values
+        assert float(top[0] - top[1]) < 0.1, f"differs at {first} with a clear margin"
+    assert pair.memory().peak is not None and pair.memory().target_weights > 0
+
+
+def test_a_small_max_memory_offloads_part_of_the_target_to_cpu(tiny_config):
+    from specchat.chat.session import ChatSession
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+
+    config = dataclasses.replace(load_catalog(tiny_config).get("tiny-ngram"), device="auto",
+                                 dtype="float32", max_memory={0: 250_000, "cpu": 10**9})
+    pair = load_pair(config)
+    assert {0, "cpu"} <= set(pair.target.model.hf_device_map.values()) or \
+        {"cuda:0", "cpu"} <= {str(v) for v in pair.target.model.hf_device_map.values()}
+    assert pair.device.startswith("cuda") and "cpu" in pair.placement
+    done = list(ChatSession(pair).answer("hello there", max_new_tokens=8))[-1]
+    assert done.stop_reason != "failed" and done.stats.tokens >= 1

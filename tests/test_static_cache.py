@@ -77,14 +77,6 @@ def test_greedy_ngram_through_the_static_cache_equals_eager(load_tiny):
     assert greedy_ids(fast, NgramDrafter(3), pair.eos_ids, prompt, 6, budget=40) == reference
 
 
-def test_full_static_cache_is_reported_not_silently_overwritten(load_tiny):
-    fast = StaticCausalModel(load_tiny("tiny").target.model, max_length=16, compile_steps=False)
-    fast.reset()
-    fast.forward(torch.arange(3, 15))
-    with pytest.raises(ValueError, match="full"):
-        fast.forward(torch.arange(3, 10))
-
-
 def test_cpu_keeps_the_static_cache_off_unless_forced(load_tiny, monkeypatch):
     from specchat.models.lean import LeanLlama
 
@@ -103,3 +95,62 @@ def test_prepare_runs_every_step_width_and_leaves_an_empty_cache(load_tiny):
     assert fast.cache_length == 0
     fast.forward(torch.arange(3, 13))
     assert fast.cache_length == 10
+
+
+def test_padding_alone_never_fills_the_cache(load_tiny):
+    """58 tokens + 6 fit a 64-token cache even though 6 pads to the 9-wide bucket."""
+    eager = load_tiny("tiny").target
+    fast = StaticCausalModel(eager.model, eager.vocab_size, max_length=64, compile_steps=False,
+                             buckets=True)
+    ids = torch.arange(3, 67)
+    for model in (eager, fast):
+        model.reset()
+        model.forward(ids[:58])
+    torch.testing.assert_close(fast.forward(ids[58:64], keep=6), eager.forward(ids[58:64], keep=6),
+                               atol=1e-4, rtol=1e-4)
+    assert fast.cache_length == 64
+
+
+def test_a_full_cache_is_a_named_error_and_the_model_recovers(load_tiny):
+    from specchat.errors import ContextFull
+
+    fast = StaticCausalModel(load_tiny("tiny").target.model, max_length=16, compile_steps=False)
+    fast.reset()
+    first = fast.forward(torch.arange(3, 13))
+    with pytest.raises(ContextFull, match="16 tokens"):
+        fast.forward(torch.arange(3, 10))
+    assert fast.cache_length == 10
+    fast.reset()
+    torch.testing.assert_close(fast.forward(torch.arange(3, 13)), first)
+
+
+def test_the_pair_context_is_the_static_cache_size(tiny_config, monkeypatch):
+    """The session budgets by the same number of tokens the static cache holds."""
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+    from specchat.models.static import DEFAULT_MAX_LENGTH
+
+    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
+    monkeypatch.setattr("specchat.models.static.DEFAULT_MAX_LENGTH", 40)
+    pair = load_pair(load_catalog(tiny_config).get("tiny"))
+    assert DEFAULT_MAX_LENGTH > 40 and pair.target.config.max_position_embeddings > 40
+    assert pair.context_length == pair.target.max_length == 40
+    assert pair.draft_model.max_length == 40
+
+
+def test_a_long_chat_on_the_static_cache_keeps_answering(tiny_config, monkeypatch):
+    """Past the cache's size the oldest exchanges are dropped, answer after answer."""
+    from specchat.chat.events import AnswerDone, ContextTrimmed
+    from specchat.chat.session import ChatSession
+    from specchat.models.config import load_catalog
+    from specchat.models.loader import load_pair
+
+    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
+    monkeypatch.setattr("specchat.models.static.DEFAULT_MAX_LENGTH", 96)
+    session = ChatSession(load_pair(load_catalog(tiny_config).get("tiny")))
+    trimmed = 0
+    for turn in range(5):
+        events = list(session.answer(f"tell me about the fox, part {turn}", max_new_tokens=24))
+        trimmed += sum(isinstance(e, ContextTrimmed) for e in events)
+        assert isinstance(events[-1], AnswerDone) and events[-1].stop_reason != "failed"
+    assert trimmed >= 1

@@ -1,4 +1,4 @@
-"""`bench --overhead`: how much of a round is spent outside the model forwards.
+"""`bench overhead`: how much of a round is spent outside the model forwards.
 
 Both models are wrapped in `TimedModel`, which brackets every forward with timers:
 CUDA events on a GPU (no extra synchronisation inside the round; read once per

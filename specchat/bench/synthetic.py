@@ -1,4 +1,4 @@
-"""`bench --synthetic 1b,8b`: verify cost vs tokens on random-weight models with real
+"""`bench synthetic 1b,8b`: verify cost vs tokens on random-weight models with real
 Llama shapes, and the draft/target step cost ratio c between consecutive sizes.
 Nothing is downloaded. On CPU the depth may be reduced (reported in the output):
 per-layer costs keep their shape, absolute times and c do not.

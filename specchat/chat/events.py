@@ -110,8 +110,11 @@ class AnswerDone:
 
     text: str
     stop_reason: str
+    """eos, max_tokens, stopped, or failed (out of memory or context mid-answer: `error`)."""
     stats: StatsSnapshot
     spans: tuple[TokenSpan, ...] = field(default=(), repr=False)
+    error: str = ""
+    """Why a failed answer ended; the text so far is kept in the conversation."""
 
 
 ChatEvent = RoundUpdate | ContextTrimmed | AnswerDone

@@ -25,6 +25,7 @@ from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
 from specchat.engine.adaptive import settings_for
+from specchat.errors import ContextFull
 
 
 @dataclass
@@ -96,10 +97,13 @@ class ChatSession:
         spans: list[TokenSpan] = []
         # target-only decoding is a decoder without a drafter (k = 0) reading the same
         # live settings, so a temperature change applies from the next round either way
-        for event in self.decoder().generate(prompt, self.settings, budget, self.generator,
-                                             should_stop):
+        events = self.decoder().generate(prompt, self.settings, budget, self.generator, should_stop)
+        for event in survive_failure(events):
             if isinstance(event, Finished):
                 yield self._finish(event, detok, spans, metrics)
+                return
+            if isinstance(event, RoundFailed):
+                yield self._finish(Finished("failed", 0), detok, spans, metrics, event.error)
                 return
             metrics.record(event)
             text = spans_of_round(event, detok)
@@ -110,14 +114,15 @@ class ChatSession:
             yield update
             metrics.hold(self.clock() - held_from)  # pauses are not decoding time
 
-    def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics) -> AnswerDone:
+    def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics,
+                error: str = "") -> AnswerDone:
         tail = detok.flush()
         if tail and spans:
             last = max(i for i, s in enumerate(spans) if s.kind != "rejected")
             spans[last] = dataclasses.replace(spans[last], text=spans[last].text + tail)
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
-        return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans))
+        return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans), error)
 
     # ----- the conversation service's other jobs ------------------------------------------
 
@@ -149,3 +154,33 @@ class ChatSession:
 
         contexts = contexts_for(needed_context, self.pair.context_length)
         return measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
+
+
+@dataclass(frozen=True)
+class RoundFailed:
+    """A round ran out of memory or context: the answer ends there, the chat goes on."""
+
+    error: str
+
+
+def survive_failure(events):
+    """The engine's events, ending in a `RoundFailed` where a round runs out of GPU memory
+    or of KV cache (both recoverable: the next answer starts from empty caches)."""
+    try:
+        yield from events
+    except torch.OutOfMemoryError as error:
+        release_cached_memory()
+        yield RoundFailed(f"out of GPU memory during a round ({first_line(error)}): "
+                          "shorten the conversation, lower k, or use a smaller or 4bit model")
+    except ContextFull as error:
+        yield RoundFailed(str(error))
+
+
+def release_cached_memory() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

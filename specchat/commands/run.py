@@ -7,6 +7,7 @@ the README).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -15,7 +16,11 @@ import click
 
 from specchat.commands.options import (apply_overrides, dtype_option, k_option,
                                        load_pair_config, pair_option, temperature_option)
-from specchat.errors import UsageError
+from specchat.errors import SpecchatError, UsageError
+
+
+class AnswerFailed(SpecchatError):
+    """A round ran out of GPU memory or context; what was answered before is printed."""
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,9 +56,13 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     session = ChatSession(pair, system=system, seed=seed)
     session.speculate = not no_spec
     printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())
+    failed = ""
     for event in session.answer(text, max_new_tokens=max_new_tokens):
         printer.handle(event)
+        failed = getattr(event, "error", "")
     printer.finish(pair, session)
+    if failed:  # the answer so far is printed; the failure is the exit status
+        raise AnswerFailed(f"the answer ended early: {failed}")
 
 
 class Silent:
@@ -134,7 +143,7 @@ class TextPrinter:
         header = [("pair", pair.config.name), ("mode", mode),
                   ("seed", str(getattr(session, "seed", None))),
                   ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
-                  ("load time", f"{pair.load_s:.2f} s")]
+                  ("load time", f"{pair.load_s:.2f} s")] + memory_rows(pair)
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
 
@@ -150,6 +159,7 @@ class JsonlPrinter:
 
     def __init__(self, session):
         self.session = session
+        self.done: dict | None = None
 
     def handle(self, event) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
@@ -159,11 +169,24 @@ class JsonlPrinter:
         elif isinstance(event, ContextTrimmed):
             emit({"type": "context_trimmed", "dropped_exchanges": event.dropped_exchanges})
         elif isinstance(event, AnswerDone):
-            emit({"type": "done", "text": event.text, "stop_reason": event.stop_reason,
-                  "seed": getattr(self.session, "seed", None), "stats": event.stats.as_dict()})
+            self.done = {"type": "done", "text": event.text, "stop_reason": event.stop_reason,
+                         "seed": getattr(self.session, "seed", None),
+                         "stats": event.stats.as_dict()}
+            if event.error:
+                self.done["error"] = event.error
 
     def finish(self, pair, session) -> None:
-        pass
+        if self.done is not None:
+            memory = pair.memory() if hasattr(pair, "memory") else None
+            if memory is not None:
+                self.done["memory"] = dataclasses.asdict(memory)
+            emit(self.done)
+
+
+def memory_rows(pair) -> list[tuple[str, str]]:
+    """Placement and memory lines of the stats block (weights, KV cache, CUDA peak)."""
+    rows = [("placement", pair.placement)] if getattr(pair, "placement", "") else []
+    return rows + (pair.memory().rows() if hasattr(pair, "memory") else [])
 
 
 def round_object(event) -> dict:

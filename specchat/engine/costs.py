@@ -3,7 +3,7 @@ cost on this machine, for any engine `CausalModel` and drafter.
 
 These are the measurements the cost model of DESIGN.md §4 needs (c and v(n)),
 taken from forwards of their own, never from the speed of the answer they are meant
-to predict. `bench --profile` and the chat's live calibration both use them.
+to predict. `bench profile` and the chat's live calibration both use them.
 Knows nothing about text, reports or UIs.
 """
 

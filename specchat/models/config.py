@@ -41,7 +41,14 @@ class PairConfig:
     device: str = "auto"
     """auto is cuda when available, else cpu."""
     quantization: str = "none"
-    """8bit or 4bit load the target through bitsandbytes (CUDA only)."""
+    """8bit (LLM.int8) or 4bit (nf4, computing in bfloat16) load the target through
+    bitsandbytes (CUDA only)."""
+    draft_quantization: str = "none"
+    """The same for the draft model; "none" keeps it in `dtype` (drafts are small, and a
+    quantized matrix-vector product is often slower than a bfloat16 one at batch 1)."""
+    max_memory: dict | None = None
+    """Per-device limits for spreading the target with accelerate (device = "auto"), e.g.
+    {"0" = "20GiB", "cpu" = "64GiB"}; unset: each GPU's free memory and 3/4 of the RAM."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
     description: str = ""
@@ -134,7 +141,8 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
-          "quantization": str, "ngram_n": int, "description": str}
+          "quantization": str, "draft_quantization": str, "max_memory": dict, "ngram_n": int,
+          "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -142,6 +150,10 @@ def _typed(where: str, key: str, value):
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = expected.__name__ if isinstance(expected, type) else "number"
         raise ConfigError(f"{where}: '{key}' must be a {kind}, not {value!r}")
+    if key == "max_memory":
+        from specchat.models.placement import parse_max_memory
+
+        return parse_max_memory(value, f"{where}: 'max_memory'")
     return float(value) if key in ("temperature", "top_p") else value
 
 
@@ -152,6 +164,8 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = f"'dtype' must be one of {', '.join(DTYPES)}"
     if problem is None and pair.quantization not in QUANTIZATIONS:
         problem = f"'quantization' must be one of {', '.join(QUANTIZATIONS)}"
+    if problem is None and pair.draft_quantization not in QUANTIZATIONS:
+        problem = f"'draft_quantization' must be one of {', '.join(QUANTIZATIONS)}"
     if problem is None and not _valid_device(pair.device):
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:

@@ -26,6 +26,20 @@ class HFCausalModel:
         return 0 if self._cache is None else int(self._cache.get_seq_length())
 
     @property
+    def context_limit(self) -> int:
+        """The longest sequence the model was made for (its cache grows to fit)."""
+        return int(getattr(self.config, "max_position_embeddings", 0) or 2048)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of keys and values held now."""
+        if self._cache is None:
+            return 0
+        return sum(t.numel() * t.element_size() for layer in self._cache.layers
+                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                   if isinstance(t, torch.Tensor))
+
+    @property
     def parameter_bytes(self) -> int:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
@@ -41,7 +55,8 @@ class HFCausalModel:
         ids = ids.reshape(1, -1).to(self.device)
         out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
                          logits_to_keep=keep)
-        return out.logits[0, -keep:, : self.vocab_size].float()
+        # under an accelerate device_map the head may sit elsewhere: logits live on `device`
+        return out.logits[0, -keep:, : self.vocab_size].float().to(self.device)
 
     def crop(self, length: int) -> None:
         surplus = self.cache_length - length

@@ -239,6 +239,15 @@ class LeanLlama:
         return self._length
 
     @property
+    def context_limit(self) -> int:
+        return int(getattr(self.config, "max_position_embeddings", 0) or 2048)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the key/value buffer as allocated now (it doubles when full)."""
+        return 2 * self.kv.keys.numel() * self.kv.keys.element_size()
+
+    @property
     def parameter_bytes(self) -> int:
         own = sum(p.numel() * p.element_size() for p in self.model.parameters())
         packed = sum(p.extra_bytes for layer in self.layers for p in layer.projections())

@@ -2,7 +2,9 @@
 
 The only place (with its sibling modules) that imports transformers. Every
 failure a user can cause (missing file, uncached hub id, vocabulary mismatch,
-quantization without CUDA) becomes a one-line `SpecchatError`.
+quantization without CUDA, a draft larger than its target, a model that does not fit)
+becomes a one-line `SpecchatError`. Where the layers go is `placement`'s decision;
+sizes and memory figures are `memory`'s.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ from typing import Any, Callable
 import torch
 
 from specchat.engine import ModelDrafter, NgramDrafter
-from specchat.errors import ModelNotFound, PairError
+from specchat import paths
+from specchat.errors import ModelNotFound, OutOfMemory, PairError
 from specchat.models import gguf_cache
 from specchat.models.config import PairConfig
 from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.hf import HFCausalModel
+from specchat.models.memory import (MemoryReport, check_draft_size, main_device, memory_report,
+                                    pair_context, plan_for, reset_peak)
+from specchat.models.placement import Placement, layer_summary
 from specchat.models.refs import (ModelRef, builtin_draft, builtin_gguf, hub_reachable,
                                   hub_snapshot, parse_ref)
 from specchat.models.static import adapter_for
@@ -40,6 +46,8 @@ class LoadedPair:
     reasons: dict[str, str] = field(default_factory=dict)
     """Why the device and dtype were chosen."""
     load_s: float = 0.0
+    placement: str = ""
+    """Where the target's layers went ("all on cuda", "cuda:0 22 layers, cpu 10 layers")."""
 
     @property
     def eos_ids(self) -> set[int]:
@@ -54,9 +62,14 @@ class LoadedPair:
         draft = self.draft_model
         return self.target.parameter_bytes + (draft.parameter_bytes if draft else 0)
 
+    def memory(self) -> MemoryReport:
+        """Weights per model, KV cache bytes, and the peak since loading (CUDA only)."""
+        return memory_report(self.target, self.draft_model, self.device)
+
     @property
     def context_length(self) -> int:
-        return int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
+        """The longest sequence both models' caches hold: what the session budgets by."""
+        return pair_context(self.target, self.draft_model)
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -77,18 +90,26 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     device, device_why = resolve_device(pair.device)
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
     check_quantization(pair, device)
+    target_ref = parse_ref(pair.target)
+    target_folder = model_folder(target_ref, progress)
+    check_draft_size(pair, target_folder, draft_folder(pair, progress))
+    placement = plan_for(pair, target_folder, torch_dtype)
     progress(f"loading target {pair.target}")
-    target_model, tokenizer = load_model(parse_ref(pair.target), torch_dtype, device,
-                                         pair.quantization, progress)
+    target_model, tokenizer = load_model(target_ref, torch_dtype, placement.device,
+                                         pair.quantization, progress, placement)
+    device = main_device(target_model, placement.device)
     drafter = None
     if pair.draft:
         drafter = load_drafter(pair, torch_dtype, device, tokenizer, progress)
     target = adapter_for(target_model, device, shared_vocab_size(target_model, drafter),
-                         quantized=pair.quantization != "none")
+                         quantized=pair.quantization != "none" or placement.device_map is not None)
     if isinstance(drafter, ModelDrafter):
         drafter.model.vocab_size = target.vocab_size
-    return LoadedPair(pair, target, drafter, tokenizer, device, dtype_name(torch_dtype),
-                      {"device": device_why, "dtype": dtype_why}, time.perf_counter() - started)
+    reset_peak(device)
+    reasons = {"device": placement.why or device_why, "dtype": dtype_why}
+    return LoadedPair(pair, target, drafter, tokenizer, device, dtype_name(torch_dtype), reasons,
+                      time.perf_counter() - started,
+                      layer_summary(getattr(target_model, "hf_device_map", None), device))
 
 
 def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
@@ -96,10 +117,18 @@ def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Pr
     if ref.kind == "ngram":
         return NgramDrafter(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
     progress(f"loading draft {pair.draft}")
-    model, tokenizer = load_model(ref, dtype, device, "none", progress)
+    quantization = pair.draft_quantization
+    model, tokenizer = load_model(ref, dtype, device, quantization, progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
     vocab, int8 = distill_facts(model_folder(ref, progress))
-    return ModelDrafter(adapter_for(model, device, head_ids=vocab, int8=int8))
+    return ModelDrafter(adapter_for(model, device, head_ids=vocab, int8=int8,
+                                    quantized=quantization != "none"))
+
+
+def draft_folder(pair: PairConfig, progress: Progress) -> Path | str | None:
+    if not pair.draft or parse_ref(pair.draft).kind == "ngram":
+        return None
+    return model_folder(parse_ref(pair.draft), progress)
 
 
 def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
@@ -130,16 +159,19 @@ def check_same_vocabulary(pair: PairConfig, target_tokenizer, draft_tokenizer) -
 
 
 def check_quantization(pair: PairConfig, device: str) -> None:
-    if pair.quantization == "none":
-        return
-    if not device.startswith("cuda"):
-        raise PairError(f"pair '{pair.name}': quantization = \"{pair.quantization}\" needs a CUDA GPU "
-                        "(bitsandbytes); set quantization = \"none\" to run on this machine")
-    import importlib.util
+    """4bit/8bit (target or draft) need a CUDA GPU and bitsandbytes: one-line errors."""
+    for key, value in (("quantization", pair.quantization),
+                       ("draft_quantization", pair.draft_quantization)):
+        if value == "none":
+            continue
+        if not device.startswith("cuda"):
+            raise PairError(f"pair '{pair.name}': {key} = \"{value}\" needs a CUDA GPU "
+                            f"(bitsandbytes); set {key} = \"none\" to run on this machine")
+        import importlib.util
 
-    if importlib.util.find_spec("bitsandbytes") is None:
-        raise PairError(f"pair '{pair.name}': quantization = \"{pair.quantization}\" needs bitsandbytes: "
-                        "pip install 'specchat[bitsandbytes]'")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise PairError(f"pair '{pair.name}': {key} = \"{value}\" needs bitsandbytes: "
+                            "pip install 'specchat[bitsandbytes]'")
 
 
 def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:
@@ -196,34 +228,55 @@ def hub_folder(repo_id: str, progress: Progress) -> Path:
 
 
 def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str,
-               progress: Progress = lambda _: None):
-    """(transformers model, tokenizer) for a reference, on `device` in `dtype`."""
+               progress: Progress = lambda _: None, placement: Placement | None = None):
+    """(transformers model, tokenizer) for a reference, on `device` in `dtype`; a
+    `placement` with a device_map lets accelerate spread the layers instead."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging
 
     folder = model_folder(ref, progress)
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    kwargs: dict[str, Any] = {"dtype": dtype}
-    if quantization != "none":
-        kwargs.update(quantization_config=bnb_config(quantization, dtype), device_map=device)
+    kwargs = load_kwargs(dtype, device, quantization, placement)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except (OSError, ValueError) as error:
         raise ModelNotFound(f"cannot load model {ref} from {folder}: {first_line(error)}") from None
-    if quantization == "none":
+    except torch.OutOfMemoryError:
+        raise OutOfMemory(f"model {ref} does not fit in {device}'s free memory: use "
+                          "quantization = \"4bit\", device = \"auto\" or a smaller model") from None
+    if "device_map" not in kwargs:
         model = model.to(device)
     return model.eval(), tokenizer
 
 
-def bnb_config(quantization: str, compute_dtype: torch.dtype):
+def load_kwargs(dtype: torch.dtype, device: str, quantization: str,
+                placement: Placement | None) -> dict[str, Any]:
+    """`from_pretrained` keywords: dtype, bitsandbytes config, device_map and max_memory."""
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    spread = placement is not None and placement.device_map is not None
+    if spread:
+        kwargs.update(placement.kwargs())
+        if "disk" in placement.max_memory:
+            kwargs["offload_folder"] = str(paths.cache_dir() / "offload")
+    if quantization != "none":
+        offload = spread and "cpu" in placement.max_memory
+        kwargs["quantization_config"] = bnb_config(quantization, dtype, offload)
+        kwargs.setdefault("device_map", device)
+    return kwargs
+
+
+def bnb_config(quantization: str, compute_dtype: torch.dtype, cpu_offload: bool = False):
+    """nf4 (4bit) or LLM.int8 (8bit); computing in bfloat16 unless float16 was asked for."""
     from transformers import BitsAndBytesConfig
 
+    compute = torch.float16 if compute_dtype == torch.float16 else torch.bfloat16
     if quantization == "8bit":
-        return BitsAndBytesConfig(load_in_8bit=True)
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=compute_dtype,
-                              bnb_4bit_quant_type="nf4")
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=cpu_offload)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=compute,
+                              bnb_4bit_quant_type="nf4",
+                              llm_int8_enable_fp32_cpu_offload=cpu_offload)
 
 
 def first_line(error: BaseException) -> str:

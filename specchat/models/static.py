@@ -25,6 +25,7 @@ import sys
 
 import torch
 
+from specchat.errors import ContextFull
 from specchat.models.hf import HFCausalModel
 
 DEFAULT_MAX_LENGTH = 4096
@@ -32,8 +33,10 @@ BUCKETS = (1, 2, 3, 5, 9, 17, 33)
 """Widths a compiled forward is captured at: one draft step, a catch-up, and k + 1 verifies."""
 PREFILL_EAGER_ABOVE = BUCKETS[-1]
 COMPILE_ENV = "SPECCHAT_COMPILE"
-"""How steps are captured on CUDA: reduce-overhead (inductor + CUDA graphs, the default),
-cudagraphs (CUDA graphs of the traced model without inductor: much faster to start), none."""
+"""How steps are captured on CUDA: graphs (explicit torch.cuda.CUDAGraph, the default for
+specchat's own Llama-family forward), reduce-overhead (inductor + CUDA graphs, the default
+for transformers' forward), cudagraphs (CUDA graphs of the traced model without inductor:
+much faster to start), none."""
 FAST_PATH_ENV = "SPECCHAT_FAST_PATH"
 """1 forces the static cache (also on CPU), 0 forces the eager path, unset: CUDA only."""
 
@@ -72,8 +75,8 @@ class StaticCausalModel(HFCausalModel):
     def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
                  compile_steps: bool | None = None, buckets: bool | None = None):
         super().__init__(model, vocab_size)
-        context = int(getattr(self.config, "max_position_embeddings", DEFAULT_MAX_LENGTH))
-        self.max_length = max_length or min(context, DEFAULT_MAX_LENGTH)
+        self.max_length = max_length or static_length(self.config)
+        """The tokens the cache holds: also the pair's context (`LoadedPair.context_length`)."""
         self.compiled = self.device.type == "cuda" if compile_steps is None else compile_steps
         self.buckets = self.compiled if buckets is None else buckets
         self._start = torch.zeros((), dtype=torch.long, device=self.device)
@@ -88,6 +91,15 @@ class StaticCausalModel(HFCausalModel):
     @property
     def cache_length(self) -> int:
         return self._position
+
+    @property
+    def context_limit(self) -> int:
+        """The longest sequence this adapter can hold: the static cache's size."""
+        return self.max_length
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return kv_bytes(self.config, self.max_length, self.model.dtype)
 
     def reset(self) -> None:
         if self._cache is None:
@@ -119,15 +131,24 @@ class StaticCausalModel(HFCausalModel):
             self.reset()
         ids = ids.reshape(-1).to(self.device)
         n = int(ids.shape[0])
-        width = bucket(n) if self.buckets and n <= PREFILL_EAGER_ABOVE else n
-        if self._position + width > self.max_length:
-            raise ValueError(f"static cache of {self.max_length} tokens is full "
-                             f"({self._position} + {width}); raise max_length")
+        if self._position + n > self.max_length:
+            raise ContextFull(f"the static KV cache of {self.max_length} tokens is full "
+                              f"({self._position} + {n} tokens): start a new chat or shorten it")
+        width, captured = self._width(n)
         if width > n:  # pad past the new position: hidden by the mask, overwritten next time
             ids = torch.cat([ids, ids[-1:].expand(width - n)])
-        logits = self._run(ids.reshape(1, -1), width, n <= PREFILL_EAGER_ABOVE)
+        logits = self._run(ids.reshape(1, -1), width, captured)
         self._advance(n)
         return logits[n - keep:n]
+
+    def _width(self, n: int) -> tuple[int, bool]:
+        """(width `n` tokens run at, whether that width is a captured step): the bucket,
+        or `n` itself run eagerly where the padding would not fit in the cache."""
+        step = n <= PREFILL_EAGER_ABOVE
+        width = bucket(n) if self.buckets and step else n
+        if self._position + width > self.max_length:
+            return n, False
+        return width, step
 
     def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
         if not (self.compiled and captured):
@@ -161,9 +182,40 @@ class StaticCausalModel(HFCausalModel):
         self._start.fill_(self._position)
 
 
-def compile_mode() -> str:
-    how = os.environ.get(COMPILE_ENV, "reduce-overhead").strip() or "reduce-overhead"
-    return how if how in ("reduce-overhead", "cudagraphs", "none") else "reduce-overhead"
+def static_length(config, limit: int | None = None) -> int:
+    """Tokens a static cache holds for `config`: its context, at most `limit` (default
+    DEFAULT_MAX_LENGTH: the cache is allocated whole, and a 128k context would not fit
+    beside an 8B model)."""
+    limit = limit or DEFAULT_MAX_LENGTH
+    context = int(getattr(config, "max_position_embeddings", 0) or limit)
+    return min(context, limit)
+
+
+def kv_bytes(config, tokens: int, dtype: torch.dtype) -> int:
+    """Bytes of keys and values for `tokens` positions of every layer."""
+    heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    element = torch.empty((), dtype=dtype).element_size()
+    return 2 * int(config.num_hidden_layers) * heads * head_dim * tokens * element
+
+
+def compile_mode(default: str = "reduce-overhead") -> str:
+    """How steps are captured: graphs (explicit CUDA graphs; specchat's own forward only),
+    reduce-overhead, cudagraphs or none; `default` where SPECCHAT_COMPILE is unset or unknown."""
+    how = os.environ.get(COMPILE_ENV, "").strip()
+    return how if how in ("graphs", "reduce-overhead", "cudagraphs", "none") else default
+
+
+def static_adapter(model, vocab_size: int | None = None, max_length: int | None = None,
+                   **options) -> StaticCausalModel:
+    """specchat's own static forward (`static_llama.StaticLlama`) for the Llama family,
+    transformers' forward over its StaticCache for every other architecture."""
+    from specchat.models.static_llama import StaticLlama, owned_problem
+
+    length = max_length or static_length(model.config)
+    if owned_problem(model, length) is None:
+        return StaticLlama(model, vocab_size, length, **options)
+    return StaticCausalModel(model, vocab_size, length, **options)
 
 
 def fast_path_wanted(device: str) -> bool:
@@ -186,7 +238,7 @@ def adapter_for(model, device: str, vocab_size: int | None = None, quantized: bo
     from specchat.models.lean import LeanLlama, lean_problem, lean_wanted
 
     if not quantized and fast_path_wanted(device) and head_ids is None:
-        return StaticCausalModel(model, vocab_size)
+        return static_adapter(model, vocab_size)
     if not quantized and lean_wanted() and lean_problem(model) is None:
         return LeanLlama(model, vocab_size, head_ids, int8=int8)
     if head_ids is not None:

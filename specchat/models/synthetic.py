@@ -1,5 +1,5 @@
 """Random-weight Llama models with real shapes, for profiling at scale without
-downloading anything (`specchat bench --synthetic 1b,8b`).
+downloading anything (`specchat bench synthetic 1b,8b`).
 
 Shapes follow the published configs of Llama 3.2 1B/3B and Llama 3.1 8B. The
 weights are random (timing does not depend on them); `layers` may reduce the

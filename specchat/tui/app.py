@@ -375,9 +375,12 @@ class SpecchatApp(ActionsMixin, App):
             return
         done = message.done
         self._release_held()
-        status = "stopped" if done.stop_reason == "stopped" else "done"
+        status = {"stopped": "stopped", "failed": "error"}.get(done.stop_reason, "done")
         view, job = self.answer_view, self.job
-        view.finish(done.stats, status)
+        view.finish(done.stats, status, done.error or None)
+        if done.error:
+            self.notify(f"answer ended early: {done.error} — the text so far is kept",
+                        severity="error", timeout=12)
         stats = done.stats
         self.needed_context = max(self.needed_context, stats.prompt_tokens + stats.tokens + 512)
         if job.kind == "race":

@@ -1,0 +1,225 @@
+"""specchat's own forward for the Llama family over a static, position-indexed KV cache.
+
+For Llama, Mistral, Qwen2 and SmolLM on a GPU: the model's own modules (embedding,
+norms, projections, rotary tables, head) are called in a plain ladder, as gpt-fast
+writes it; what is specchat's is the cache and the attention. Keys and values live
+in one buffer per model, [layers, kv_heads, max_length, head_dim], written at
+positions `start + 0..n-1` (`start` is one device scalar); attention is PyTorch's
+`scaled_dot_product_attention` over the buffer's first `span` positions (the
+smallest of 256, 512, ... max_length holding every position written) with a boolean
+mask that hides every key past its query. Rolling back is only moving `start`:
+nothing is copied.
+
+Every shape is fixed, so on CUDA each (step width, span) is captured once as an explicit
+`torch.cuda.CUDAGraph` (one memory pool for all; the time it took is kept in
+`capture_s`), and replayed with the new ids copied into its input buffer. With
+`SPECCHAT_COMPILE=reduce-overhead|cudagraphs` the same forward goes through
+`torch.compile` instead, so the two can be measured against each other. On the CPU
+this forward runs eagerly (the tests compare it with transformers in float32).
+Other architectures keep transformers' forward over its StaticCache
+(`static.StaticCausalModel`). Knows nothing about decoding or text.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from specchat.models.lean import rotate
+from specchat.models.static import StaticCausalModel, bucket, compile_mode
+
+FAMILY = ("llama", "mistral", "qwen2")
+FIRST_SPAN = 256
+"""Attention reads the cache up to the smallest span (256, 512, ... max_length) that holds
+the positions written: a short chat does not stream a 4096-token cache every step."""
+DYNAMIC_ROPE = ("dynamic", "longrope")
+"""Rope types whose tables depend on the sequence length: not capturable as fixed shapes."""
+
+
+def owned_problem(model, max_length: int | None = None) -> str | None:
+    """Why `model` cannot run on specchat's own static forward (None when it can)."""
+    config = model.config
+    kind = getattr(config, "model_type", None)
+    if kind not in FAMILY:
+        return f"model type {kind!r} is not in the Llama family"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation {config.hidden_act!r}"
+    if getattr(config, "pretraining_tp", 1) not in (None, 1):
+        return "tensor-parallel weight slices (pretraining_tp)"
+    rope = (getattr(config, "rope_scaling", None) or {}).get("rope_type")
+    if rope in DYNAMIC_ROPE:
+        return f"rope type {rope!r}"
+    window = getattr(config, "sliding_window", None)
+    if window and getattr(config, "use_sliding_window", True) and window < (max_length or 0):
+        return f"a sliding attention window of {window} tokens"
+    if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
+        return "layers spread over several devices"
+    if any(p.dtype not in (torch.float32, torch.bfloat16, torch.float16) for p in model.parameters()):
+        return "quantized weights"
+    return None
+
+
+class StaticLlama(StaticCausalModel):
+    """A Llama-family model over specchat's static KV buffer; SDPA; CUDA graphs on CUDA."""
+
+    def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
+                 compile_steps: bool | None = None, buckets: bool | None = None):
+        body = model.get_decoder()
+        self.body, self.head = body, model.get_output_embeddings()
+        attn = body.layers[0].self_attn
+        self.head_dim, self.scaling = int(attn.head_dim), float(attn.scaling)
+        self.heads = int(model.config.num_attention_heads)
+        self.kv_heads = int(getattr(model.config, "num_key_value_heads", None) or self.heads)
+        self.keys = self.values = None
+        self._span = FIRST_SPAN
+        self.capture_s = 0.0
+        """Seconds spent capturing CUDA graphs (or compiling) so far."""
+        super().__init__(model, vocab_size, max_length, compile_steps, buckets)
+        self.spans = spans_up_to(self.max_length)
+
+    def reset(self) -> None:
+        if self.keys is None:
+            shape = (len(self.body.layers), self.kv_heads, self.max_length, self.head_dim)
+            dtype = self.body.embed_tokens.weight.dtype
+            self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
+            self.values = torch.zeros_like(self.keys)
+            self._cache = self.keys  # what the parent checks for "allocated"
+        self.crop(0)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        if self.keys is None:
+            return super().kv_cache_bytes
+        return 2 * self.keys.numel() * self.keys.element_size()
+
+    def _compile(self):
+        how = compile_mode(default="graphs")
+        if how == "none":
+            self.compiled = False
+            return self._logits
+        if how == "graphs":
+            return GraphSteps(self._logits, self)
+        return timed_compile(self._logits, how, self)
+
+    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
+        end = self._position + width
+        self._span = next((s for s in self.spans if s >= end), self.max_length)
+        return super()._run(ids, width, captured)
+
+    def prepare(self, widths: int = 17, context: int = 8) -> None:
+        """Run (on CUDA: capture) every step width at every attention span, now."""
+        self.reset()
+        for span in self.spans:
+            shapes = sorted({min(bucket_of(self, w), span) for w in range(1, widths + 1)})
+            for width in shapes:
+                for _ in range(3 if self.compiled else 1):
+                    self._seek(span - width)
+                    self.forward(torch.zeros(width, dtype=torch.long, device=self.device), keep=width)
+        self.reset()
+
+    def _seek(self, position: int) -> None:
+        """Put the write position anywhere (prepare only: what lies before it is garbage)."""
+        self._position = position
+        self._start.fill_(position)
+
+    def _logits(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
+        """Logits of the last `keep` of `ids` [1, n], writing their keys/values at `start`."""
+        ids = ids.reshape(-1)
+        positions = self._start + torch.arange(ids.shape[0], device=ids.device)
+        x = self.body.embed_tokens(ids)
+        cos, sin = self.body.rotary_emb(x.unsqueeze(0), positions.unsqueeze(0))
+        span = self._span
+        visible = torch.arange(span, device=ids.device) <= positions.unsqueeze(1)
+        for index, layer in enumerate(self.body.layers):
+            x = self._layer(index, layer, x, cos[0], sin[0], positions, visible, span)
+        hidden = self.body.norm(x[-keep:])
+        return self.head(hidden)[:, : self.vocab_size].float()
+
+    def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
+        n, attn = x.shape[0], layer.self_attn
+        h = layer.input_layernorm(x)
+        q = rotate(attn.q_proj(h).view(n, self.heads, self.head_dim).transpose(0, 1), cos, sin)
+        k = rotate(attn.k_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1), cos, sin)
+        v = attn.v_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
+        self.keys[index].index_copy_(1, positions, k.to(self.keys.dtype))
+        self.values[index].index_copy_(1, positions, v.to(self.values.dtype))
+        out = F.scaled_dot_product_attention(
+            q.unsqueeze(0), self.keys[index, :, :span].unsqueeze(0),
+            self.values[index, :, :span].unsqueeze(0),
+            attn_mask=visible, scale=self.scaling, enable_gqa=self.kv_heads != self.heads)
+        x = x + attn.o_proj(out[0].transpose(0, 1).reshape(n, self.heads * self.head_dim))
+        return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
+class GraphSteps:
+    """Each step width captured once as a CUDA graph, replayed with new input ids."""
+
+    def __init__(self, forward, owner: StaticLlama):
+        self.forward, self.owner = forward, owner
+        self.graphs: dict[tuple[int, int], tuple] = {}
+        """(width, attention span) -> (input buffer, graph, output buffer)."""
+        self.pool = None
+
+    def __call__(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
+        key = (keep, self.owner._span)
+        entry = self.graphs.get(key)
+        if entry is None:
+            entry = self.graphs[key] = self._capture(ids, keep)
+        inputs, graph, output = entry
+        inputs.copy_(ids)
+        graph.replay()
+        return output
+
+    def _capture(self, ids: torch.Tensor, keep: int):
+        started = time.perf_counter()
+        inputs = ids.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up off the capture: kernels pick their algorithms
+            for _ in range(2):
+                self.forward(inputs, keep)
+        torch.cuda.current_stream().wait_stream(side)
+        self.pool = self.pool or torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            output = self.forward(inputs, keep)
+        torch.cuda.synchronize()
+        self.owner.capture_s += time.perf_counter() - started
+        return inputs, graph, output
+
+
+def spans_up_to(max_length: int) -> list[int]:
+    """256, 512, ... up to and including `max_length`."""
+    spans, span = [], FIRST_SPAN
+    while span < max_length:
+        spans.append(span)
+        span *= 2
+    return spans + [max_length]
+
+
+def bucket_of(model: StaticCausalModel, width: int) -> int:
+    return bucket(width) if model.buckets else width
+
+
+def timed_compile(forward, how: str, owner: StaticLlama):
+    """torch.compile of the forward; the first call at each width (the capture) is timed."""
+    if how == "cudagraphs":
+        compiled = torch.compile(forward, backend="cudagraphs", dynamic=False)
+    else:
+        compiled = torch.compile(forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
+    seen: set[tuple[int, int]] = set()
+
+    def step(ids: torch.Tensor, keep: int) -> torch.Tensor:
+        key = (keep, owner._span)  # a new span is a new graph (dynamo guards on it)
+        if key in seen:
+            return compiled(ids, keep)
+        started = time.perf_counter()
+        out = compiled(ids, keep)
+        torch.cuda.synchronize()
+        seen.add(key)
+        owner.capture_s += time.perf_counter() - started
+        return out
+
+    return step
