@@ -8,6 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from specchat.chat.decoding import drafter_for
 from specchat.engine import Decoder, Finished, NgramDrafter, Round, SamplingParams
 from specchat.engine.adaptive import AcceptanceEstimate, AdaptiveK, CostModel, settings_for
 
@@ -97,7 +98,7 @@ def test_auto_k_keeps_greedy_output_identical_to_target_only(load_tiny):
         return [t for e in events if isinstance(e, Round) for t in e.committed]
 
     reference = ids(settings_for(0, SamplingParams()), None)
-    assert ids(settings_for("auto", SamplingParams()), pair.drafter) == reference
+    assert ids(settings_for("auto", SamplingParams()), drafter_for(pair)) == reference
 
 
 def test_models_toml_accepts_k_auto_and_rejects_other_words(tmp_path, tiny_config):

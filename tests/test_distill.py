@@ -12,6 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from specchat.chat.decoding import drafter_for
 from specchat.cli import main
 
 PROMPTS = ["Say hello.", "Count to five.", "Write code.", "Tell a story.", "Name a colour.",
@@ -147,7 +148,7 @@ def test_sampling_with_a_reduced_vocab_draft_reproduces_the_target_distribution(
     from specchat.engine import Decoder, SamplingParams
 
     params, runs, prompt = SamplingParams(temperature=1.0, top_k=4), 800, [5, 17, 40]
-    target, drafter = distilled_pair.target, distilled_pair.drafter
+    target, drafter = distilled_pair.target, drafter_for(distilled_pair)
     exact = exact_two_token_joint(target, prompt, params)
     outside = [c for c in exact if c[0] not in set(drafter.model.vocab.tolist())]
     assert sum(exact[c] for c in outside) > 0.05, "the test needs target mass outside the draft vocab"

@@ -11,6 +11,7 @@ import importlib.util
 import pytest
 import torch
 
+from specchat.chat.decoding import drafter_for
 from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, SamplingParams, Settings
 
 pytestmark = [pytest.mark.gpu,
@@ -37,7 +38,7 @@ def cuda_pairs(tiny_config):
 
 
 def greedy(pair, k, prompt, budget=40):
-    decoder = Decoder(pair.target, pair.drafter if k else None, pair.eos_ids, check_invariants=True)
+    decoder = Decoder(pair.target, drafter_for(pair) if k else None, pair.eos_ids, check_invariants=True)
     events = decoder.generate(prompt, Settings(k, SamplingParams()), budget)
     return [t for e in events if not isinstance(e, Finished) for t in e.committed]
 
@@ -99,7 +100,7 @@ def test_a_speculative_round_syncs_the_host_once(cuda_pairs):
     import warnings
 
     pair = cuda_pairs[("tiny", "1")]
-    decoder = Decoder(pair.target, pair.drafter, set(), check_invariants=False)
+    decoder = Decoder(pair.target, drafter_for(pair), set(), check_invariants=False)
     events = decoder.generate(list(range(4, 40)), Settings(3, SamplingParams()), 1000)
     next(events)
     with warnings.catch_warnings(record=True) as caught:

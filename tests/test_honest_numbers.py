@@ -14,7 +14,7 @@ from specchat.chat.baseline import Baseline, gauge_speedup, theory_for
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.chat.verdict import IdentityCheck, describe_texts, first_parting, race_verdict
 from specchat.engine import Round, SpecStats
-from specchat.theory import best_k, break_even_alpha, speedup_at
+from specchat.engine.theory import best_k, break_even_alpha, speedup_at
 from toy import TableModel
 
 
@@ -106,7 +106,7 @@ def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
 
     tokenizer = load_tiny("tiny").tokenizer
     target = SlowerWithContext(vocab_size=len(tokenizer))
-    pair = SimpleNamespace(target=target, drafter=None, tokenizer=tokenizer, context_length=2048)
+    pair = SimpleNamespace(target=target, draft=None, tokenizer=tokenizer, context_length=2048)
     baseline = measure_baseline(pair, SamplingParams(0.7), contexts=(64, 1024))
     assert baseline.sampling == (0.7, 0, 1.0)
     # the sleeps alone cost 4.6 ms a token at 64 tokens of context and 43 ms at 1,024 (9.4x);

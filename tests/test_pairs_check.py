@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from specchat.cli import main
 from specchat.commands.advice import StepCosts, break_even_alpha, verdict_lines
-from specchat.theory import ideal_speedup
+from specchat.engine.theory import ideal_speedup
 
 
 def check(tiny_config, *args):

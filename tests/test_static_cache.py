@@ -65,7 +65,7 @@ def test_greedy_through_the_static_cache_equals_eager_target_only(load_tiny, k, 
     prompt = list(range(4, 30))
     reference = greedy_ids(pair.target, None, pair.eos_ids, prompt, 0)
     fast_target = static_twin(pair.target, buckets)
-    fast_draft = ModelDrafter(static_twin(pair.drafter.model, buckets)) if k else None
+    fast_draft = ModelDrafter(static_twin(pair.draft, buckets)) if k else None
     assert greedy_ids(fast_target, fast_draft, pair.eos_ids, prompt, k) == reference
 
 

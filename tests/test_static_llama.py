@@ -58,7 +58,7 @@ def test_greedy_through_the_own_forward_equals_eager_target_only(load_tiny, k, b
     prompt = list(range(4, 30))
     reference = greedy_ids(pair.target, None, pair.eos_ids, prompt, 0)
     target = owned(pair.target, buckets)
-    drafter = ModelDrafter(owned(pair.drafter.model, buckets)) if k else None
+    drafter = ModelDrafter(owned(pair.draft, buckets)) if k else None
     assert greedy_ids(target, drafter, pair.eos_ids, prompt, k) == reference
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from tui_support import wait_for
 
+from specchat.commands.chat import pair_service
 from specchat.models.config import load_catalog
 from specchat.tui.app import create_app
-from specchat.tui.real_backend import ChatBackend
 from specchat.tui.transcript import Notice
 
 KINDS = {"accepted", "rejected", "resampled", "bonus", "target"}
@@ -17,8 +17,8 @@ KINDS = {"accepted", "rejected", "resampled", "bonus", "target"}
 def real_app(config_file, pair: str, max_new_tokens: int):
     catalog = load_catalog(config_file)
 
-    def factory(name: str) -> ChatBackend:
-        return ChatBackend(catalog.get(name), max_new_tokens=max_new_tokens)
+    def factory(name: str):
+        return pair_service(catalog.get(name), None, max_new_tokens, None)
 
     return create_app(factory, [(n, p.description) for n, p in catalog.pairs.items()], pair)
 
@@ -81,7 +81,7 @@ async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
 
 
 def test_out_of_memory_reads_as_an_actionable_line():
-    from specchat.tui.backend import describe_error
+    from specchat.chat.service import describe_error
 
     class OutOfMemoryError(RuntimeError):
         pass

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = textwrap.dedent("""
     import asyncio, sys
     sys.path.insert(0, "tests")
-    import specchat.cli, specchat.commands.chat, specchat.tui.app, specchat.tui.real_backend
+    import specchat.cli, specchat.commands.chat, specchat.tui.app, specchat.chat.pair_service
     from tui_support import ask, make_app, ready
 
     async def main():

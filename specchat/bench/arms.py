@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 
 from specchat.chat.decoding import decoder_for
-from specchat.engine import Decoder, Finished, NgramDrafter, SamplingParams, Settings, SpecStats
+from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
 from specchat.errors import UsageError
 
 
@@ -69,7 +69,7 @@ class SpecchatArm:
         self.key, self.label, self.pair = key, label, pair
         self.settings = settings
         """Kept across answers, so an adaptive k policy learns over the run as in a chat."""
-        self.speculative = speculate and pair.drafter is not None
+        self.speculative = speculate and pair.has_draft
         self.seed = seed
 
     def decoder(self) -> Decoder:
@@ -131,8 +131,8 @@ def transformers_speculation(pair, k: int, schedule: str = "constant"):
     """transformers' counterpart of the pair's drafter, or None for a plain pair."""
     from specchat.models.baselines import Speculation
 
-    if isinstance(pair.drafter, NgramDrafter):
-        return Speculation(lookup_tokens=k, ngram_size=pair.drafter.max_ngram)
+    if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
+        return Speculation(lookup_tokens=k, ngram_size=pair.draft.max_ngram)
     if pair.draft_model is not None:
         return Speculation(assistant=pair.draft_model.model, draft_tokens=k, schedule=schedule)
     return None

@@ -60,7 +60,7 @@ def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, s
     from specchat.bench.arms import sweep_arms
     from specchat.bench.sweep import sweep_section
 
-    if pair.drafter is None:
+    if not pair.has_draft:
         raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
     arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
     meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt)

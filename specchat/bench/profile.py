@@ -11,14 +11,15 @@ Works on any engine `CausalModel`; knows nothing about transformers.
 
 from __future__ import annotations
 
+from specchat.chat.decoding import drafter_for
 from specchat.engine import costs as engine_costs
 from specchat.engine.costs import WIDTHS, Costs, verify_costs  # noqa: F401  (bench's names)
 from specchat.engine.stats import SpecStats
-from specchat.theory import ideal_speedup as theory_speedup
+from specchat.engine.theory import ideal_speedup as theory_speedup
 
 
 def measure_costs(pair, context: list[int], repeats: int = 5) -> Costs:
-    return engine_costs.measure_costs(pair.target, pair.drafter, context, repeats=repeats)
+    return engine_costs.measure_costs(pair.target, drafter_for(pair), context, repeats=repeats)
 
 
 def run_acceptance(runs) -> tuple[float | None, float]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specchat.chat.events import StatsSnapshot
-from specchat.theory import best_k, speedup_at
+from specchat.engine.theory import best_k, speedup_at
 
 SamplingKey = tuple[float, int, float]
 """(temperature, top_k, top_p): target-only speed is measured per sampling setting."""

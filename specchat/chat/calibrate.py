@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import torch
 
 from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.decoding import drafter_for
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
@@ -83,7 +84,7 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     if should_stop():
         return None
     verify = verify_costs(pair.target, filler_ids(seed, VERIFY_CONTEXT), VERIFY_WIDTHS, repeats=3)
-    draft = getattr(pair, "drafter", None)
+    draft = drafter_for(pair)
     draft_s = draft_step_cost(draft, filler_ids(seed, VERIFY_CONTEXT), 3) if draft else None
     pair.target.reset()
     return Baseline(sampling_key(params), tuple(points), tuple(sorted(verify.items())),

@@ -11,14 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specchat.errors import UsageError
+from specchat.turn import Turn
+
+__all__ = ["Conversation", "Turn"]
 
 FALLBACK_TEMPLATE_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
-
-
-@dataclass
-class Turn:
-    role: str
-    content: str
 
 
 @dataclass
@@ -34,7 +31,7 @@ class Conversation:
     def messages(self, skip_exchanges: int = 0) -> list[dict]:
         turns = self.turns[2 * skip_exchanges:]
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": t.role, "content": t.content} for t in turns]
+        return head + [{"role": t.role, "content": t.text} for t in turns]
 
     def clear(self) -> None:
         self.turns.clear()

@@ -1,6 +1,10 @@
 """The one place that builds a `Decoder` for a loaded pair: its target, its drafter
 (or none, for target-only decoding) and its end-of-sequence ids.
 
+Also the one place that turns the pair's draft (a model adapted to the engine's
+protocol, or an n-gram lookup) into the engine's drafter object: the models layer
+hands over models only and never imports the engine's drafters.
+
 Used by the conversation (chat.session) and by every benchmark arm, so that what
 is measured decodes exactly as the chat does. `wrap` lets a caller put a wrapper
 around each model (timing, profiling) without building the decoder itself.
@@ -11,16 +15,23 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from specchat.engine import Decoder, ModelDrafter
+from specchat.engine import Decoder, ModelDrafter, NgramDrafter
+
+
+def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None):
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, an
+    `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft."""
+    draft = getattr(pair, "draft", None)
+    if draft is None:
+        return None
+    if hasattr(draft, "max_ngram"):
+        return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram)
+    return ModelDrafter(wrap(draft) if wrap else draft)
 
 
 def decoder_for(pair: Any, speculate: bool = True,
                 wrap: Callable[[Any], Any] | None = None) -> Decoder:
     """A Decoder over `pair`; target-only when `speculate` is false or the pair has no draft."""
-    drafter = pair.drafter if speculate else None
-    if wrap is None:
-        return Decoder(pair.target, drafter, pair.eos_ids)
-    draft_model = getattr(drafter, "model", None)
-    if draft_model is not None:
-        drafter = ModelDrafter(wrap(draft_model))
-    return Decoder(wrap(pair.target), drafter, pair.eos_ids)
+    drafter = drafter_for(pair, wrap) if speculate else None
+    target = wrap(pair.target) if wrap else pair.target
+    return Decoder(target, drafter, pair.eos_ids)

@@ -22,6 +22,7 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
                                   TokenKind, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
+from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
 from specchat.engine.adaptive import settings_for
@@ -52,9 +53,9 @@ def spans_of_round(event: Round, detok: IncrementalDetokenizer) -> RoundText:
 
 
 class ChatSession:
-    """One conversation with a loaded pair (anything shaped like `models.LoadedPair`)."""
+    """One conversation with a loaded pair (chat/pair.py's `Pair` protocol)."""
 
-    def __init__(self, pair: Any, system: str | None = None, settings: Settings | None = None,
+    def __init__(self, pair: Pair, system: str | None = None, settings: Settings | None = None,
                  seed: int | None = None):
         self.pair = pair
         self.conversation = Conversation(system=system)
@@ -137,7 +138,7 @@ class ChatSession:
                               seed=self.race_seed())
         scratch.conversation.turns = list(turns[:last])
         scratch.speculate = speculate
-        yield from scratch.answer(turns[last].content, max_new_tokens, should_stop)
+        yield from scratch.answer(turns[last].text, max_new_tokens, should_stop)
 
     def settings_copy(self) -> Settings:
         """The same k and sampling, with a fresh adaptive policy if k is "auto"."""

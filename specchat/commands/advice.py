@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from specchat.theory import ideal_speedup
+from specchat.engine.theory import ideal_speedup
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""

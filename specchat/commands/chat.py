@@ -1,8 +1,9 @@
 """`specchat chat` (and plain `specchat`): the Textual chat on a pair.
 
-Builds the real backend factory and hands it to the TUI; the model loads in the
-background once the app is on screen. Imports textual, never torch, before the
-app opens.
+The composition root of the chat: builds a factory of conversation services
+(chat/pair_service.py) over a loader of models (models/loader.py) and hands it to the
+TUI, which never imports models; the model loads in a worker thread once the app is
+on screen. Imports textual, never torch, before the app opens.
 """
 
 from __future__ import annotations
@@ -55,15 +56,26 @@ def chat(ctx, pair_name, theme, k, temperature, dtype, system, max_new_tokens, c
 
 def build_app(catalog, first, theme, system, max_new_tokens, dtype):
     from specchat.tui.app import create_app
-    from specchat.tui.real_backend import ChatBackend
 
     def factory(name: str):
-        config = first if name == first.name else catalog.get(name)
-        return ChatBackend(config, system, max_new_tokens, dtype)
+        return pair_service(first if name == first.name else catalog.get(name), system,
+                            max_new_tokens, dtype)
 
     pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
     return create_app(factory, pairs, first.name, theme=theme, k=first.k,
                       temperature=first.temperature, system=system)
+
+
+def pair_service(config, system, max_new_tokens: int, dtype: str | None):
+    """The conversation service of one pair; its models load when the TUI's worker asks."""
+    from specchat.chat.pair_service import PairService
+
+    def load(override: str | None, progress):
+        from specchat.models.loader import load_pair
+
+        return load_pair(config, dtype=override or dtype, progress=progress)
+
+    return PairService(config.name, load, system, max_new_tokens, config.description)
 
 
 def build_demo_app(rate: float, theme, system):

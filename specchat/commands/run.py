@@ -138,7 +138,7 @@ class TextPrinter:
         sys.stdout.flush()
         if self.done is None:
             return
-        speculative = session.speculate and pair.drafter
+        speculative = session.speculate and pair.has_draft
         mode = f"speculative, k={k_text(session, self.done.stats)}" if speculative else "target only"
         header = [("pair", pair.config.name), ("mode", mode),
                   ("seed", str(getattr(session, "seed", None))),

@@ -2,16 +2,39 @@
 
 The engine knows nothing about text, tokenizers, model files or user interfaces.
 `Decoder.generate` yields one `Round` per verify pass and a final `Finished`.
+
+The package's names load lazily (a module `__getattr__`): importing a torch-free
+submodule such as `specchat.engine.theory` does not import torch, so the TUI and the
+chat layer's figures can use it on their startup path.
 """
 
-from specchat.engine.decoder import (Decoder, EngineInvariantError, Event, Finished, Round,
-                                     Settings)
-from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
-from specchat.engine.protocol import CausalModel
-from specchat.engine.sampling import SamplingParams
-from specchat.engine.stats import SpecStats
+from __future__ import annotations
 
-__all__ = [
-    "CausalModel", "Decoder", "EngineInvariantError", "Event", "Finished", "ModelDrafter",
-    "NgramDrafter", "Proposal", "Round", "SamplingParams", "Settings", "SpecStats",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
+    "Event": "decoder", "Finished": "decoder", "Round": "decoder", "Settings": "decoder",
+    "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
+    "SamplingParams": "sampling", "SpecStats": "stats",
+}
+
+__all__ = sorted(_WHERE)
+
+if TYPE_CHECKING:
+    from specchat.engine.decoder import (Decoder, EngineInvariantError, Event, Finished, Round,
+                                         Settings)
+    from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
+    from specchat.engine.protocol import CausalModel
+    from specchat.engine.sampling import SamplingParams
+    from specchat.engine.stats import SpecStats
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule that defines `name` on first use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'specchat.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"specchat.engine.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from specchat.engine.decoder import Round
-from specchat.theory import acceptance_alpha, expected_tokens_per_round, ideal_speedup
+from specchat.engine.theory import acceptance_alpha, expected_tokens_per_round, ideal_speedup
 
 __all__ = ["SpecStats", "acceptance_alpha", "expected_tokens_per_round", "ideal_speedup",
            "carried_prefill"]

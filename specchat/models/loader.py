@@ -1,4 +1,4 @@
-"""Loading a pair from its `PairConfig`: target, drafter, tokenizer, dtype, device.
+"""Loading a pair from its `PairConfig`: target, draft, tokenizer, dtype, device.
 
 The only place (with its sibling modules) that imports transformers. Every
 failure a user can cause (missing file, uncached hub id, vocabulary mismatch,
@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 import torch
 
-from specchat.engine import ModelDrafter, NgramDrafter
 from specchat import paths
 from specchat.errors import ModelNotFound, OutOfMemory, PairError
 from specchat.models import gguf_cache
@@ -33,13 +32,23 @@ from specchat.models.static import adapter_for
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class NgramLookup:
+    """A prompt-lookup draft (no model): the n-gram lengths it matches."""
+
+    max_ngram: int
+    min_ngram: int
+
+
 @dataclass
 class LoadedPair:
     """Everything the chat layer needs to decode with a pair."""
 
     config: PairConfig
     target: HFCausalModel
-    drafter: ModelDrafter | NgramDrafter | None
+    draft: HFCausalModel | NgramLookup | None
+    """The draft model (adapted to the engine's protocol), an n-gram lookup, or none; the
+    chat layer builds the engine's drafter from it (chat/decoding.py)."""
     tokenizer: Any
     device: str
     dtype: str
@@ -55,7 +64,11 @@ class LoadedPair:
 
     @property
     def draft_model(self) -> HFCausalModel | None:
-        return getattr(self.drafter, "model", None)
+        return None if self.draft is None or isinstance(self.draft, NgramLookup) else self.draft
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
 
     @property
     def memory_bytes(self) -> int:
@@ -85,7 +98,7 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 def load_pair(pair: PairConfig, dtype: str | None = None,
               progress: Progress = lambda _: None) -> LoadedPair:
-    """Load the target and drafter of `pair`; `dtype` overrides the pair's."""
+    """Load the target and draft of `pair`; `dtype` overrides the pair's."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
@@ -98,31 +111,30 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     target_model, tokenizer = load_model(target_ref, torch_dtype, placement.device,
                                          pair.quantization, progress, placement)
     device = main_device(target_model, placement.device)
-    drafter = None
+    draft = None
     if pair.draft:
-        drafter = load_drafter(pair, torch_dtype, device, tokenizer, progress)
-    target = adapter_for(target_model, device, shared_vocab_size(target_model, drafter),
+        draft = load_draft(pair, torch_dtype, device, tokenizer, progress)
+    target = adapter_for(target_model, device, shared_vocab_size(target_model, draft),
                          quantized=pair.quantization != "none" or placement.device_map is not None)
-    if isinstance(drafter, ModelDrafter):
-        drafter.model.vocab_size = target.vocab_size
+    if draft is not None and not isinstance(draft, NgramLookup):
+        draft.vocab_size = target.vocab_size
     reset_peak(device)
     reasons = {"device": placement.why or device_why, "dtype": dtype_why}
-    return LoadedPair(pair, target, drafter, tokenizer, device, dtype_name(torch_dtype), reasons,
+    return LoadedPair(pair, target, draft, tokenizer, device, dtype_name(torch_dtype), reasons,
                       time.perf_counter() - started,
                       layer_summary(getattr(target_model, "hf_device_map", None), device))
 
 
-def load_drafter(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
+def load_draft(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
-        return NgramDrafter(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
+        return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
     progress(f"loading draft {pair.draft}")
     quantization = pair.draft_quantization
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
     vocab, int8 = distill_facts(model_folder(ref, progress))
-    return ModelDrafter(adapter_for(model, device, head_ids=vocab, int8=int8,
-                                    quantized=quantization != "none"))
+    return adapter_for(model, device, head_ids=vocab, int8=int8, quantized=quantization != "none")
 
 
 def draft_folder(pair: PairConfig, progress: Progress) -> Path | str | None:
@@ -142,11 +154,11 @@ def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
     return spec.vocab, spec.info.get("weights") == "int8"
 
 
-def shared_vocab_size(target_model, drafter) -> int:
+def shared_vocab_size(target_model, draft) -> int:
     """Logit columns both models share (their heads may be padded differently)."""
     size = target_model.get_output_embeddings().weight.shape[0]
-    if isinstance(drafter, ModelDrafter):
-        size = min(size, drafter.model.vocab_size)
+    if draft is not None and not isinstance(draft, NgramLookup):
+        size = min(size, draft.vocab_size)
     return size
 
 

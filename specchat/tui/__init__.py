@@ -1,5 +1,6 @@
 """The Textual chat app: live speculation view, gauges, trials and history.
 
 Textual only: never imports torch, not even at startup. The model work happens
-behind the `Backend` protocol (backend.py), in one thread worker per answer.
+behind the chat layer's `ConversationService` protocol (chat/service.py), which the
+CLI hands over; one thread worker per answer. Never imports models.
 """

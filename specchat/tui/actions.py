@@ -6,15 +6,12 @@ or an answer streaming, it says why it cannot run instead of failing.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
 from specchat.chat.events import StatsSnapshot, TokenSpan
 from specchat.chat.verdict import describe, race_verdict
 from specchat.history.store import SavedConversation
+from specchat.turn import Turn
+from specchat.tui.worker import RaceJob
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
-
-if TYPE_CHECKING:
-    from specchat.tui.app import SpecchatApp
 
 K_MAX = 16
 
@@ -24,7 +21,7 @@ class ActionsMixin:
 
     # ----- answers -------------------------------------------------------------------------
 
-    def action_stop(self: "SpecchatApp") -> None:
+    def action_stop(self) -> None:
         """Stop the streaming answer within one round; the partial answer stays, marked stopped."""
         if self.job is None:
             return
@@ -32,7 +29,7 @@ class ActionsMixin:
         if self.job is not None:
             self.job.gate.set()
 
-    def action_new_chat(self: "SpecchatApp") -> None:
+    def action_new_chat(self) -> None:
         if self.job is not None:
             self.notify("stop the answer first (Esc)", severity="warning")
             return
@@ -44,7 +41,7 @@ class ActionsMixin:
             self.backend.reset(self.system, [])
         self.notify("new chat")
 
-    def action_regenerate(self: "SpecchatApp") -> None:
+    def action_regenerate(self) -> None:
         if not self._ready_for("regenerate"):
             return
         if self.failed is not None:
@@ -62,7 +59,7 @@ class ActionsMixin:
         self.recorder.user(text, self.pair_name)
         self._start_answer(text)
 
-    def action_copy_answer(self: "SpecchatApp") -> None:
+    def action_copy_answer(self) -> None:
         if self.last_answer is None:
             self.notify("no answer to copy yet")
             return
@@ -70,7 +67,7 @@ class ActionsMixin:
         self.copy_to_clipboard(text)
         self.notify(f"copied the last answer ({len(text)} characters, no rejected drafts)")
 
-    def action_toggle_ghosts(self: "SpecchatApp") -> None:
+    def action_toggle_ghosts(self) -> None:
         self.ghosts = not self.ghosts
         for flow in self.query(TokenFlow):
             flow.set_ghosts(self.ghosts)
@@ -80,7 +77,7 @@ class ActionsMixin:
         save_preferences(self.preferences, self.preferences_path)
         self.notify(f"rejected drafts {'shown' if self.ghosts else 'hidden'}")
 
-    def action_toggle_markdown(self: "SpecchatApp") -> None:
+    def action_toggle_markdown(self) -> None:
         view = self.last_answer
         if view is None or not view.finished:
             self.notify("no finished answer to switch yet")
@@ -88,21 +85,23 @@ class ActionsMixin:
         shown = view.toggle_markdown()
         self.notify("Markdown view" if shown else "coloured-token view")
 
-    def action_toggle_speculation(self: "SpecchatApp") -> None:
+    def action_toggle_speculation(self) -> None:
         self.speculate = not self.speculate
         self.gauges.speculate = self.speculate
         state = "on" if self.speculate else "off (target only)"
         self.notify(f"speculation {state} from the next answer")
 
-    def action_race(self: "SpecchatApp") -> None:
+    def action_race(self) -> None:
         if not self._ready_for("race"):
             return
-        if self.last_speculative is None or not any(r == "user" for r, _ in self.backend.turns()):
+        if self.last_speculative is None or not any(t.role == "user" for t in self.backend.turns()):
             self.notify("race needs a speculative answer first: ask something", severity="warning")
             return
-        self._start_job("race", f"{self.pair_name} · race: same prompt, target only", "", False)
+        self.job_counter += 1
+        self._start_job(RaceJob(self.job_counter, self.backend, self.pacing),
+                        f"{self.pair_name} · race: same prompt, target only")
 
-    def _race_result(self: "SpecchatApp", done) -> None:
+    def _race_result(self, done) -> None:
         spec, gauge = self.last_speculative
         greedy = self.backend.sampling_key()[0] == 0
         dtype = self.info.dtype if self.info else ""
@@ -111,18 +110,18 @@ class ActionsMixin:
         self._mount(Notice(text, "race"))
         self.notify(text, timeout=12)
 
-    def action_float32_check(self: "SpecchatApp") -> None:
+    def action_float32_check(self) -> None:
         """Replay the last prompt greedily in float32, speculative and target-only."""
         if not self._ready_for("replay in float32"):
             return
-        if not any(r == "user" for r, _ in self.backend.turns()):
+        if not any(t.role == "user" for t in self.backend.turns()):
             self.notify("the float32 replay needs a question first", severity="warning")
             return
         self.notify("float32 replay: loading a float32 copy of the pair and answering twice…")
         self.gauges.status = "float32 replay running…"
         self._float32_worker(self.backend)
 
-    def on_identity_checked(self: "SpecchatApp", message) -> None:
+    def on_identity_checked(self, message) -> None:
         self.gauges.status = "ready"
         if message.result is None:
             self.notify(f"float32 replay did not finish: {message.error}", severity="warning")
@@ -131,7 +130,7 @@ class ActionsMixin:
         self._mount(Notice(text, "race"))
         self.notify(text, timeout=12)
 
-    def _ready_for(self: "SpecchatApp", what: str) -> bool:
+    def _ready_for(self, what: str) -> bool:
         if self.job is not None:
             self.notify(f"cannot {what} while an answer streams (Esc stops it)", severity="warning")
             return False
@@ -142,46 +141,58 @@ class ActionsMixin:
 
     # ----- decoding knobs ------------------------------------------------------------------
 
-    def set_k(self: "SpecchatApp", k: int) -> None:
-        self.k = max(0, min(K_MAX, k))
-        if self.backend is not None:
-            self.backend.set_k(self.k)
-        self.gauges.k = self.k
-        self.gauges.k_auto = False
-        self.notify(f"k = {self.k} from the next round")
+    # k and temperature have one owner, the conversation service: the app asks it to change
+    # them and shows what it reports.
 
-    def action_change_k(self: "SpecchatApp", delta: int) -> None:
-        self.set_k(self.k + delta)
+    def show_settings(self) -> None:
+        """Show the service's k and temperature on the gauges."""
+        gauges, backend = self.gauges, self.backend
+        gauges.k, gauges.k_auto, gauges.temperature = backend.k, backend.k_auto, backend.temperature
+        gauges.sampling = backend.sampling_key()
 
-    def set_temperature(self: "SpecchatApp", temperature: float) -> None:
-        self.temperature = round(max(0.0, min(2.0, temperature)), 2)
+    def set_k(self, k: int) -> None:
+        if self.backend is None:
+            self.notify("cannot set k: the pair has not loaded yet", severity="warning")
+            return
+        self.backend.set_k(max(0, min(K_MAX, k)))
+        self.show_settings()
+        self.notify(f"k = {self.backend.k} from the next round")
+
+    def action_change_k(self, delta: int) -> None:
         if self.backend is not None:
-            self.backend.set_temperature(self.temperature)
-        self.gauges.temperature = self.temperature
-        self.gauges.sampling = self.backend.sampling_key() if self.backend else None
-        self.notify(f"temperature = {self.temperature:g} from the next round")
+            self.set_k(self.backend.k + delta)
+
+    def set_temperature(self, temperature: float) -> None:
+        if self.backend is None:
+            self.notify("cannot set the temperature: the pair has not loaded yet",
+                        severity="warning")
+            return
+        self.backend.set_temperature(round(max(0.0, min(2.0, temperature)), 2))
+        self.show_settings()
+        self.notify(f"temperature = {self.backend.temperature:g} from the next round")
         if self.job is None:
             self.gauges.calibration = self.current_baseline()
             self._maybe_calibrate()  # target-only speed at the new sampling settings
 
-    def action_change_temperature(self: "SpecchatApp", delta: float) -> None:
-        self.set_temperature(self.temperature + delta)
+    def action_change_temperature(self, delta: float) -> None:
+        if self.backend is not None:
+            self.set_temperature(self.backend.temperature + delta)
 
     # ----- demos ---------------------------------------------------------------------------
 
-    def action_toggle_presentation(self: "SpecchatApp") -> None:
+    def action_toggle_presentation(self) -> None:
         screen = self.screen_stack[0]
         screen.toggle_class("-presentation")
         self.notify("presentation mode " + ("on" if screen.has_class("-presentation") else "off"))
 
-    def _show_pacing(self: "SpecchatApp") -> None:
+    def _show_pacing(self) -> None:
         parts = (["step mode"] if self.pacing.step else []) + (
             [f"slow motion {self.pacing.slow_ms} ms"] if self.pacing.slow_ms else [])
         self.gauges.pacing = " · ".join(parts)
         for legend in self.query("#legend"):
             legend.refresh()
 
-    def action_toggle_step(self: "SpecchatApp") -> None:
+    def action_toggle_step(self) -> None:
         self.pacing.step = not self.pacing.step
         self._show_pacing()
         if not self.pacing.step:
@@ -189,20 +200,20 @@ class ActionsMixin:
         self.notify("step mode on: F8 or Ctrl+F resolves each round" if self.pacing.step
                     else "step mode off")
 
-    def action_step(self: "SpecchatApp") -> None:
+    def action_step(self) -> None:
         """Resolve the round held in step mode and let the next one come."""
         if self.job is None:
             return
         self._release_held()
         self.job.gate.set()
 
-    def action_toggle_slow(self: "SpecchatApp") -> None:
+    def action_toggle_slow(self) -> None:
         self.pacing.slow_ms = 0 if self.pacing.slow_ms else self.preferences.slow_motion_ms
         self._show_pacing()
         self.notify(f"slow motion: {self.pacing.slow_ms} ms per round" if self.pacing.slow_ms
                     else "slow motion off")
 
-    def set_slow_motion(self: "SpecchatApp", ms: int) -> None:
+    def set_slow_motion(self, ms: int) -> None:
         self.preferences.slow_motion_ms = ms
         from specchat.tui.themes import save_preferences
 
@@ -213,12 +224,12 @@ class ActionsMixin:
 
     # ----- screens -------------------------------------------------------------------------
 
-    def action_help(self: "SpecchatApp") -> None:
+    def action_help(self) -> None:
         from specchat.tui.screens import HelpScreen
 
         self.push_screen(HelpScreen())
 
-    def action_system_prompt(self: "SpecchatApp") -> None:
+    def action_system_prompt(self) -> None:
         from specchat.tui.screens import SystemPromptScreen
 
         def apply(text: str | None) -> None:
@@ -230,22 +241,22 @@ class ActionsMixin:
 
         self.push_screen(SystemPromptScreen(self.system), apply)
 
-    def action_pick_pair(self: "SpecchatApp") -> None:
+    def action_pick_pair(self) -> None:
         from specchat.tui.screens import PairPickerScreen
 
         self.push_screen(PairPickerScreen(self.pairs, self.pair_name),
                          lambda name: name and self.switch_pair(name))
 
-    def switch_pair(self: "SpecchatApp", name: str) -> None:
+    def switch_pair(self, name: str) -> None:
         self.notify(f"loading {name} in the background; the current pair keeps answering")
         self.start_loading(name)
 
-    def action_history(self: "SpecchatApp") -> None:
+    def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen
 
         self.push_screen(HistoryScreen(self.recorder.list()), self._history_choice)
 
-    def _history_choice(self: "SpecchatApp", choice) -> None:
+    def _history_choice(self, choice) -> None:
         if not choice:
             return
         what, conversation_id = choice
@@ -261,13 +272,13 @@ class ActionsMixin:
         else:
             self.export(conversation_id, what)
 
-    def _ready_to_reopen(self: "SpecchatApp") -> bool:
+    def _ready_to_reopen(self) -> bool:
         if self.job is not None:
             self.notify("stop the answer first (Esc)", severity="warning")
             return False
         return True
 
-    def show_saved(self: "SpecchatApp", conversation: SavedConversation) -> None:
+    def show_saved(self, conversation: SavedConversation) -> None:
         """Replace the transcript with a saved conversation, colours included."""
         self.transcript.remove_children()
         for turn in conversation.turns:
@@ -287,13 +298,13 @@ class ActionsMixin:
 
     # ----- export --------------------------------------------------------------------------
 
-    def export_current(self: "SpecchatApp", fmt: str) -> None:
+    def export_current(self, fmt: str) -> None:
         if self.recorder.conversation_id is None:
             self.notify("nothing to export yet")
             return
         self.export(self.recorder.conversation_id, fmt)
 
-    def export(self: "SpecchatApp", conversation_id: int, fmt: str) -> None:
+    def export(self, conversation_id: int, fmt: str) -> None:
         from specchat import paths
         from specchat.history import export
 
@@ -315,7 +326,7 @@ class ActionsMixin:
             return
         self.notify(f"exported to {target}", timeout=10)
 
-    def export_colours(self: "SpecchatApp") -> dict[str, str]:
+    def export_colours(self) -> dict[str, str]:
         variables = self.theme_variables
         colours = {kind: variables.get(f"spec-{kind}", "") for kind in
                    ("accepted", "rejected", "resampled", "bonus", "target")}
@@ -334,13 +345,13 @@ def stats_from_dict(data: dict | None) -> StatsSnapshot | None:
                             for key, value in data.items() if key in fields})
 
 
-def conversation_turns(conversation: SavedConversation) -> list[tuple[str, str]]:
-    """(role, text) to continue from: failed answers and the messages they answered are left out."""
-    turns: list[tuple[str, str]] = []
+def conversation_turns(conversation: SavedConversation) -> list[Turn]:
+    """The turns to continue from: failed answers and the messages they answered are left out."""
+    turns: list[Turn] = []
     for turn in conversation.turns:
         if turn.role == "assistant" and turn.status == "error":
-            if turns and turns[-1][0] == "user":
+            if turns and turns[-1].role == "user":
                 turns.pop()
             continue
-        turns.append((turn.role, turn.text))
+        turns.append(Turn(turn.role, turn.text))
     return turns

@@ -33,8 +33,8 @@ from specchat.tui.recorder import HistoryRecorder
 from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
                                  load_textual_themes, save_preferences)
 from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
-from specchat.tui.worker import (Job, Pacing, calibrate_backend, check_float32, load_backend,
-                                 stream_job)
+from specchat.tui.worker import (AnswerJob, Job, Pacing, RaceJob, calibrate_backend,
+                                 check_float32, load_backend, stream_job)
 
 BackendFactory = Callable[[str], Backend]
 GC_THRESHOLDS = (20_000, 50, 1_000)
@@ -97,8 +97,6 @@ class SpecchatApp(ActionsMixin, App):
         """The last answer if it failed, and its message, so that regenerate retries it."""
         self.pacing = Pacing()
         self.speculate = True
-        self.k = k if k is not None else 4
-        self.temperature = temperature if temperature is not None else 0.0
         self.ghosts = self.preferences.ghosts
 
     # ----- startup -------------------------------------------------------------------------
@@ -255,21 +253,15 @@ class SpecchatApp(ActionsMixin, App):
         backend.reset(self.system, previous.turns() if previous else self.pending_turns)
         self.backend, self.info, self.current_load_id = backend, info, load_id
         self.pair_name = info.name
-        k_from_cli = self.cli_k is not None and previous is None
-        self.k = self.cli_k if k_from_cli else info.k
-        auto = info.k_auto and not k_from_cli
-        if self.cli_temperature is not None and previous is None:
-            self.temperature = self.cli_temperature
-        else:
-            self.temperature = info.temperature
-        if not auto:  # a fixed k replaces the pair's adaptive policy
-            backend.set_k(self.k)
-        backend.set_temperature(self.temperature)
+        first = previous is None
+        if self.cli_k is not None and first:
+            backend.set_k(self.cli_k)  # a fixed k replaces the pair's adaptive policy
+        use_cli = self.cli_temperature is not None and first
+        backend.set_temperature(self.cli_temperature if use_cli else info.temperature)
         gauges = self.gauges
-        gauges.info, gauges.k, gauges.temperature = info, self.k, self.temperature
-        gauges.k_auto = auto
+        gauges.info = info
+        self.show_settings()
         gauges.calibration = self.current_baseline()
-        gauges.sampling = backend.sampling_key()
         gauges.status = f"ready · loaded in {info.load_s:.1f} s"
         self.sub_title = info.name
         if previous is not None:
@@ -316,21 +308,23 @@ class SpecchatApp(ActionsMixin, App):
     def _start_answer(self, text: str) -> None:
         self.failed = None
         speculate = self.speculate and bool(self.info and self.info.has_drafter)
-        mode = f"speculative k={self.k}" if speculate else "target only"
-        self._start_job("answer", f"{self.pair_name} · {mode}", text, speculate)
+        mode = f"speculative k={self.backend.k}" if speculate else "target only"
+        self.job_counter += 1
+        job = AnswerJob(self.job_counter, self.backend, self.pacing, speculate=speculate, text=text)
+        self._start_job(job, f"{self.pair_name} · {mode}")
         self.recorder.start_answer(mode, self.pair_name)
 
-    def _start_job(self, kind: str, label: str, text: str = "", speculate: bool = True) -> None:
+    def _start_job(self, job: Job, label: str) -> None:
         if self.calibrating:
             self.workers.cancel_group(self, "calibrate")  # the question goes first
-        self.job_counter += 1
-        self.job = Job(self.job_counter, kind, self.backend, self.pacing, text, speculate)
+        self.job = job
+        race = isinstance(job, RaceJob)
         self.answer_view = AnswerView(label, self.ghosts)
         self._mount(self.answer_view)
         gauges = self.gauges
         gauges.start_job(self.job.id)
-        gauges.mode = "race" if kind == "race" else ("speculative" if speculate else "target-only")
-        gauges.status = {"race": "racing target-only…"}.get(kind, "answering…")
+        gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
+        gauges.status = "racing target-only…" if race else "answering…"
         gauges.sampling = self.backend.sampling_key()
         gauges.calibration = self.current_baseline()
         self._answer_worker(self.job)
@@ -352,7 +346,7 @@ class SpecchatApp(ActionsMixin, App):
         if not self._current(message.job_id):
             return
         update = message.update
-        if self.job.kind == "answer":
+        if isinstance(self.job, AnswerJob):
             self.recorder.spans(update.spans)
         self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
         if self.pacing.step and update.accepted + update.rejected:
@@ -383,7 +377,7 @@ class SpecchatApp(ActionsMixin, App):
                         severity="error", timeout=12)
         stats = done.stats
         self.needed_context = max(self.needed_context, stats.prompt_tokens + stats.tokens + 512)
-        if job.kind == "race":
+        if isinstance(job, RaceJob):
             self._race_result(done)
         else:
             self.recorder.finish(done, status, done.text)
@@ -397,7 +391,7 @@ class SpecchatApp(ActionsMixin, App):
             return
         self._release_held()
         self.answer_view.finish(None, "error", message.error)
-        if self.job.kind == "answer":
+        if isinstance(self.job, AnswerJob):
             self.recorder.finish(None, "error", self.answer_view.text)
             self.failed = (self.answer_view, self.job.text)
         self.notify(f"generation failed: {message.error} — the conversation is intact",

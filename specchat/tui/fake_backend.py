@@ -19,7 +19,8 @@ from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUp
                                   StatsSnapshot, TokenSpan)
 from specchat.chat.baseline import Baseline, SamplingKey
 from specchat.chat.verdict import IdentityCheck
-from specchat.tui.backend import PairInfo, Progress, ShouldStop
+from specchat.chat.service import PairInfo, Progress, ShouldStop
+from specchat.turn import Turn
 
 SAMPLE_ANSWER = (
     "Speculative decoding lets a **small draft model** guess the next few tokens, and the "
@@ -116,7 +117,8 @@ class ScriptedBackend:
         self.k = self.config.k
         self.temperature = self.config.temperature
         self.system: str | None = None
-        self._turns: list[tuple[str, str]] = []
+        self._turns: list[Turn] = []
+        self.k_auto = False
         self.answers_started = 0
 
     def load(self, progress: Progress) -> PairInfo:
@@ -154,7 +156,7 @@ class ScriptedBackend:
         return None if should_stop() else IdentityCheck(tokens, None)
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
-        self._turns.append(("user", text))
+        self._turns.append(Turn("user", text))
         self.answers_started += 1
         if self.config.trim_every_answer:
             yield ContextTrimmed(1, 2048)
@@ -163,7 +165,7 @@ class ScriptedBackend:
         except BaseException:
             self._turns.pop()
             raise
-        self._turns.append(("assistant", done.text))
+        self._turns.append(Turn("assistant", done.text))
         yield done
 
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
@@ -211,22 +213,22 @@ class ScriptedBackend:
         return AnswerDone(text, reason, stats.snapshot(), tuple(spans))
 
     def set_k(self, k: int) -> None:
-        self.k = k
+        self.k, self.k_auto = k, False
 
     def set_temperature(self, temperature: float) -> None:
         self.temperature = temperature
 
-    def reset(self, system: str | None, turns: list[tuple[str, str]]) -> None:
-        self.system, self._turns = system, list(turns)
+    def reset(self, system: str | None, turns: list[Turn]) -> None:
+        self.system, self._turns = system, [Turn(*turn) for turn in turns]
 
-    def turns(self) -> list[tuple[str, str]]:
+    def turns(self) -> list[Turn]:
         return list(self._turns)
 
     def drop_last_exchange(self) -> str | None:
-        users = [i for i, (role, _) in enumerate(self._turns) if role == "user"]
+        users = [i for i, turn in enumerate(self._turns) if turn.role == "user"]
         if not users:
             return None
-        text = self._turns[users[-1]][1]
+        text = self._turns[users[-1]].text
         self._turns = self._turns[:users[-1]]
         return text
 

@@ -21,7 +21,7 @@ from textual.widgets import Digits, Sparkline, Static
 
 from specchat.chat.baseline import Baseline, SamplingKey, decode_span, gauge_speedup, theory_for
 from specchat.chat.events import StatsSnapshot
-from specchat.tui.backend import PairInfo
+from specchat.chat.service import PairInfo
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60

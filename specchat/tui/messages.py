@@ -15,7 +15,7 @@ from textual.message import Message
 from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate, StatsSnapshot
 from specchat.chat.baseline import Baseline
 from specchat.chat.verdict import IdentityCheck
-from specchat.tui.backend import Backend, PairInfo
+from specchat.chat.service import ConversationService as Backend, PairInfo
 
 
 @dataclass

@@ -11,12 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from textual.message_pump import MessagePump
 
-from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
-from specchat.tui.backend import Backend, ShouldStop, describe_error
+from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate
+from specchat.chat.service import ConversationService as Backend, ShouldStop, describe_error
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
                                    IdentityChecked, LoadFailed, LoadProgress, PairLoaded,
                                    RoundArrived, StatsUpdated)
@@ -35,16 +35,37 @@ class Pacing:
 
 @dataclass
 class Job:
-    """One answer (kind "answer") or one target-only replay (kind "race")."""
+    """What one answer worker streams: an `AnswerJob` or a `RaceJob`."""
 
     id: int
-    kind: str
     backend: Backend
     pacing: Pacing
-    text: str = ""
-    speculate: bool = True
     gate: threading.Event = field(default_factory=threading.Event)
     """Set by the UI to release a round held in step mode."""
+    speculate: bool = True
+
+    def events(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        raise NotImplementedError
+
+
+@dataclass
+class AnswerJob(Job):
+    """An answer to a user message: it becomes part of the conversation and the history."""
+
+    text: str = ""
+
+    def events(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        return self.backend.answer(self.text, self.speculate, should_stop)
+
+
+@dataclass
+class RaceJob(Job):
+    """The last user message replayed target-only; the conversation is left alone."""
+
+    speculate: bool = False
+
+    def events(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
+        return self.backend.race(should_stop)
 
 
 def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
@@ -61,11 +82,7 @@ def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Sho
 
 
 def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
-    if job.kind == "race":
-        events = job.backend.race(should_stop)
-    else:
-        events = job.backend.answer(job.text, job.speculate, should_stop)
-    for event in events:
+    for event in job.events(should_stop):
         if isinstance(event, RoundUpdate):
             app.post_message(RoundArrived(job.id, event))
             _pause(job, bool(event.accepted or event.rejected), should_stop)

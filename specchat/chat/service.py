@@ -1,10 +1,13 @@
-"""The seam between the UI and the model: a small `Backend` protocol, the facts a
-loaded pair reports, and the user's decoding controls.
+"""The conversation service the chat layer offers a user interface: a small
+`ConversationService` protocol (answer, race, calibrate, float32 replay, reset the
+turns, drop the last exchange, and the one owner of k and temperature), the facts a
+loaded pair reports (`PairInfo`), and one-line error messages.
 
-The UI only ever talks to a backend from its worker threads, and only through
-this protocol, so the real one (real_backend.py, over `ChatSession`) and the
-scripted one (fake_backend.py, for tests and the UI benchmark) are
-interchangeable. No torch, no Textual here.
+The UI only ever talks to a service from its worker threads, and only through this
+protocol, so the real one (chat/pair_service.py, over `ChatSession`) and the scripted
+one (tui/fake_backend.py, for tests and the UI benchmark) are interchangeable. The
+CLI builds the real one (it alone knows how to load models) and hands the UI a
+factory. No torch, no Textual, no models here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Callable, Iterator, Protocol
 from specchat.chat.baseline import Baseline, SamplingKey
 from specchat.chat.events import ChatEvent
 from specchat.chat.verdict import IdentityCheck
+from specchat.turn import Turn
 
 ShouldStop = Callable[[], bool]
 Progress = Callable[[str], None]
@@ -44,8 +48,10 @@ class PairInfo:
     """Which backend computes each model, e.g. "target llama.cpp · draft torch (lean)"."""
 
 
-class Backend(Protocol):
-    """A pair behind the UI. Every method but the setters runs in a worker thread."""
+class ConversationService(Protocol):
+    """A pair behind the UI. Every method but the setters and getters runs in a worker
+    thread. The service owns the decoding settings: `k` and `temperature` are read from it,
+    never kept elsewhere."""
 
     name: str
     busy: threading.Lock
@@ -66,12 +72,24 @@ class Backend(Protocol):
     def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
         """Replay the last prompt greedily in float32, speculative and target-only."""
         ...
-    def set_k(self, k: int) -> None: ...
-    def set_temperature(self, temperature: float) -> None: ...
-    def reset(self, system: str | None, turns: list[tuple[str, str]]) -> None:
-        """Start over from these (role, text) turns under this system prompt."""
+    @property
+    def k(self) -> int:
+        """The draft length of the next round (the starting value under k = auto)."""
         ...
-    def turns(self) -> list[tuple[str, str]]: ...
+    @property
+    def k_auto(self) -> bool:
+        """Whether the engine picks k every round."""
+        ...
+    @property
+    def temperature(self) -> float: ...
+    def set_k(self, k: int) -> None:
+        """A fixed k from now on (it replaces an adaptive policy)."""
+        ...
+    def set_temperature(self, temperature: float) -> None: ...
+    def reset(self, system: str | None, turns: list[Turn]) -> None:
+        """Start over from these turns under this system prompt."""
+        ...
+    def turns(self) -> list[Turn]: ...
     def drop_last_exchange(self) -> str | None:
         """Forget the last user message and its answer; return the message."""
         ...

@@ -4,7 +4,8 @@ the ideal speedup of a draft length k at measured costs, the best k, the accepta
 
 Every input is measured on its own: α from which draft positions were accepted
 (never solved back out of a measured τ or speed), c and v(n) from timed forwards.
-Pure arithmetic on floats, standard library only, so that the engine's statistics,
+Pure arithmetic on floats, standard library only (importing it never imports torch:
+specchat/engine/__init__ is lazy), so that the engine's statistics,
 `bench`, and the torch-free TUI all use the same functions. Knows nothing about
 models.
 """

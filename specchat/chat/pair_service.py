@@ -1,21 +1,27 @@
-"""The real backend: a pair from models.toml loaded with `load_pair`, chatting
-through `ChatSession`.
+"""The real conversation service: a loaded pair chatting through `ChatSession`.
 
-Importing this module is cheap: torch, transformers and the chat session are
-imported inside `load`, which runs in a worker thread, so the app opens before
-any of them is loaded. Knows nothing about Textual.
+The service does not know how models load: the CLI (the composition root) hands it
+a `PairLoader`, a function from a dtype (None: the pair's own) and a progress
+callback to a loaded pair (chat/pair.py's `Pair`). Importing this module is cheap:
+the chat session (and with it torch) is imported inside `load`, which runs in a
+worker thread, so the app opens before torch is loaded. Knows nothing about Textual.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Iterator
+from typing import Callable, Iterator
 
 from specchat.chat.baseline import Baseline, SamplingKey
 from specchat.chat.events import AnswerDone, ChatEvent
+from specchat.chat.pair import Pair
+from specchat.chat.service import PairInfo, Progress, ShouldStop
 from specchat.chat.verdict import IdentityCheck, committed, first_parting
-from specchat.tui.backend import PairInfo, Progress, ShouldStop
+from specchat.turn import Turn
+
+PairLoader = Callable[[str | None, Progress], Pair]
+"""(dtype or None for the pair's own, progress) -> the loaded pair."""
 
 
 def last_done(events: Iterator[ChatEvent]) -> AnswerDone | None:
@@ -26,34 +32,30 @@ def last_done(events: Iterator[ChatEvent]) -> AnswerDone | None:
     return done
 
 
-class ChatBackend:
-    """A `Backend` over `specchat.chat.session.ChatSession`."""
+class PairService:
+    """A `ConversationService` over `specchat.chat.session.ChatSession`."""
 
-    def __init__(self, pair_config: Any, system: str | None = None, max_new_tokens: int = 512,
-                 dtype: str | None = None):
-        self.pair_config = pair_config
-        self.name = pair_config.name
+    def __init__(self, name: str, loader: PairLoader, system: str | None = None,
+                 max_new_tokens: int = 512, description: str = ""):
+        self.name = name
+        self.loader = loader
+        self.description = description
         self.busy = threading.Lock()
         self.max_new_tokens = max_new_tokens
-        self.dtype = dtype
-        self.session: Any = None
+        self.session = None
         self._system = system
-        self._pending_turns: list[tuple[str, str]] = []
+        self._pending_turns: list[Turn] = []
 
     def load(self, progress: Progress) -> PairInfo:
         progress("importing torch and transformers")
         from specchat.chat.session import ChatSession
-        from specchat.models.loader import load_pair
 
-        pair = load_pair(self.pair_config, dtype=self.dtype, progress=progress)
+        pair = self.loader(None, progress)
         self.session = ChatSession(pair, system=self._system)  # seeded from the OS
         self.reset(self._system, self._pending_turns)
-        return PairInfo(self.name, pair.device, pair.dtype, pair.memory_bytes,
-                        pair.drafter is not None, self.session.settings.k,
-                        self.session.settings.sampling.temperature, pair.context_length,
-                        pair.load_s, self.pair_config.description,
-                        k_auto=self.session.settings.k_policy is not None,
-                        seed=getattr(self.session, "seed", None))
+        return PairInfo(self.name, pair.device, pair.dtype, pair.memory_bytes, pair.has_draft,
+                        self.k, self.temperature, pair.context_length, pair.load_s,
+                        self.description, k_auto=self.k_auto, seed=self.session.seed)
 
     def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
@@ -74,10 +76,9 @@ class ChatBackend:
         """Replay the last prompt greedily in float32, speculative and target-only, on a
         float32 copy of the pair loaded for the purpose (and let go afterwards)."""
         from specchat.chat.session import ChatSession
-        from specchat.models.loader import load_pair
 
-        pair = load_pair(self.pair_config, dtype="float32")
-        session = ChatSession(pair, self.session.conversation.system, seed=0)
+        session = ChatSession(self.loader("float32", lambda _: None),
+                              self.session.conversation.system, seed=0)
         session.settings.sampling = dataclasses.replace(self.session.settings.sampling,
                                                         temperature=0.0)
         session.conversation.turns = list(self.session.conversation.turns)
@@ -88,6 +89,20 @@ class ChatBackend:
                 return None
             runs.append(done)
         return IdentityCheck(len(committed(runs[1].spans)), first_parting(*runs))
+
+    # ----- the decoding settings: the session's are the only copy ---------------------------
+
+    @property
+    def k(self) -> int:
+        return self.session.settings.k if self.session is not None else 0
+
+    @property
+    def k_auto(self) -> bool:
+        return self.session is not None and self.session.settings.k_policy is not None
+
+    @property
+    def temperature(self) -> float:
+        return self.session.settings.sampling.temperature if self.session is not None else 0.0
 
     def set_k(self, k: int) -> None:
         """A fixed k from now on (it replaces an adaptive policy)."""
@@ -100,25 +115,25 @@ class ChatBackend:
             sampling = self.session.settings.sampling
             self.session.settings.sampling = dataclasses.replace(sampling, temperature=temperature)
 
-    def reset(self, system: str | None, turns: list[tuple[str, str]]) -> None:
+    # ----- the conversation -----------------------------------------------------------------
+
+    def reset(self, system: str | None, turns: list[Turn]) -> None:
         self._system = system
-        self._pending_turns = list(turns)
+        self._pending_turns = [Turn(*turn) for turn in turns]
         if self.session is None:
             return
-        from specchat.chat.conversation import Turn
-
         self.session.conversation.system = system
-        self.session.conversation.turns = [Turn(role, text) for role, text in turns]
+        self.session.conversation.turns = list(self._pending_turns)
 
-    def turns(self) -> list[tuple[str, str]]:
+    def turns(self) -> list[Turn]:
         if self.session is None:
             return list(self._pending_turns)
-        return [(turn.role, turn.content) for turn in self.session.conversation.turns]
+        return list(self.session.conversation.turns)
 
     def drop_last_exchange(self) -> str | None:
         turns = self.turns()
-        users = [i for i, (role, _) in enumerate(turns) if role == "user"]
+        users = [i for i, turn in enumerate(turns) if turn.role == "user"]
         if not users:
             return None
         self.reset(self._system, turns[:users[-1]])
-        return turns[users[-1]][1]
+        return turns[users[-1]].text
