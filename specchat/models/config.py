@@ -17,6 +17,7 @@ from specchat.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
+BACKENDS = ("auto", "torch", "llama.cpp")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class PairConfig:
     """auto is cuda when available, else cpu."""
     quantization: str = "none"
     """8bit or 4bit load the target through bitsandbytes (CUDA only)."""
+    backend: str = "auto"
+    """What computes the logits: torch, llama.cpp (GGUF files on the CPU), or auto: llama.cpp
+    for a GGUF target when llama-cpp-python is installed and no CUDA device is configured."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
     description: str = ""
@@ -134,7 +138,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
-          "quantization": str, "ngram_n": int, "description": str}
+          "quantization": str, "backend": str, "ngram_n": int, "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -152,6 +156,8 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = f"'dtype' must be one of {', '.join(DTYPES)}"
     if problem is None and pair.quantization not in QUANTIZATIONS:
         problem = f"'quantization' must be one of {', '.join(QUANTIZATIONS)}"
+    if problem is None and pair.backend not in BACKENDS:
+        problem = f"'backend' must be one of {', '.join(BACKENDS)} (got {pair.backend!r})"
     if problem is None and not _valid_device(pair.device):
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:
