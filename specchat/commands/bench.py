@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from specchat.commands.options import (apply_overrides, dtype_option, k_option,
+from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, pair_option, temperature_option)
 from specchat.errors import UsageError
 
@@ -31,6 +31,7 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True)
 @temperature_option
 @dtype_option
+@backend_option
 @k_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling.")
 @click.option("--category", "categories", multiple=True, metavar="NAME",
@@ -53,7 +54,7 @@ PROFILE_KS = "1,2,3,4,5,6,7,8"
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A models.toml whose pairs win over the user's and the built-in ones.")
 @click.pass_context
-def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
+def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, backend, k, seed,
           categories, limit, k_sweep, profile, overhead, synthetic, synthetic_layers, threads, as_json,
           config_file):
     """Benchmark a pair: specchat vs transformers, per prompt, category and in total."""
@@ -66,7 +67,8 @@ def bench(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, s
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
     config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature)
+    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature,
+                                  backend=backend)
     path = resolve_prompts_file(prompts_file)
     prompts = select(load_prompts(path), categories, limit, path)
     ks = parse_ks(k_sweep or (PROFILE_KS if profile else None))
@@ -201,7 +203,7 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> dict:
     return {"command": "specchat " + shlex.join(sys.argv[1:]), "pair": config.name,
             "target": config.target, "draft": config.draft or "none", "k": config.k,
             "device": device_name(pair.device), "dtype": pair.dtype,
-            "adapter": adapter_description(pair.target),
+            "adapter": adapter_description(pair.target), "backends": pair.backends,
             "torch_threads": torch.get_num_threads(), "max_new_tokens": max_new_tokens,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
             "prompts_file": str(path), "prompt_count": prompts}
