@@ -8,7 +8,7 @@
 # a compiler toolchain specchat does not need.
 #
 # llama-cpp-python (the `llama` extra, pinned in pyproject.toml) compiles llama.cpp
-# from source on install (about 10 minutes on 2 cores; pip caches the built wheel,
+# from source on install (about 5½ minutes on 2 quiet cores; pip caches the built wheel,
 # so a later install takes seconds). It needs a C and a C++ compiler: without one the
 # install stops with a one-line hint. LLAMA=0 installs without it (torch backend only).
 

@@ -114,14 +114,20 @@ def reference(files):
     return AutoModelForCausalLM.from_pretrained(files["target_folder"], dtype=torch.float32).eval()
 
 
+def llama(path: Path, **options) -> LlamaCppModel:
+    """One thread: on a machine whose cores are all busy, llama.cpp's threads wait on each
+    other (a tiny model is 20x slower with 2 threads there); the results are the same."""
+    return LlamaCppModel(path, threads=1, **options)
+
+
 def torch_logits(model, ids: list[int]) -> torch.Tensor:
     with torch.inference_mode():
         return model(torch.tensor([ids])).logits[0].float()
 
 
 def close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal up to llama.cpp's f16 KV cache: within 1% of the logits' spread."""
-    return bool((a - b).abs().max() <= 0.01 * b.std() * 10)
+    """Equal up to llama.cpp's f16 KV cache: within 1% of the largest logit."""
+    return bool((a - b).abs().max() <= 0.01 * b.abs().max())
 
 
 def committed(decoder: Decoder, prompt, settings, n, generator=None) -> tuple[list[int], list[Round]]:
@@ -133,7 +139,7 @@ def committed(decoder: Decoder, prompt, settings, n, generator=None) -> tuple[li
 
 
 def test_logits_equal_torchs_for_the_same_weights(files, reference):
-    model = LlamaCppModel(files["target"])
+    model = llama(files["target"])
     got = model.forward(torch.tensor(PROMPT), keep=len(PROMPT))
     want = torch_logits(reference, PROMPT)
     assert got.shape == want.shape and got.dtype == torch.float32
@@ -142,7 +148,7 @@ def test_logits_equal_torchs_for_the_same_weights(files, reference):
 
 
 def test_logits_are_returned_only_for_the_last_keep_positions_across_calls(files, reference):
-    model = LlamaCppModel(files["target"])
+    model = llama(files["target"])
     model.forward(torch.tensor(PROMPT[:6]), keep=1)
     got = model.forward(torch.tensor(PROMPT[6:]), keep=3)
     assert got.shape == (3, model.vocab_size)
@@ -151,8 +157,8 @@ def test_logits_are_returned_only_for_the_last_keep_positions_across_calls(files
 
 
 def test_a_prompt_longer_than_a_batch_goes_in_chunks_with_the_same_logits(files):
-    whole = LlamaCppModel(files["target"])
-    chunked = LlamaCppModel(files["target"], batch=4)
+    whole = llama(files["target"])
+    chunked = llama(files["target"], batch=4)
     ids = torch.tensor(PROMPT * 2)
     want = whole.forward(ids, keep=7)  # 7 rows span the last two chunks of 4
     got = chunked.forward(ids, keep=7)
@@ -161,7 +167,7 @@ def test_a_prompt_longer_than_a_batch_goes_in_chunks_with_the_same_logits(files)
 
 
 def test_crop_removes_cells_so_refeeding_equals_a_fresh_forward(files):
-    model, fresh = LlamaCppModel(files["target"]), LlamaCppModel(files["target"])
+    model, fresh = llama(files["target"]), llama(files["target"])
     model.forward(torch.tensor(PROMPT), keep=1)
     model.forward(torch.tensor([1, 2, 3, 4]), keep=4)  # a rejected guess
     model.crop(len(PROMPT))
@@ -171,7 +177,7 @@ def test_crop_removes_cells_so_refeeding_equals_a_fresh_forward(files):
 
 
 def test_reset_empties_the_cache(files):
-    model = LlamaCppModel(files["target"])
+    model = llama(files["target"])
     model.forward(torch.tensor(PROMPT))
     model.reset()
     assert model.cache_length == 0
@@ -180,14 +186,14 @@ def test_reset_empties_the_cache(files):
 def test_llamacpp_reads_the_same_vocabulary_as_the_transformers_tokenizer(files):
     from specchat.models.gguf_cache import load_tokenizer
 
-    model, tokenizer = LlamaCppModel(files["target"]), load_tokenizer(files["target"])
+    model, tokenizer = llama(files["target"]), load_tokenizer(files["target"])
     assert model.n_vocab == len(tokenizer)
     for text in ["The quick brown fox", "def add(a, b):\n    return a + b", "SELECT name FROM users"]:
         assert model.tokenize(text) == tokenizer.encode(text, add_special_tokens=False)
 
 
 def test_a_full_context_is_an_error_not_a_silent_overwrite(files):
-    model = LlamaCppModel(files["target"], max_context=16)
+    model = llama(files["target"], max_context=16)
     model.forward(torch.tensor(PROMPT))
     with pytest.raises(ValueError, match="context of 16 tokens is full"):
         model.forward(torch.tensor(PROMPT))
@@ -222,9 +228,15 @@ def test_cache_lengths_follow_rejects_full_accepts_and_eos(loaded):
 
 def test_a_stop_while_drafting_leaves_no_cell_past_the_committed_tokens(loaded):
     pair = loaded("gguf")
-    calls = iter(range(1000))
+    calls = 0
+
+    def should_stop() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 10  # from partway through a later round's drafting on
+
     decoder = Decoder(pair.target, pair.drafter, set())
-    events = list(decoder.generate(PROMPT, Settings(k=4), 50, should_stop=lambda: next(calls) == 7))
+    events = list(decoder.generate(PROMPT, Settings(k=4), 50, should_stop=should_stop))
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.stop_reason == "stopped"
     produced = len(PROMPT) + finished.new_tokens
@@ -254,33 +266,49 @@ def test_the_same_gguf_on_torch_decodes_the_same_greedy_tokens(loaded):
 def test_loaded_pair_reports_context_eos_and_size_from_llamacpp(loaded):
     pair = loaded("gguf")
     assert pair.context_length == 512  # the tiny model's trained context, under the cap
-    assert pair.eos_ids == {pair.tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    eos = pair.eos_ids
+    assert pair.tokenizer.convert_tokens_to_ids("<|im_end|>") in eos  # the GGUF's EOS
+    assert all(pair.tokenizer.convert_ids_to_tokens(i) in pair.tokenizer.all_special_tokens for i in eos)
     assert pair.memory_bytes > 0 and pair.device == "cpu"
 
 
 # --- χ²: sampled speculative decoding on llama.cpp follows the target ------------------
 
 
-def test_sampling_on_llamacpp_reproduces_the_target_distribution(files):
+def first_tokens(decoder: Decoder, k: int, params: SamplingParams, runs: int) -> torch.Tensor:
+    """How often each token came first in `runs` sampled answers."""
+    generator = torch.Generator().manual_seed(k)
+    counts = torch.zeros(decoder.target.vocab_size)
+    for _ in range(runs):
+        tokens, _ = committed(decoder, PROMPT, Settings(k=k, sampling=params), 2, generator)
+        counts[tokens[0]] += 1
+    return counts
+
+
+def chi2_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """χ² goodness of fit of `counts` to `probs`, pooling the cells expected below 5."""
     from scipy.stats import chisquare
 
+    expected = probs.double() * counts.sum()
+    big = expected >= 5
+    observed = torch.cat([counts[big].double(), counts[~big].sum().reshape(1)])
+    expected = torch.cat([expected[big], expected[~big].sum().reshape(1)])
+    return float(chisquare(observed.numpy(), expected.numpy() * observed.sum().item()
+                           / expected.sum().item()).pvalue)
+
+
+def test_sampling_on_llamacpp_reproduces_the_target_distribution(files):
+    """The first token of a speculative answer (an accepted draft or a resampled token)
+    follows the target's distribution; the draft's own samples fail the same check."""
     from specchat.engine.sampling import to_probs
 
-    target, draft = LlamaCppModel(files["target"]), LlamaCppModel(files["draft"])
-    params, runs = SamplingParams(temperature=1.0, top_k=6), 1500
+    target, draft = llama(files["target"]), llama(files["draft"])
+    params, runs = SamplingParams(temperature=1.0), 1500
     probs = to_probs(target.forward(torch.tensor(PROMPT))[-1], params)
-    decoder = Decoder(target, ModelDrafter(draft), set())
-    generator = torch.Generator().manual_seed(0)
-    counts = torch.zeros_like(probs)
-    for _ in range(runs):
-        first, _ = committed(decoder, PROMPT, Settings(k=2, sampling=params), 2, generator)
-        counts[first[0]] += 1
-    support = probs > 0
-    assert counts[~support].sum() == 0
-    draft_probs = to_probs(LlamaCppModel(files["draft"]).forward(torch.tensor(PROMPT))[-1], params)
-    assert chisquare(counts[support], probs[support] * runs).pvalue > 1e-3
-    # power: the draft's own distribution is rejected by the same check
-    assert chisquare(counts[support], draft_probs[support] / draft_probs[support].sum() * runs).pvalue < 1e-3
+    speculative = first_tokens(Decoder(target, ModelDrafter(draft), set()), 2, params, runs)
+    assert chi2_pvalue(speculative, probs) > 1e-3
+    draft_alone = first_tokens(Decoder(draft, None, set()), 0, params, runs // 5)
+    assert chi2_pvalue(draft_alone, probs) < 1e-6
 
 
 # --- bad inputs through the CLI: exit 2, one line, no traceback ----------------------

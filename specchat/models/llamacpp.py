@@ -158,6 +158,11 @@ class LlamaCppModel:
         return text.value.decode("utf-8", "replace")
 
     @property
+    def weights(self) -> str:
+        """The type of the file's weights as llama.cpp names it, e.g. "Q4_1" or "F32"."""
+        return self.description.split()[-1]
+
+    @property
     def parameter_bytes(self) -> int:
         return int(self._lib.llama_model_size(self._model))
 

@@ -98,10 +98,21 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     if isinstance(drafter, ModelDrafter):
         drafter.model.vocab_size = target.vocab_size
     labels = {"target": target_label} | ({"draft": draft_label} if draft_label else {})
+    dtype_label, dtype_why = weights_of(target, dtype_name(torch_dtype), dtype_why, draft_label)
     reasons = {"device": device_why, "dtype": dtype_why, "backend": backends.why}
-    return LoadedPair(pair, target, drafter, tokenizer, device, dtype_name(torch_dtype), reasons,
+    return LoadedPair(pair, target, drafter, tokenizer, device, dtype_label, reasons,
                       time.perf_counter() - started, labels, frozenset(target_eos(raw, tokenizer)),
                       target_context(raw))
+
+
+def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> tuple[str, str]:
+    """(the pair's dtype as shown, why): a llama.cpp target computes in its file's own type."""
+    if not isinstance(target, LlamaCppModel):
+        return torch_dtype, why
+    why_gguf = "the GGUF file's own weights, computed by llama.cpp"
+    if draft_label and draft_label.startswith("torch"):
+        why_gguf += f"; the torch draft in {torch_dtype} ({why})"
+    return target.weights, why_gguf
 
 
 def load_target(pair: PairConfig, backend: str, dtype, device: str, progress: Progress):
