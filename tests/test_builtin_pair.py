@@ -17,10 +17,14 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def builtin_pair():
+    """On torch, in float32 (`auto` would pick llama.cpp and its own GGUF weights)."""
+    import dataclasses
+
     from specchat.models.config import load_catalog
     from specchat.models.loader import load_pair
 
-    return load_pair(load_catalog().get("smollm2-135m-ngram"), dtype="float32")
+    config = dataclasses.replace(load_catalog().get("smollm2-135m-ngram"), backend="torch")
+    return load_pair(config, dtype="float32")
 
 
 def committed(pair, prompt: str, speculate: bool) -> tuple[list[int], float | None]:

@@ -23,11 +23,14 @@ def test_shipped_draft_is_under_20_megabytes_and_holds_no_embeddings():
 
 
 def test_default_pair_uses_the_distilled_draft_and_is_lossless_in_float32():
+    import dataclasses
+
     from test_pair_lossless import answer, committed_ids
 
     from specchat.models.config import load_catalog
     from specchat.models.loader import load_pair
-    pair = load_pair(load_catalog().get("smollm2-135m"), dtype="float32")
+    config = dataclasses.replace(load_catalog().get("smollm2-135m"), backend="torch")
+    pair = load_pair(config, dtype="float32")
     assert pair.draft_model.vocab is not None  # the reduced output vocabulary
     for prompt in ["What is 12 times 7?", "Write a haiku about rain."]:
         spec, done = answer(pair, prompt, speculate=True, n=32)

@@ -11,10 +11,10 @@ import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, SamplingParams, Settings
 from specchat.models import lean
+from specchat.models.adapters import adapter_for
 from specchat.models.hf import HFCausalModel
 from specchat.models.lean import LeanLlama, lean_problem
 from specchat.models.reduced_vocab import ReducedVocabModel
-from specchat.models.static import adapter_for
 
 CLOSE = dict(atol=2e-4, rtol=2e-4)
 

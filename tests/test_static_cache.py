@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, SamplingParams, Settings
+from specchat.models.adapters import adapter_for
 from specchat.models.hf import HFCausalModel
-from specchat.models.static import StaticCausalModel, adapter_for
+from specchat.models.static import StaticCausalModel
 
 
 def static_twin(adapter: HFCausalModel, buckets: bool = False) -> StaticCausalModel:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, SamplingParams, Settings
-from specchat.models.static import StaticCausalModel, static_adapter
+from specchat.models.adapters import static_adapter
+from specchat.models.static import StaticCausalModel
 from specchat.models.static_llama import StaticLlama, owned_problem
 
 CLOSE = dict(atol=1e-4, rtol=1e-4)

@@ -133,7 +133,7 @@ def transformers_speculation(pair, k: int, schedule: str = "constant"):
 
     if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
         return Speculation(lookup_tokens=k, ngram_size=pair.draft.max_ngram)
-    if pair.draft_model is not None:
+    if hasattr(pair.draft_model, "model"):  # a torch draft (a llama.cpp one has no transformers model)
         return Speculation(assistant=pair.draft_model.model, draft_tokens=k, schedule=schedule)
     return None
 
@@ -143,8 +143,10 @@ def standard_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
     arms: list[Arm] = [
         SpecchatArm("spec", "specchat speculative", pair, settings, True, seed),
         SpecchatArm("target", "specchat target-only", pair, settings, False, seed),
-        TransformersArm("hf", "transformers generate", pair, settings.sampling, seed),
     ]
+    if not hasattr(pair.target, "model"):  # a llama.cpp target: no transformers model to run
+        return arms
+    arms.append(TransformersArm("hf", "transformers generate", pair, settings.sampling, seed))
     speculation = transformers_speculation(pair, max(settings.k, 1))
     if speculation is not None:
         label = ("transformers prompt lookup" if speculation.lookup_tokens is not None

@@ -133,7 +133,8 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
     return RunMeta("specchat " + shlex.join(sys.argv[1:]), config.name, config.target,
                    config.draft or "none", config.k, device_name(pair.device), pair.dtype,
                    adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
-                   config.temperature, config.top_p, config.top_k, str(path), prompts)
+                   config.temperature, config.top_p, config.top_k, str(path), prompts,
+                   dict(getattr(pair, "backends", {}) or {}))
 
 
 def adapter_description(model) -> str:

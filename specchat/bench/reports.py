@@ -33,6 +33,8 @@ class RunMeta:
     top_k: int
     prompts_file: str
     prompt_count: int
+    backends: dict = field(default_factory=dict)
+    """What computed each model's logits ({"target": "llama.cpp (...)", "draft": "torch (lean)"})."""
 
     def as_dict(self) -> dict:
         return asdict(self)

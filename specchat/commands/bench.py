@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from specchat.commands.options import (apply_overrides, dtype_option, k_option,
+from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, pair_option, temperature_option)
 from specchat.errors import UsageError
 
@@ -47,7 +47,7 @@ def common_options(command):
         click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
                      default=None, help="JSONL prompt set (default: the 30 prompts shipped with specchat)."),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True),
-        temperature_option, dtype_option, k_option,
+        temperature_option, dtype_option, backend_option, k_option,
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling."),
         click.option("--category", "categories", multiple=True, metavar="NAME",
                      help="Only prompts of this category (repeatable)."),
@@ -74,11 +74,11 @@ def prompt_set_command(name: str, extra=()):
     def decorate(measure):
         @bench.command(name, context_settings=CONTEXT, help=measure.__doc__)
         @common_options
-        def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, k, seed,
-                    categories, limit, threads, as_json, config_file, **more):
+        def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, backend, k,
+                    seed, categories, limit, threads, as_json, config_file, **more):
             set_threads(threads)
-            setup = prepare(ctx, pair_name, prompts_file, k, temperature, categories, limit,
-                            config_file)
+            setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
+                            limit, config_file)
             print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json)
         for option in reversed(extra):
             command = option(command)
@@ -103,11 +103,13 @@ class Setup:
             notes.close()
 
 
-def prepare(ctx, pair_name, prompts_file, k, temperature, categories, limit, config_file) -> Setup:
+def prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories, limit,
+            config_file) -> Setup:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
     config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature)
+    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature,
+                                  backend=backend)
     path = resolve_prompts_file(prompts_file)
     return Setup(pair_config, select(load_prompts(path), categories, limit, path), path)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from specchat.commands.options import (apply_overrides, dtype_option, k_option,
+from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        pair_option, temperature_option)
 
 
@@ -25,14 +25,15 @@ from specchat.commands.options import (apply_overrides, dtype_option, k_option,
 @k_option
 @temperature_option
 @dtype_option
+@backend_option
 @click.option("--system", default=None, help="System prompt.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True)
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
               help="Use the scripted fake pair streaming at this many tokens/s (no model).")
 @click.pass_context
-def chat(ctx, pair_name, theme, k, temperature, dtype, system, max_new_tokens, config_file,
-         demo_rate):
+def chat(ctx, pair_name, theme, k, temperature, dtype, backend, system, max_new_tokens,
+         config_file, demo_rate):
     """Open the chat: watch speculative decoding token by token."""
     if demo_rate is not None:
         app = build_demo_app(demo_rate, theme, system)
@@ -43,23 +44,24 @@ def chat(ctx, pair_name, theme, k, temperature, dtype, system, max_new_tokens, c
     from specchat.theme_files import available_themes
 
     catalog = load_catalog(config_file or (ctx.obj or {}).get("config"))
-    first = apply_overrides(catalog.get(pair_name), k, temperature)
+    first = apply_overrides(catalog.get(pair_name), k, temperature, backend=backend)
     if theme is not None and theme not in available_themes():
         from specchat.errors import ConfigError
 
         raise ConfigError(f"unknown theme '{theme}': available are "
                           f"{', '.join(sorted(available_themes()))}")
-    app = build_app(catalog, first, theme, system, max_new_tokens, dtype)
+    app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend)
     app.run()
     leave(app.return_code or 0)
 
 
-def build_app(catalog, first, theme, system, max_new_tokens, dtype):
+def build_app(catalog, first, theme, system, max_new_tokens, dtype, backend=None):
     from specchat.tui.app import create_app
 
     def factory(name: str):
-        return pair_service(first if name == first.name else catalog.get(name), system,
-                            max_new_tokens, dtype)
+        config = first if name == first.name else apply_overrides(catalog.get(name),
+                                                                  backend=backend)
+        return pair_service(config, system, max_new_tokens, dtype)
 
     pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
     return create_app(factory, pairs, first.name, theme=theme, k=first.k,

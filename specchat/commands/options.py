@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from specchat.errors import UsageError
-from specchat.models.config import DTYPES, PairConfig, decoding_problem
+from specchat.models.config import BACKENDS, DTYPES, PairConfig, decoding_problem
 
 
 def pair_option(function):
@@ -49,14 +49,22 @@ def dtype_option(function):
                         help="Override the pair's dtype.")(function)
 
 
+def backend_option(function):
+    return click.option("--backend", type=click.Choice(BACKENDS), default=None,
+                        help="Override the pair's backend (auto: llama.cpp for a GGUF target "
+                             "on the CPU when llama-cpp-python is installed).")(function)
+
+
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
-                    top_p: float | None = None, top_k: int | None = None) -> PairConfig:
+                    top_p: float | None = None, top_k: int | None = None,
+                    backend: str | None = None) -> PairConfig:
     """The pair with command-line values in place of its own, range-checked."""
     problem = decoding_problem(k, temperature, top_p, top_k)
     if problem:
         raise UsageError(problem)
     changes = {name: value for name, value in
-               (("k", k), ("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
+               (("k", k), ("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
+                ("backend", backend))
                if value is not None}
     return dataclasses.replace(pair, **changes)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from specchat.commands.options import (apply_overrides, dtype_option, k_option,
+from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, pair_option, temperature_option)
 from specchat.errors import SpecchatError, UsageError
 
@@ -34,17 +34,19 @@ class AnswerFailed(SpecchatError):
               help="Seed for sampling (default: drawn from the OS; the stats block prints it).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @dtype_option
+@backend_option
 @click.option("--system", default=None, help="System prompt.")
 @click.option("--jsonl", is_flag=True, help="One JSON object per round, then a `done` object.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", nargs=-1)
 @click.pass_context
 def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tokens, dtype,
-        system, jsonl, config_file, prompt):
+        backend, system, jsonl, config_file, prompt):
     """Answer PROMPT once (use - to read it from stdin)."""
     text = read_prompt(prompt)
     config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature, top_p, top_k)
+    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature, top_p, top_k,
+                                  backend)
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
@@ -143,6 +145,7 @@ class TextPrinter:
         header = [("pair", pair.config.name), ("mode", mode),
                   ("seed", str(getattr(session, "seed", None))),
                   ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
+                  *backend_rows(pair),
                   ("load time", f"{pair.load_s:.2f} s")] + memory_rows(pair)
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
@@ -152,6 +155,14 @@ def k_text(session, stats) -> str:
     if session.settings.k_policy is None:
         return str(session.settings.k)
     return f"auto (mostly {stats.k_in_use})" if stats.k_in_use else "auto"
+
+
+def backend_rows(pair) -> list[tuple[str, str]]:
+    """What computes each model's logits, and why the target's backend was chosen."""
+    rows = [("target backend", f"{pair.backends['target']} ({pair.reasons['backend']})")]
+    if "draft" in pair.backends:
+        rows.append(("draft backend", pair.backends["draft"]))
+    return rows
 
 
 class JsonlPrinter:

@@ -17,6 +17,7 @@ from specchat.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
+BACKENDS = ("auto", "torch", "llama.cpp")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class PairConfig:
     max_memory: dict | None = None
     """Per-device limits for spreading the target with accelerate (device = "auto"), e.g.
     {"0" = "20GiB", "cpu" = "64GiB"}; unset: each GPU's free memory and 3/4 of the RAM."""
+    backend: str = "auto"
+    """What computes the logits: torch, llama.cpp (GGUF files on the CPU), or auto: llama.cpp
+    for a GGUF target when llama-cpp-python is installed and no CUDA device is configured."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
     description: str = ""
@@ -141,8 +145,8 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
-          "quantization": str, "draft_quantization": str, "max_memory": dict, "ngram_n": int,
-          "description": str}
+          "quantization": str, "draft_quantization": str, "max_memory": dict, "backend": str,
+          "ngram_n": int, "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -166,6 +170,8 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = f"'quantization' must be one of {', '.join(QUANTIZATIONS)}"
     if problem is None and pair.draft_quantization not in QUANTIZATIONS:
         problem = f"'draft_quantization' must be one of {', '.join(QUANTIZATIONS)}"
+    if problem is None and pair.backend not in BACKENDS:
+        problem = f"'backend' must be one of {', '.join(BACKENDS)} (got {pair.backend!r})"
     if problem is None and not _valid_device(pair.device):
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:

@@ -1,10 +1,12 @@
-"""Converting a GGUF file to a transformers folder once, and reusing it.
+"""Converting a GGUF file to a transformers folder once, and reusing it; its tokenizer alone.
 
 De-quantizing a GGUF with transformers takes many seconds, so the first load
 saves the converted float32 weights and the tokenizer under the user cache
 directory, keyed by the file's path, size and modification time. Later loads
 read that folder in well under a second. Writes go to a temporary folder that is
-renamed into place, so an interrupted conversion never leaves a broken cache.
+renamed into place, so an interrupted conversion never leaves a broken cache. A GGUF
+model on llama.cpp needs only the tokenizer: it is cached the same way, alone. A file
+that cannot be read becomes a one-line `ModelNotFound`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from specchat import paths
+from specchat.errors import ModelNotFound, SpecchatError
 from specchat.models.cache_build import build_once, is_built
-
+from specchat.models.refs import ModelRef, builtin_gguf
 
 
 def cache_key(gguf: Path) -> str:
@@ -32,12 +35,60 @@ def is_converted(gguf: Path) -> bool:
     return is_built(converted_folder(gguf))
 
 
+def gguf_file(ref: ModelRef) -> Path:
+    """The GGUF file of a `.gguf` path or a built-in GGUF model; it must exist."""
+    path = builtin_gguf(ref.value) if ref.kind == "builtin" else Path(ref.value)
+    if not path.is_file():
+        raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
+    return path
+
+
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The converted folder for `gguf`, converting it first if needed."""
     target = converted_folder(gguf)
     if not is_built(target):
         progress(f"converting {gguf.name} (first use only)")
-    return build_once(target, lambda staging: _convert(gguf, staging), f"converted from {gguf}")
+    return readable(gguf, lambda: build_once(target, lambda staging: _convert(gguf, staging),
+                                             f"converted from {gguf}"))
+
+
+def load_tokenizer(gguf: Path, progress: Callable[[str], None] = lambda _: None):
+    """transformers' tokenizer for `gguf`, read from the file once and then from the cache
+    (the converted folder when there is one: its tokenizer is the same)."""
+    from transformers import AutoTokenizer
+
+    folder = converted_folder(gguf)
+    if not is_built(folder):
+        folder = paths.cache_dir() / "tokenizers" / cache_key(gguf)
+        if not is_built(folder):
+            progress(f"reading the tokenizer of {gguf.name} (first use only)")
+        readable(gguf, lambda: build_once(folder, lambda staging: _tokenizer(gguf, staging),
+                                          f"tokenizer of {gguf}"))
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def readable(gguf: Path, build: Callable[[], Path]) -> Path:
+    """`build()`, with any failure to read `gguf` as a one-line `ModelNotFound`."""
+    try:
+        return build()
+    except SpecchatError:
+        raise
+    except Exception as error:  # noqa: BLE001 - gguf and transformers raise many kinds
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ModelNotFound(f"cannot read GGUF file {gguf} ({detail}): use a GGUF model file "
+                            "whose architecture and tokenizer transformers supports") from None
+
+
+def _tokenizer(gguf: Path, out: Path) -> None:
+    from transformers import AutoTokenizer
+    from transformers.utils import logging
+
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+    finally:
+        logging.set_verbosity(verbosity)
 
 
 def _convert(gguf: Path, out: Path) -> None:

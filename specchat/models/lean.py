@@ -25,7 +25,6 @@ other logits are -inf (see `reduced_vocab`). Knows nothing about decoding or tex
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -34,8 +33,6 @@ import torch.nn.functional as F
 from specchat.models.int8 import quantize_rows
 from specchat.models.reduced_vocab import scatter_logits
 
-LEAN_ENV = "SPECCHAT_LEAN"
-"""0 turns the lean forward off (transformers' own forward on every device)."""
 PACK_LIMIT_BYTES = 4 << 30
 """Packing keeps a second copy of every projection: only for models up to this size."""
 PREFILL_CHUNK = 256
@@ -50,10 +47,6 @@ class RowsOf:
 
     weight: torch.Tensor
     bias: None = None
-
-
-def lean_wanted() -> bool:
-    return os.environ.get(LEAN_ENV, "").strip() != "0"
 
 
 def lean_problem(model) -> str | None:

@@ -1,10 +1,12 @@
 """Loading a pair from its `PairConfig`: target, draft, tokenizer, dtype, device.
 
-The only place (with its sibling modules) that imports transformers. Every
-failure a user can cause (missing file, uncached hub id, vocabulary mismatch,
-quantization without CUDA, a draft larger than its target, a model that does not fit)
-becomes a one-line `SpecchatError`. Where the layers go is `placement`'s decision;
-sizes and memory figures are `memory`'s.
+The only place (with its sibling modules) that imports transformers. Each model
+runs on the backend `adapters.choose_backends` picks (torch or llama.cpp); the
+tokenizer is always transformers' (read from the GGUF file for a GGUF model). Every
+failure a user can cause (missing or unreadable file, uncached hub id, vocabulary
+mismatch, quantization without CUDA, a draft larger than its target, a model that does
+not fit) becomes a one-line `SpecchatError`. Where the layers go is `placement`'s
+decision; sizes and memory figures are `memory`'s.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ from typing import Any, Callable
 import torch
 
 from specchat import paths
+from specchat.engine.protocol import CausalModel
 from specchat.errors import ModelNotFound, OutOfMemory, PairError
 from specchat.models import gguf_cache
+from specchat.models.adapters import choose_backends, torch_adapter
 from specchat.models.config import PairConfig
 from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.hf import HFCausalModel
+from specchat.models.llamacpp import LlamaCppModel
 from specchat.models.memory import (MemoryReport, check_draft_size, main_device, memory_report,
-                                    pair_context, plan_for, reset_peak)
+                                    plan_for, reset_peak)
 from specchat.models.placement import Placement, layer_summary
 from specchat.models.refs import (ModelRef, builtin_draft, builtin_gguf, hub_reachable,
                                   hub_snapshot, parse_ref)
-from specchat.models.static import adapter_for
 
 Progress = Callable[[str], None]
 
@@ -45,26 +49,32 @@ class LoadedPair:
     """Everything the chat layer needs to decode with a pair."""
 
     config: PairConfig
-    target: HFCausalModel
-    draft: HFCausalModel | NgramLookup | None
+    target: CausalModel
+    draft: CausalModel | NgramLookup | None
     """The draft model (adapted to the engine's protocol), an n-gram lookup, or none; the
     chat layer builds the engine's drafter from it (chat/decoding.py)."""
     tokenizer: Any
     device: str
     dtype: str
     reasons: dict[str, str] = field(default_factory=dict)
-    """Why the device and dtype were chosen."""
+    """Why the device, dtype and backends were chosen (keys device, dtype, backend)."""
     load_s: float = 0.0
     placement: str = ""
     """Where the target's layers went ("all on cuda", "cuda:0 22 layers, cpu 10 layers")."""
+    backends: dict[str, str] = field(default_factory=dict)
+    """What computes each model's logits, e.g. {"target": "llama.cpp (llama 135M Q4_1,
+    2 threads)", "draft": "torch (lean int8)"}; no "draft" key without a draft model."""
+    eos: frozenset[int] = frozenset()
+    context: int = 2048
+    """Most tokens the target's cache holds (its trained context, or llama.cpp's n_ctx)."""
 
     @property
     def eos_ids(self) -> set[int]:
-        return eos_token_ids(self.target.model, self.tokenizer)
+        return set(self.eos)
 
     @property
-    def draft_model(self) -> HFCausalModel | None:
-        return None if self.draft is None or isinstance(self.draft, NgramLookup) else self.draft
+    def draft_model(self) -> CausalModel | None:
+        return None if isinstance(self.draft, NgramLookup) else self.draft
 
     @property
     def has_draft(self) -> bool:
@@ -72,8 +82,8 @@ class LoadedPair:
 
     @property
     def memory_bytes(self) -> int:
-        draft = self.draft_model
-        return self.target.parameter_bytes + (draft.parameter_bytes if draft else 0)
+        models = (self.target, self.draft_model)
+        return sum(getattr(model, "parameter_bytes", 0) for model in models if model is not None)
 
     def memory(self) -> MemoryReport:
         """Weights per model, KV cache bytes, and the peak since loading (CUDA only)."""
@@ -81,8 +91,11 @@ class LoadedPair:
 
     @property
     def context_length(self) -> int:
-        """The longest sequence both models' caches hold: what the session budgets by."""
-        return pair_context(self.target, self.draft_model)
+        """The longest sequence both models' caches hold: what the session budgets by (the
+        target's context, less where a preallocated cache of either model holds fewer)."""
+        limits = [int(getattr(m, "context_limit", 0) or 0) for m in (self.target, self.draft_model)
+                  if m is not None]
+        return min([self.context] + [n for n in limits if n > 0])
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -98,43 +111,112 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 def load_pair(pair: PairConfig, dtype: str | None = None,
               progress: Progress = lambda _: None) -> LoadedPair:
-    """Load the target and draft of `pair`; `dtype` overrides the pair's."""
+    """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models)."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
+    backends = choose_backends(pair, device)
+    if backends.target == "llama.cpp":
+        device, device_why = "cpu", "llama.cpp decodes on the CPU"
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
     check_quantization(pair, device)
-    target_ref = parse_ref(pair.target)
-    target_folder = model_folder(target_ref, progress)
-    check_draft_size(pair, target_folder, draft_folder(pair, progress))
-    placement = plan_for(pair, target_folder, torch_dtype)
-    progress(f"loading target {pair.target}")
-    target_model, tokenizer = load_model(target_ref, torch_dtype, placement.device,
-                                         pair.quantization, progress, placement)
-    device = main_device(target_model, placement.device)
-    draft = None
+    progress(f"loading target {pair.target} ({backends.target})")
+    placement = Placement(device, None, None, "") if backends.target == "llama.cpp" else None
+    if placement is None:
+        target_ref = parse_ref(pair.target)
+        target_folder = model_folder(target_ref, progress)
+        check_draft_size(pair, target_folder, draft_folder(pair, progress))
+        placement = plan_for(pair, target_folder, torch_dtype)
+    raw, tokenizer = load_target(pair, backends.target, torch_dtype, placement, progress)
+    device = main_device(raw, placement.device) if backends.target == "torch" else device
+    draft, draft_label = None, None
     if pair.draft:
-        draft = load_draft(pair, torch_dtype, device, tokenizer, progress)
-    target = adapter_for(target_model, device, shared_vocab_size(target_model, draft),
-                         quantized=pair.quantization != "none" or placement.device_map is not None)
+        draft, draft_label = load_draft(pair, backends.draft, torch_dtype, device, tokenizer,
+                                        progress)
+    quantized = pair.quantization != "none" or placement.device_map is not None
+    target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized)
     if draft is not None and not isinstance(draft, NgramLookup):
         draft.vocab_size = target.vocab_size
     reset_peak(device)
-    reasons = {"device": placement.why or device_why, "dtype": dtype_why}
-    return LoadedPair(pair, target, draft, tokenizer, device, dtype_name(torch_dtype), reasons,
+    labels = {"target": target_label} | ({"draft": draft_label} if draft_label else {})
+    dtype_label, dtype_why = weights_of(target, dtype_name(torch_dtype), dtype_why, draft_label)
+    reasons = {"device": placement.why or device_why, "dtype": dtype_why, "backend": backends.why}
+    return LoadedPair(pair, target, draft, tokenizer, device, dtype_label, reasons,
                       time.perf_counter() - started,
-                      layer_summary(getattr(target_model, "hf_device_map", None), device))
+                      layer_summary(getattr(raw, "hf_device_map", None), device), labels,
+                      frozenset(target_eos(raw, tokenizer)), target_context(raw))
 
 
-def load_draft(pair: PairConfig, dtype, device, target_tokenizer, progress: Progress):
+def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> tuple[str, str]:
+    """(the pair's dtype as shown, why): a llama.cpp target computes in its file's own type."""
+    if not isinstance(target, LlamaCppModel):
+        return torch_dtype, why
+    why_gguf = "the GGUF file's own weights, computed by llama.cpp"
+    if draft_label and draft_label.startswith("torch"):
+        why_gguf += f"; the torch draft in {torch_dtype} ({why})"
+    return target.weights, why_gguf
+
+
+def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, progress: Progress):
+    """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
+    ref = parse_ref(pair.target)
+    if backend == "llama.cpp":
+        return load_llamacpp(ref, progress)
+    return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
+
+
+def load_llamacpp(ref: ModelRef, progress: Progress) -> tuple[LlamaCppModel, Any]:
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
+    path = gguf_cache.gguf_file(ref)
+    model = LlamaCppModel(path)
+    tokenizer = gguf_cache.load_tokenizer(path, progress)
+    if len(tokenizer) > model.n_vocab:
+        raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
+                        f"a vocabulary of {model.n_vocab}: the file looks inconsistent")
+    return model, tokenizer
+
+
+def target_adapter(raw, device: str, vocab_size: int, quantized: bool):
+    """(the engine adapter, its label) for a loaded target."""
+    if isinstance(raw, LlamaCppModel):
+        raw.vocab_size = vocab_size
+        return raw, llamacpp_label(raw)
+    return torch_adapter(raw, device, vocab_size, quantized=quantized)
+
+
+def llamacpp_label(model: LlamaCppModel) -> str:
+    return f"llama.cpp ({model.description}, {model.threads} threads)"
+
+
+def target_eos(raw, tokenizer) -> set[int]:
+    if isinstance(raw, LlamaCppModel):
+        return raw.eos_ids | eos_token_ids(None, tokenizer)
+    return eos_token_ids(raw, tokenizer)
+
+
+def target_context(raw) -> int:
+    if isinstance(raw, LlamaCppModel):
+        return raw.context_length
+    return int(getattr(raw.config, "max_position_embeddings", 2048) or 2048)
+
+
+def load_draft(pair: PairConfig, backend: str | None, dtype, device, target_tokenizer,
+               progress: Progress):
+    """(draft model or n-gram lookup, label of its model's backend or None)."""
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
-        return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n))
-    progress(f"loading draft {pair.draft}")
+        return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
+    progress(f"loading draft {pair.draft} ({backend})")
+    if backend == "llama.cpp":
+        model, tokenizer = load_llamacpp(ref, progress)
+        check_same_vocabulary(pair, target_tokenizer, tokenizer)
+        return model, llamacpp_label(model)
     quantization = pair.draft_quantization
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
     vocab, int8 = distill_facts(model_folder(ref, progress))
-    return adapter_for(model, device, head_ids=vocab, int8=int8, quantized=quantization != "none")
+    adapter, label = torch_adapter(model, device, head_ids=vocab, int8=int8,
+                                   quantized=quantization != "none")
+    return adapter, label
 
 
 def draft_folder(pair: PairConfig, progress: Progress) -> Path | str | None:
@@ -154,9 +236,12 @@ def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
     return spec.vocab, spec.info.get("weights") == "int8"
 
 
-def shared_vocab_size(target_model, draft) -> int:
+def shared_vocab_size(target, draft) -> int:
     """Logit columns both models share (their heads may be padded differently)."""
-    size = target_model.get_output_embeddings().weight.shape[0]
+    if isinstance(target, LlamaCppModel):
+        size = target.n_vocab
+    else:
+        size = target.get_output_embeddings().weight.shape[0]
     if draft is not None and not isinstance(draft, NgramLookup):
         size = min(size, draft.vocab_size)
     return size
@@ -190,13 +275,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
     """A folder (or cached hub id) transformers can load `ref` from."""
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return assembled_draft(builtin_draft(ref.value), progress)
-    if ref.kind == "builtin":
-        return gguf_cache.ensure_converted(builtin_gguf(ref.value), progress)
-    if ref.kind == "gguf":
-        path = Path(ref.value)
-        if not path.is_file():
-            raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
-        return gguf_cache.ensure_converted(path, progress)
+    if ref.kind in ("builtin", "gguf"):
+        return gguf_cache.ensure_converted(gguf_cache.gguf_file(ref), progress)
     if ref.kind == "folder":
         if not Path(ref.value).is_dir():
             raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")

@@ -1,6 +1,7 @@
 """Model references as written in models.toml, and where they live on disk.
 
-A reference is `builtin:NAME`, a path to a `.gguf` file, a local folder, a
+A reference is `builtin:NAME`, a path to a `.gguf` file (or any single file: a
+GGUF without the extension, like ollama's blobs), a local folder, a
 Hugging Face hub id (looked up in the local cache) or, for drafts only, `ngram`.
 This module resolves references to files and says whether they are available
 offline; it loads nothing.
@@ -52,9 +53,9 @@ def parse_ref(text: str) -> ModelRef:
         return ModelRef("ngram", text)
     if text.startswith("builtin:"):
         return ModelRef("builtin", text.removeprefix("builtin:"))
-    if text.lower().endswith(".gguf"):
-        return ModelRef("gguf", str(Path(text).expanduser()))
     path = Path(text).expanduser()
+    if text.lower().endswith(".gguf") or path.is_file():  # ollama's blobs have no extension
+        return ModelRef("gguf", str(path))
     if path.is_dir() or text.startswith((".", "/", "~")):
         return ModelRef("folder", str(path))
     return ModelRef("hub", text)

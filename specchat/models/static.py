@@ -14,7 +14,7 @@ hides it and the next forward overwrites it.
 
 On CPU the lean forward (`lean.LeanLlama`) is the default where the architecture
 allows, else the eager `HFCausalModel` (DynamicCache): attending over this module's
-whole preallocated length costs more there than it saves. `adapter_for` picks one.
+whole preallocated length costs more there than it saves. `models.adapters` picks one.
 Knows nothing about decoding or text.
 """
 
@@ -37,8 +37,6 @@ COMPILE_ENV = "SPECCHAT_COMPILE"
 specchat's own Llama-family forward), reduce-overhead (inductor + CUDA graphs, the default
 for transformers' forward), cudagraphs (CUDA graphs of the traced model without inductor:
 much faster to start), none."""
-FAST_PATH_ENV = "SPECCHAT_FAST_PATH"
-"""1 forces the static cache (also on CPU), 0 forces the eager path, unset: CUDA only."""
 
 
 def bucket(width: int) -> int:
@@ -204,45 +202,3 @@ def compile_mode(default: str = "reduce-overhead") -> str:
     reduce-overhead, cudagraphs or none; `default` where SPECCHAT_COMPILE is unset or unknown."""
     how = os.environ.get(COMPILE_ENV, "").strip()
     return how if how in ("graphs", "reduce-overhead", "cudagraphs", "none") else default
-
-
-def static_adapter(model, vocab_size: int | None = None, max_length: int | None = None,
-                   **options) -> StaticCausalModel:
-    """specchat's own static forward (`static_llama.StaticLlama`) for the Llama family,
-    transformers' forward over its StaticCache for every other architecture."""
-    from specchat.models.static_llama import StaticLlama, owned_problem
-
-    length = max_length or static_length(model.config)
-    if owned_problem(model, length) is None:
-        return StaticLlama(model, vocab_size, length, **options)
-    return StaticCausalModel(model, vocab_size, length, **options)
-
-
-def fast_path_wanted(device: str) -> bool:
-    """Static cache (and CUDA graphs) on CUDA unless SPECCHAT_FAST_PATH=0; forced by =1."""
-    setting = os.environ.get(FAST_PATH_ENV, "").strip()
-    if setting in ("0", "1"):
-        return setting == "1"
-    return device.startswith("cuda")
-
-
-def adapter_for(model, device: str, vocab_size: int | None = None, quantized: bool = False,
-                head_ids: list[int] | None = None, int8: bool = False):
-    """The engine adapter for a loaded model: static + compiled on CUDA, lean on a CPU
-    where the architecture allows, transformers' eager forward otherwise.
-
-    `head_ids` (a draft's reduced output vocabulary) goes to the lean or the eager
-    reduced-vocabulary forward, which multiply only those head rows. `int8` (a draft
-    that shipped as int8) lets the lean forward multiply by int8 weights.
-    """
-    from specchat.models.lean import LeanLlama, lean_problem, lean_wanted
-
-    if not quantized and fast_path_wanted(device) and head_ids is None:
-        return static_adapter(model, vocab_size)
-    if not quantized and lean_wanted() and lean_problem(model) is None:
-        return LeanLlama(model, vocab_size, head_ids, int8=int8)
-    if head_ids is not None:
-        from specchat.models.reduced_vocab import ReducedVocabModel
-
-        return ReducedVocabModel(model, head_ids, vocab_size)
-    return HFCausalModel(model, vocab_size)

@@ -23,7 +23,7 @@ from textual.worker import get_current_worker
 from specchat.theme_files import DEFAULT_THEME
 from specchat.tui.actions import ActionsMixin
 from specchat.chat.baseline import Baseline, gauge_speedup
-from specchat.tui.backend import Backend, PairInfo
+from specchat.chat.service import ConversationService as Backend, PairInfo
 from specchat.tui.chat_screen import ChatInput, ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.gauges import Gauges
@@ -177,7 +177,7 @@ class SpecchatApp(ActionsMixin, App):
         try:
             backend = self.backend_factory(pair_name)
         except Exception as error:
-            from specchat.tui.backend import describe_error
+            from specchat.chat.service import describe_error
 
             self.post_message(LoadFailed(self.load_id, pair_name, describe_error(error)))
             return

@@ -1,0 +1,240 @@
+"""The llama.cpp backend: a GGUF file behind the engine's `CausalModel` protocol.
+
+Drives llama-cpp-python's low-level API. A forward fills one reusable `llama_batch`
+(chunks of at most `BATCH` tokens), asks for logits only at the last `keep`
+positions, runs `llama_decode`, and reads those rows through a numpy view of
+llama.cpp's float buffer, copied once into a torch tensor. Rolling back removes
+the KV cells past the committed length (`llama_memory_seq_rm`), and the cache
+length is read back from llama.cpp's memory, so the engine's invariant checks
+test the real cache. The engine, verification and sampling stay specchat's.
+
+The only module that imports `llama_cpp`, and only when a model is loaded (or the
+backend is asked whether it is installed). Knows nothing about tokenizers, text,
+decoding or configuration files.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from specchat.errors import ModelNotFound
+
+MAX_CONTEXT = 4096
+"""n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
+all of it up front (SmolLM2-135M at 4096 tokens: about 90 MB in f16)."""
+BATCH = 512
+"""Most tokens one `llama_decode` takes; a longer prompt goes in chunks of this size."""
+
+_state: dict = {}
+"""The imported bindings, the log callback (kept alive) and recent llama.cpp log lines."""
+
+
+def missing() -> str | None:
+    """Why the llama.cpp backend cannot be used here, or None when it can."""
+    try:
+        bindings()
+    except Exception as error:  # noqa: BLE001 - not installed, or a build that fails to load
+        return f"llama-cpp-python is not usable ({type(error).__name__}: {error})"
+    return None
+
+
+def bindings():
+    """The low-level `llama_cpp` module, imported, logging captured and the backend
+    initialised once."""
+    if "lib" not in _state:
+        import llama_cpp
+
+        _state["log"] = []
+        _state["callback"] = llama_cpp.llama_log_callback(_remember_log)
+        llama_cpp.llama_log_set(_state["callback"], ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        _state["lib"] = llama_cpp
+    return _state["lib"]
+
+
+def _remember_log(level: int, text: bytes, _user) -> None:
+    """Keep llama.cpp's log off the terminal; remember the last lines for error messages."""
+    line = (text or b"").decode("utf-8", "replace").strip()
+    if line:
+        _state["log"] = (_state["log"] + [line])[-20:]
+
+
+def last_problem() -> str:
+    """The most telling recent llama.cpp log line (an error if there was one)."""
+    lines = _state.get("log", [])
+    errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
+    return (errors or lines or ["no detail logged"])[-1][:200]
+
+
+def physical_cores() -> int:
+    """Physical cores this process may use (hyper-threads share a core's arithmetic units)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores: set[tuple[str, str]] = set()
+    physical = core = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "physical id":
+                physical = value.strip()
+            elif key.strip() == "core id":
+                core = value.strip()
+                cores.add((physical, core))
+    except OSError:
+        pass
+    return max(1, min(usable or 1, len(cores) or usable or 1))
+
+
+def load_model(path: Path):
+    """A `llama_model` pointer for `path`; a one-line `ModelNotFound` if llama.cpp refuses it."""
+    lib = bindings()
+    if not path.is_file():
+        raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
+    params = lib.llama_model_default_params()
+    params.n_gpu_layers = 0
+    model = lib.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise ModelNotFound(f"llama.cpp cannot load {path} ({last_problem()}): "
+                            "use a GGUF model file of an architecture llama.cpp supports")
+    return model
+
+
+class LlamaCppModel:
+    """A GGUF model decoded by llama.cpp, behind the engine's small model protocol."""
+
+    def __init__(self, path: Path | str, threads: int | None = None,
+                 max_context: int = MAX_CONTEXT, batch: int = BATCH):
+        lib = self._lib = bindings()
+        self.path = Path(path)
+        self._model = load_model(self.path)
+        self._vocab = lib.llama_model_get_vocab(self._model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
+        self.vocab_size = self.n_vocab
+        """Logit columns handed to the engine (the pair's shared vocabulary; settable)."""
+        self.device = torch.device("cpu")
+        self.threads = threads or physical_cores()
+        self.batch = batch
+        trained = int(lib.llama_model_n_ctx_train(self._model))
+        self.context_length = min(trained, max_context) if trained > 0 else max_context
+        self._ctx = self._new_context()
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(self.batch, 0, 1)
+        self._views()
+
+    def _new_context(self):
+        lib = self._lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = self.context_length
+        params.n_batch = params.n_ubatch = self.batch
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = self.threads
+        params.no_perf = True
+        ctx = lib.llama_init_from_model(self._model, params)
+        if not ctx:
+            lib.llama_model_free(self._model)
+            raise ModelNotFound(f"llama.cpp cannot open a context of {self.context_length} tokens "
+                                f"for {self.path} ({last_problem()}): free some memory")
+        return ctx
+
+    def _views(self) -> None:
+        """numpy views of the batch's arrays, filled in place on every forward."""
+        batch = self._batch
+        self._tokens = np.ctypeslib.as_array(batch.token, shape=(self.batch,))
+        self._positions = np.ctypeslib.as_array(batch.pos, shape=(self.batch,))
+        self._wants = np.ctypeslib.as_array(batch.logits, shape=(self.batch,))
+        np.ctypeslib.as_array(batch.n_seq_id, shape=(self.batch,))[:] = 1
+        for i in range(self.batch):
+            batch.seq_id[i][0] = 0
+
+    @property
+    def description(self) -> str:
+        """llama.cpp's own name for the model, e.g. "llama 135M Q4_1"."""
+        text = ctypes.create_string_buffer(128)
+        self._lib.llama_model_desc(self._model, text, len(text))
+        return text.value.decode("utf-8", "replace")
+
+    @property
+    def weights(self) -> str:
+        """The type of the file's weights as llama.cpp names it, e.g. "Q4_1" or "F32"."""
+        return self.description.split()[-1]
+
+    @property
+    def parameter_bytes(self) -> int:
+        return int(self._lib.llama_model_size(self._model))
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """Tokens llama.cpp's vocabulary marks as ending generation (EOS, EOT)."""
+        ids = {int(self._lib.llama_vocab_eos(self._vocab)), int(self._lib.llama_vocab_eot(self._vocab))}
+        return {i for i in ids if i >= 0}
+
+    @property
+    def cache_length(self) -> int:
+        """Read from llama.cpp's KV memory, so the engine's invariant check is real."""
+        return int(self._lib.llama_memory_seq_pos_max(self._memory, 0)) + 1
+
+    def reset(self) -> None:
+        self._lib.llama_memory_clear(self._memory, True)
+
+    def crop(self, length: int) -> None:
+        """Remove every KV cell at position `length` or later."""
+        if not self._lib.llama_memory_seq_rm(self._memory, 0, max(0, length), -1):
+            raise RuntimeError(f"llama.cpp could not roll its cache back to {length} tokens")
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        tokens = ids.reshape(-1).cpu().numpy()
+        n, start = int(tokens.shape[0]), self.cache_length
+        if start + n > self.context_length:
+            raise ValueError(f"llama.cpp context of {self.context_length} tokens is full "
+                             f"({start} + {n})")
+        rows = []
+        for begin in range(0, n, self.batch):
+            chunk = tokens[begin:begin + self.batch]
+            wanted = max(0, min(len(chunk), begin + len(chunk) - (n - keep)))
+            self._decode(chunk, start + begin, wanted)
+            if wanted:
+                rows.append(self._logits(wanted))
+        return rows[0] if len(rows) == 1 else torch.cat(rows)
+
+    def _decode(self, chunk: np.ndarray, position: int, wanted: int) -> None:
+        m = len(chunk)
+        self._tokens[:m] = chunk
+        self._positions[:m] = np.arange(position, position + m)
+        self._wants[:m] = 0
+        self._wants[m - wanted:m] = 1
+        self._batch.n_tokens = m
+        status = self._lib.llama_decode(self._ctx, self._batch)
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status} ({last_problem()})")
+
+    def _logits(self, rows: int) -> torch.Tensor:
+        """The last decode's `rows` output rows: a view of llama.cpp's buffer, copied once."""
+        buffer = np.ctypeslib.as_array(self._lib.llama_get_logits(self._ctx),
+                                       shape=(rows, self.n_vocab))
+        return torch.from_numpy(buffer[:, :self.vocab_size]).clone()
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """llama.cpp's own tokenization of `text` (to check a tokenizer agrees with it)."""
+        data = text.encode("utf-8")
+        out = (self._lib.llama_token * (len(data) + 8))()
+        n = self._lib.llama_tokenize(self._vocab, data, len(data), out, len(out), False, special)
+        return list(out[:n])
+
+    def close(self) -> None:
+        lib, self._lib = getattr(self, "_lib", None), None
+        if lib is None:
+            return
+        lib.llama_batch_free(self._batch)
+        lib.llama_free(self._ctx)
+        lib.llama_model_free(self._model)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the library may be gone
+            pass

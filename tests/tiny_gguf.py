@@ -1,0 +1,104 @@
+"""Tiny random Llama models written as float32 GGUF files, so the llama.cpp backend runs
+in tests with no download: the weights of tests/tiny.py's models under llama.cpp's
+tensor names (q and k rows permuted to llama.cpp's rotary layout, as llama.cpp's
+own converter does), and the tokenizer as GGUF metadata (byte-level BPE, "gpt2").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LAYER_TENSORS = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+
+
+def rotary_permute(weight, heads: int):
+    """HF's half-split rotary rows -> llama.cpp's interleaved pairs (convert_hf_to_gguf)."""
+    rows = weight.shape[0]
+    return (weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:])
+            .swapaxes(1, 2).reshape(weight.shape))
+
+
+def write_gguf(model, tokenizer, path: Path, architecture: str = "llama") -> Path:
+    """`model` (a transformers Llama) and `tokenizer` as one float32 GGUF file at `path`."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    add_hyperparameters(writer, model.config)
+    add_tokenizer(writer, tokenizer)
+    for name, weight in tensors(model):
+        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def add_hyperparameters(writer, config) -> None:
+    import gguf
+
+    head_dim = config.hidden_size // config.num_attention_heads
+    rope = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
+    writer.add_name("tiny-random-llama")
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    writer.add_rope_freq_base(float(rope))
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_vocab_size(config.vocab_size)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+
+
+def add_tokenizer(writer, tokenizer) -> None:
+    vocab = tokenizer.get_vocab()
+    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+    special = set(tokenizer.all_special_tokens)
+    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if token in special else 1 for token in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in merges])
+    writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    writer.add_pad_token_id(tokenizer.pad_token_id)
+    writer.add_add_bos_token(False)
+    if tokenizer.chat_template:
+        writer.add_chat_template(tokenizer.chat_template)
+
+
+def tensors(model):
+    """(llama.cpp name, tensor) for every weight of a transformers Llama."""
+    config, state = model.config, model.state_dict()
+    yield "token_embd.weight", state["model.embed_tokens.weight"]
+    for i in range(config.num_hidden_layers):
+        for short, long in LAYER_TENSORS.items():
+            weight = state[f"model.layers.{i}.{long}.weight"]
+            if short == "attn_q":
+                weight = rotary_permute(weight, config.num_attention_heads)
+            elif short == "attn_k":
+                weight = rotary_permute(weight, config.num_key_value_heads)
+            yield f"blk.{i}.{short}.weight", weight
+    yield "output_norm.weight", state["model.norm.weight"]
+    yield "output.weight", state["lm_head.weight"]
+
+
+def save_tiny_gguf(folder: Path, tokenizer, layers: int = 2, hidden: int = 64, seed: int = 1,
+                   name: str = "tiny.gguf"):
+    """(path of a tiny random Llama GGUF, the transformers model it holds)."""
+    from tiny import build_model
+
+    model = build_model(len(tokenizer), layers, hidden, seed,
+                        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_gguf(model, tokenizer, folder / name), model
