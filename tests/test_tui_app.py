@@ -292,7 +292,7 @@ async def test_every_frame_written_shows_only_tokens_already_in_the_history_data
     display = app._display
 
     def checked_display(screen, renderable):
-        display(screen, renderable)  # flushes the history, then writes the frame
+        display(screen, renderable)  # writes the frame (the rounds in it were committed on arrival)
         if app.answer_view is not None and app.recorder.answer_id is not None:
             shown = len(app.answer_view.tokens.spans)
             rows = app.recorder.store.db.execute(

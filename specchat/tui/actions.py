@@ -181,7 +181,7 @@ class ActionsMixin:
     # ----- demos ---------------------------------------------------------------------------
 
     def action_toggle_presentation(self) -> None:
-        screen = self.screen_stack[0]
+        screen = self.chat_screen
         screen.toggle_class("-presentation")
         self.notify("presentation mode " + ("on" if screen.has_class("-presentation") else "off"))
 

@@ -92,7 +92,7 @@ class SpecchatApp(ActionsMixin, App):
         self.queued_prompt: str | None = None
         self.pending_turns: list[tuple[str, str]] = []
         self.held_round = None
-        self._gauges: Gauges | None = None
+        self.chat_screen = ChatScreen()
         self.failed: tuple[AnswerView, str] | None = None
         """The last answer if it failed, and its message, so that regenerate retries it."""
         self.pacing = Pacing()
@@ -105,7 +105,7 @@ class SpecchatApp(ActionsMixin, App):
         return dict(TOKEN_FALLBACKS)
 
     def get_default_screen(self) -> ChatScreen:
-        return ChatScreen()
+        return self.chat_screen
 
     def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(
@@ -116,7 +116,6 @@ class SpecchatApp(ActionsMixin, App):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.recorder = HistoryRecorder(self.history_path, self._history_error)
         self.recorder.new_chat(self.system)
-        self.set_interval(0.25, self.recorder.flush)  # in case no frame follows a round
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""
@@ -134,20 +133,11 @@ class SpecchatApp(ActionsMixin, App):
 
     @property
     def gauges(self) -> Gauges:
-        if self._gauges is None:
-            self._gauges = self.screen_stack[0].query_one(Gauges)
-        return self._gauges
-
-    def _display(self, screen, renderable) -> None:
-        """Commit the history before a frame reaches the terminal: nothing shown is unsaved."""
-        recorder = getattr(self, "recorder", None)
-        if recorder is not None:
-            recorder.flush()
-        super()._display(screen, renderable)
+        return self.chat_screen.gauges
 
     @property
     def transcript(self):
-        return self.screen_stack[0].query_one("#transcript")
+        return self.chat_screen.transcript
 
     def _history_error(self, text: str) -> None:
         self.notify(text, severity="warning", timeout=8)
@@ -293,7 +283,7 @@ class SpecchatApp(ActionsMixin, App):
         if self.job is not None:
             self.notify("an answer is streaming: Esc stops it", severity="warning")
             return
-        self.screen_stack[0].query_one(ChatInput).clear()
+        self.chat_screen.message_box.clear()
         self._mount(UserTurn(text))
         self.recorder.user(text, self.pair_name)
         if self.backend is None:
@@ -346,8 +336,9 @@ class SpecchatApp(ActionsMixin, App):
         if not self._current(message.job_id):
             return
         update = message.update
-        if isinstance(self.job, AnswerJob):
+        if isinstance(self.job, AnswerJob):  # committed before the round can reach the screen
             self.recorder.spans(update.spans)
+            self.recorder.flush()
         self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
         if self.pacing.step and update.accepted + update.rejected:
             self.answer_view.tokens.append((), pending=update.accepted + update.rejected)

@@ -1,5 +1,5 @@
 """The main screen: transcript and gauges side by side, the legend, the message
-input and the footer. Its bindings call the app's actions, so they are off while
+input and the footer; it hands its parts to the app as attributes (no queries). Its bindings call the app's actions, so they are off while
 a modal screen (help, history, pair picker) is on top.
 """
 
@@ -72,17 +72,24 @@ class ChatScreen(Screen):
 
     BINDINGS = bindings()
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.transcript = VerticalScroll(id="transcript")
+        """Where user turns, answers and notices are mounted."""
+        self.gauges = Gauges(id="gauges")
+        self.message_box = ChatInput(id="input", soft_wrap=True, show_line_numbers=False,
+                                     compact=True,
+                                     placeholder="Message (Enter sends, Ctrl+J new line, F1 keys)")
+
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield VerticalScroll(id="transcript")
-            yield Gauges(id="gauges")
+            yield self.transcript
+            yield self.gauges
         yield Legend(id="legend")
-        yield ChatInput(id="input", placeholder="Message (Enter sends, Ctrl+J new line, F1 keys)",
-                        soft_wrap=True, show_line_numbers=False, compact=True)
+        yield self.message_box
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#transcript", VerticalScroll).anchor()
-        message_box = self.query_one("#input", ChatInput)
-        message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
-        message_box.focus()
+        self.transcript.anchor()
+        self.message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
+        self.message_box.focus()

@@ -1,9 +1,8 @@
 """Saving the conversation on screen to the history database as it streams.
 
-The TUI hands over each round's spans as it arrives; they are buffered and
-committed in one transaction right before the next frame is written to the
-terminal (`flush`, called by the app), so whatever is on screen is already
-committed, at one commit per frame rather than per round. A database problem is
+The TUI hands over each round's spans as it arrives and commits them (`flush`)
+before it appends them to the answer on screen, so whatever is on screen is already
+committed: one small transaction per round (WAL, synchronous=NORMAL: no disk sync). A database problem is
 reported once and disables saving; it never stops the chat.
 """
 
@@ -72,7 +71,7 @@ class HistoryRecorder:
             self.pending.extend(SavedToken(s.text, s.kind, s.token_id) for s in spans)
 
     def flush(self) -> None:
-        """Commit buffered spans (the app calls this before every frame it writes)."""
+        """Commit buffered spans (the app calls this for every round, before showing it)."""
         if self.pending and self.answer_id is not None:
             tokens, self.pending = self.pending, []
             self._guard(lambda s: s.append_tokens(self.answer_id, tokens))
