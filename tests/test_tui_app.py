@@ -315,7 +315,7 @@ async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards
     config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.backend is not None and app.calibrating)
+        await wait_for(pilot, lambda: app.backend is not None and app.loading.calibrating)
         started = time.perf_counter()
         await pilot.press(*"now", "enter")
         await wait_for(pilot, lambda: app.last_answer is not None and app.job is None)

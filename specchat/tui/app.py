@@ -33,10 +33,11 @@ from specchat.tui.recorder import HistoryRecorder
 from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
                                  load_textual_themes, save_preferences)
 from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
-from specchat.tui.worker import (AnswerJob, Job, Pacing, RaceJob, calibrate_backend,
-                                 check_float32, load_backend, stream_job)
+from specchat.tui.pair_loading import PairLoading
+from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
 
 BackendFactory = Callable[[str], Backend]
+"""Pair name -> its conversation service (the CLI builds it; its models load in a worker)."""
 GC_THRESHOLDS = (20_000, 50, 1_000)
 """Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
 second on a busy CPU, long enough to see while thousands of tokens a second stream in."""
@@ -63,7 +64,6 @@ class SpecchatApp(ActionsMixin, App):
                  temperature: float | None = None, system: str | None = None,
                  history_path: Path | None = None, preferences_path: Path | None = None):
         super().__init__()
-        self.backend_factory = backend_factory
         self.pairs = pairs
         self.pair_name = pair_name
         self.preferences_path = preferences_path
@@ -75,13 +75,7 @@ class SpecchatApp(ActionsMixin, App):
         self.history_path = history_path
         self.backend: Backend | None = None
         self.info: PairInfo | None = None
-        self.load_id = 0
-        self.current_load_id = 0
-        self.calibrations: dict[tuple, Baseline] = {}
-        """(load id, sampling key) -> the target-only baseline measured for it."""
-        self.needed_context = 0
-        """How far the conversation's contexts reach: the baseline must cover it."""
-        self.calibrating = False
+        self.loading = PairLoading(self, backend_factory)
         self.waiting_backend: tuple[int, Backend, PairInfo] | None = None
         self.job: Job | None = None
         self.job_counter = 0
@@ -162,62 +156,32 @@ class SpecchatApp(ActionsMixin, App):
     # ----- loading -------------------------------------------------------------------------
 
     def start_loading(self, pair_name: str) -> None:
-        self.load_id += 1
         self.gauges.status = f"loading {pair_name}…"
-        try:
-            backend = self.backend_factory(pair_name)
-        except Exception as error:
-            from specchat.chat.service import describe_error
-
-            self.post_message(LoadFailed(self.load_id, pair_name, describe_error(error)))
-            return
-        self._load_worker(self.load_id, backend)
-
-    @work(thread=True, group="load", exclusive=True, exit_on_error=False)
-    def _load_worker(self, load_id: int, backend: Backend) -> None:
-        worker = get_current_worker()
-        load_backend(load_id, backend, self, lambda: worker.is_cancelled)
+        self.loading.start(pair_name)
 
     def recalibrate(self) -> None:
         """Measure target-only speed again (after the current answer, if one streams)."""
         if self.backend is None:
             self.notify("no pair loaded yet", severity="warning")
             return
-        self.calibrations.pop(self._baseline_key(), None)
-        if self.job is None:
-            self._maybe_calibrate()
-
-    def _baseline_key(self) -> tuple:
-        return (self.current_load_id, self.backend.sampling_key() if self.backend else None)
+        self.loading.forget(self.backend)
+        self._maybe_calibrate()
 
     def current_baseline(self) -> Baseline | None:
         """The baseline for the next answer's sampling settings, if measured."""
-        return self.calibrations.get(self._baseline_key())
-
-    def _baseline_stale(self) -> bool:
-        baseline = self.current_baseline()
-        return baseline is None or self.needed_context > baseline.max_context * 1.25
+        return self.loading.baseline(self.backend)
 
     def _maybe_calibrate(self) -> None:
-        """Measure target-only costs while nothing else runs, for the current sampling settings
-        and as far as the conversation reaches; a new question interrupts it."""
-        if (self.backend is None or self.job is not None or self.calibrating
-                or not self._baseline_stale()):
-            return
-        self.calibrating = True
-        self._calibrate_worker(self.current_load_id, self.backend, self.needed_context)
-
-    @work(thread=True, group="calibrate", exclusive=True, exit_on_error=False)
-    def _calibrate_worker(self, load_id: int, backend: Backend, needed_context: int) -> None:
-        worker = get_current_worker()
-        calibrate_backend(load_id, backend, self, lambda: worker.is_cancelled, needed_context)
+        """Measure target-only costs while nothing else runs; a new question interrupts it."""
+        if self.backend is not None and self.job is None:
+            self.loading.calibrate_if_stale(self.backend)
 
     def on_load_progress(self, message: LoadProgress) -> None:
-        if message.load_id in (self.load_id, self.current_load_id):
+        if self.loading.wanted(message.load_id):
             self.gauges.status = message.text
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        if message.load_id != self.load_id:
+        if message.load_id != self.loading.load_id:
             return
         usable = "the current pair keeps working" if self.backend else "pick another pair with F3"
         self.gauges.status = f"load failed: {message.pair}"
@@ -228,7 +192,7 @@ class SpecchatApp(ActionsMixin, App):
             self._mount(Notice("the model did not load: your message was not answered", "error"))
 
     def on_pair_loaded(self, message: PairLoaded) -> None:
-        if message.load_id != self.load_id:
+        if message.load_id != self.loading.load_id:
             return
         if self.job is not None:
             self.waiting_backend = (message.load_id, message.backend, message.info)
@@ -241,7 +205,7 @@ class SpecchatApp(ActionsMixin, App):
         """Make a loaded pair the one that answers, carrying the conversation over."""
         previous = self.backend
         backend.reset(self.system, previous.turns() if previous else self.pending_turns)
-        self.backend, self.info, self.current_load_id = backend, info, load_id
+        self.backend, self.info, self.loading.current_load_id = backend, info, load_id
         self.pair_name = info.name
         first = previous is None
         if self.cli_k is not None and first:
@@ -262,14 +226,13 @@ class SpecchatApp(ActionsMixin, App):
         self._maybe_calibrate()
 
     def on_calibrated(self, message: Calibrated) -> None:
-        self.calibrating = False
+        current = self.loading.calibrated(message)
         if message.calibration is None:
-            if self.job is None and message.load_id == self.current_load_id:
+            if self.job is None and current:
                 self.gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
             return
         baseline = message.calibration
-        self.calibrations[(message.load_id, baseline.sampling)] = baseline
-        if message.load_id == self.current_load_id and self.job is None:
+        if current and self.job is None:
             self.gauges.calibration = self.current_baseline()
             self.gauges.status = f"ready · target-only measured in {baseline.measure_s:.1f} s"
             self._maybe_calibrate()  # the settings may have changed meanwhile
@@ -305,8 +268,7 @@ class SpecchatApp(ActionsMixin, App):
         self.recorder.start_answer(mode, self.pair_name)
 
     def _start_job(self, job: Job, label: str) -> None:
-        if self.calibrating:
-            self.workers.cancel_group(self, "calibrate")  # the question goes first
+        self.loading.interrupt()  # the question goes first
         self.job = job
         race = isinstance(job, RaceJob)
         self.answer_view = AnswerView(label, self.ghosts)
@@ -367,7 +329,7 @@ class SpecchatApp(ActionsMixin, App):
             self.notify(f"answer ended early: {done.error} — the text so far is kept",
                         severity="error", timeout=12)
         stats = done.stats
-        self.needed_context = max(self.needed_context, stats.prompt_tokens + stats.tokens + 512)
+        self.loading.reach(stats.prompt_tokens + stats.tokens)
         if isinstance(job, RaceJob):
             self._race_result(done)
         else:
