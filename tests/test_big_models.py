@@ -151,7 +151,7 @@ def test_out_of_memory_mid_answer_keeps_the_text_and_the_chat_goes_on(load_tiny)
     assert done.stop_reason == "failed" and "out of GPU memory" in done.error
     assert done.stats.tokens == 2 and done.text
     assert [t.role for t in session.conversation.turns] == ["user", "assistant"]
-    assert session.conversation.turns[-1].content == done.text
+    assert session.conversation.turns[-1].text == done.text
     after = list(session.answer("and again", max_new_tokens=4))[-1]
     assert after.stop_reason != "failed" and after.stats.tokens >= 1
 

@@ -81,7 +81,7 @@ def test_rejected_drafts_never_enter_the_text_or_the_history(load_tiny):
     events = list(session.answer("The quick brown fox", max_new_tokens=30))
     done = events[-1]
     assert any(s.kind == "rejected" for s in done.spans)
-    assert session.conversation.turns[-1].content == done.text
+    assert session.conversation.turns[-1].text == done.text
 
 
 def test_sampled_answers_are_reproducible_with_a_seed(load_tiny):

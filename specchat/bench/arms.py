@@ -177,12 +177,14 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
 ArmsFactory = Callable[[Any, Settings, int], list[Arm]]
 
 COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": standard_arms}
-"""The arms of `bench run`, per backend of the pair's target (its config's `backend`,
-"torch" where none is set): a new backend adds its own list of arms here."""
+"""The arms of `bench run`, per backend of the pair's target (the one the loader chose:
+the first word of its `backends["target"]` label, "torch" where none is reported): a new
+backend adds its own list of arms here."""
 
 
 def comparison_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    backend = getattr(pair.config, "backend", None) or "torch"
+    label = (getattr(pair, "backends", None) or {}).get("target") or "torch"
+    backend = label.split()[0]
     if backend not in COMPARISON_ARMS:
         raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "
                          f"(known: {', '.join(sorted(COMPARISON_ARMS))})")
