@@ -41,12 +41,7 @@ def check_draft(folder: Path) -> DraftSpec:
 
 def target_file(spec: DraftSpec, folder: Path, given: str | None = None) -> Path:
     """The GGUF file of the draft's target; `given` must name that same file."""
-    own = parse_ref(spec.target)
-    if own.kind not in ("gguf", "builtin") or (own.kind == "builtin" and own.value not in BUILTINS):
-        raise UsageError(f"draft {folder} was trained for {spec.target}, which is not a GGUF file: "
-                         "GGUF export needs the target's GGUF (tokenizer and embeddings); train the "
-                         "draft against the target's .gguf")
-    path = builtin_gguf(own.value) if own.kind == "builtin" else Path(own.value)
+    path = gguf_target(spec.target, f"draft {folder}")
     if given is not None and not same_file(parse_ref(given), path):
         raise PairError(f"draft {folder} was trained for {spec.target}, not {given}: "
                         f"export it with --target {spec.target} (or leave --target out)")
@@ -54,6 +49,22 @@ def target_file(spec: DraftSpec, folder: Path, given: str | None = None) -> Path
         raise ModelNotFound(f"target GGUF file {path} of draft {folder} does not exist: "
                             "put the target file back where the draft was trained")
     return path
+
+
+def gguf_target(target: str, context: str) -> Path:
+    """The GGUF file a draft's target reference names; a usage error for any other target."""
+    ref = parse_ref(target)
+    if ref.kind == "gguf":
+        return Path(ref.value)
+    if ref.kind == "builtin" and ref.value in BUILTINS:
+        return builtin_gguf(ref.value)
+    raise UsageError(f"{context}: target {target} is not a GGUF file, and a GGUF draft needs its "
+                     "target's GGUF (tokenizer, embeddings); train the draft against a .gguf target")
+
+
+def check_out(out: Path) -> None:
+    if Path(out).suffix.lower() != ".gguf":
+        raise UsageError(f"--out {out} must end in .gguf")
 
 
 def same_file(ref: ModelRef, path: Path) -> bool:
@@ -68,8 +79,7 @@ def export_draft(folder: Path, out: Path, target: str | None = None,
     from specchat.models.distill.gguf_export import ggml_type, write_draft_gguf
 
     ggml_type(gguf_type)
-    if Path(out).suffix.lower() != ".gguf":
-        raise UsageError(f"--out {out} must end in .gguf")
+    check_out(out)
     spec = check_draft(Path(folder))
     path = target_file(spec, Path(folder), target)
     try:
