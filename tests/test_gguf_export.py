@@ -119,6 +119,24 @@ def test_tokens_outside_the_reduced_vocabulary_score_the_mean_and_never_win(file
     assert torch.isin(logits.argmax(-1), vocab).all()
 
 
+def test_a_bfloat16_draft_with_the_full_vocabulary_keeps_the_tied_output(files, tmp_path):
+    from gguf_tiny import write_tiny_draft
+    from transformers import AutoModelForCausalLM
+
+    from specchat.models.distill.assemble import ensure_assembled
+    from specchat.models.draft_gguf import export_draft
+
+    folder = write_tiny_draft(files["target"], tmp_path / "full", int8=False, vocab_every=0)
+    path = export_draft(folder, tmp_path / "full.gguf", gguf_type="f32").path
+    assert "output.weight" not in gguf_fields(path)["tensors"]
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                  dtype=torch.float32).eval()
+    reference = AutoModelForCausalLM.from_pretrained(ensure_assembled(folder),
+                                                     dtype=torch.float32).eval()
+    ids = text_ids()
+    assert torch.allclose(torch_logits(loaded, ids), torch_logits(reference, ids), atol=1e-4)
+
+
 def llama(path: Path):
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     return llama_cpp.Llama(str(path), n_ctx=256, logits_all=True, n_threads=2, verbose=False)

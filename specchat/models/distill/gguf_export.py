@@ -194,8 +194,8 @@ def own_tensors(state: dict, layers: int, shape: dict, qtype) -> list[tuple]:
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, layers)
     out = []
     for name in sorted(k for k in state if not k.endswith(INT8_SCALE)):
-        rows = state[name].float().numpy() if state[name].dim() == 1 else state[name].numpy()
         scale = state.get(name + INT8_SCALE)
+        rows = state[name].numpy() if scale is not None else state[name].float().numpy()
         scale = None if scale is None else scale.float().numpy()
         heads = next((shape[h] for suffix, h in PERMUTED.items() if name.endswith(suffix)), None)
         if heads:
