@@ -119,3 +119,52 @@ def test_report_table_shows_llama_cpp_ratios_for_llama_cpp_arms(gguf_pairs):
     assert {"target/llama", "spec/llama_spec", "llama_spec/llama"} <= set(total["ratios"])
     text = format_report(report)
     assert "tgt/lcpp" in text and "spec/lcpp-spec" in text and "lcpp = llama.cpp generate" in text
+
+
+def test_break_even_alpha_is_where_expected_tokens_pay_for_the_round():
+    from specchat.bench.llamacpp_profile import break_even_alpha
+    from specchat.bench.profile import Costs
+    from specchat.theory import expected_tokens_per_round
+
+    costs = Costs(0.010, 0.001, {n: 0.010 * (1 + 0.25 * (n - 1)) for n in range(1, 9)})
+    for k in (1, 2, 3, 4):
+        alpha = break_even_alpha(k, costs)
+        round_cost = k * costs.c + costs.v(k + 1)
+        assert 0 < alpha < 1
+        assert abs(expected_tokens_per_round(alpha, k) - round_cost) < 1e-4
+    free = Costs(0.010, 0.0, {n: 0.010 for n in range(1, 9)})
+    assert break_even_alpha(2, free) == 0.0
+    ruinous = Costs(0.010, 0.010, {n: 0.010 * n for n in range(1, 9)})
+    assert break_even_alpha(2, ruinous) is None
+
+
+def test_llama_cpp_costs_time_widths_one_to_eight_with_a_gguf_draft(gguf_pairs):
+    from specchat.bench.llamacpp_arms import gguf_path
+    from specchat.bench.llamacpp_profile import cost_report, cost_table, llamacpp_costs
+
+    pair = load(gguf_pairs, "g-draft")
+    context = list(range(3, 53))
+    costs = llamacpp_costs(gguf_path(pair.config.target), context, 1,
+                           draft=gguf_path(pair.config.draft), repeats=1)
+    assert sorted(costs.verify_s) == list(range(1, 9))
+    assert all(s > 0 for s in costs.verify_s.values()) and costs.draft_step_s > 0
+    report = cost_report(costs)
+    assert report["v"][1] == 1.0 and set(report["break_even_alpha"]) == {1, 2, 3, 4}
+    text = cost_table({"llama.cpp": report}, len(context))
+    assert "llama.cpp v" in text and "break-even" in text
+
+
+def test_timing_a_forward_leaves_the_cache_at_the_context(gguf_pairs):
+    import numpy as np
+
+    from specchat.bench.llamacpp_arms import gguf_path
+    from specchat.models.llamacpp_baselines import forward_seconds, open_llama
+
+    path = gguf_path(load(gguf_pairs, "g-ngram").config.target)
+    context = list(range(3, 40))
+    timed = open_llama(path, 1, n_ctx=128, logits_all=True)
+    forward_seconds(timed, context, 8, repeats=2)
+    timed.eval([17])
+    fresh = open_llama(path, 1, n_ctx=128, logits_all=True)
+    fresh.eval(context + [17])
+    assert np.allclose(timed.scores[len(context)], fresh.scores[len(context)], atol=1e-4)

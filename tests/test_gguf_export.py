@@ -199,6 +199,27 @@ def test_builtin_gguf_draft_ref_names_the_shipped_draft_and_is_listed():
     assert ok and "GGUF written on first use" in where
 
 
+def test_a_builtin_gguf_draft_runs_on_torch_as_the_reduced_draft_and_on_llama_cpp_as_its_file(
+        files, tmp_path, monkeypatch):
+    import shutil
+
+    from specchat.models import refs
+    from specchat.models.config import load_catalog
+    from specchat.models.draft_gguf import gguf_file
+    from specchat.models.loader import load_pair
+
+    monkeypatch.setattr(refs, "BUILTIN_DRAFTS_DIR", tmp_path / "drafts")
+    shutil.copytree(files["draft"], tmp_path / "drafts" / "tinydraft")
+    toml = tmp_path / "models.toml"
+    toml.write_text(f'default = "p"\n[pairs.p]\ntarget = "{files["target"]}"\n'
+                    'draft = "builtin:tinydraft.gguf"\nk = 2\ndtype = "float32"\n')
+    pair = load_pair(load_catalog(toml).get("p"))
+    assert pair.draft_model.vocab is not None
+    path = gguf_file(refs.parse_ref("builtin:tinydraft.gguf"))
+    assert path.suffix == ".gguf" and gguf_fields(path)["llama.block_count"] == 2
+    assert gguf_file(refs.parse_ref("builtin:tinydraft")) == path
+
+
 def export_args(draft, out, *extra) -> list[str]:
     return ["export-gguf", "--draft", str(draft), "--out", str(out), *extra]
 

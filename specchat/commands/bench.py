@@ -1,7 +1,9 @@
 """`specchat bench`: specchat vs transformers on the same models and prompts.
 
 Default arms, alternating in order within one run: specchat speculative, specchat
-target-only, transformers `generate`, and transformers' own speculation.
+target-only, transformers `generate`, and transformers' own speculation; for a
+llama.cpp pair, llama.cpp's own generate loop and speculation instead
+(bench/llamacpp_arms.py `bench_arms`).
 `--k-sweep` compares fixed k, k = "auto" and transformers' heuristic schedule;
 `--profile` adds the measured cost model (c, v(n), α, ideal vs measured speedup);
 `--synthetic 1b,8b` profiles random-weight models of real Llama shapes. Tables go
@@ -119,11 +121,11 @@ def sampling_of(pair_config):
 
 
 def run_standard(pair_config, prompts, path, max_new_tokens, dtype, seed) -> dict:
-    from specchat.bench.arms import standard_arms
+    from specchat.bench.llamacpp_arms import bench_arms
     from specchat.engine.adaptive import settings_for
 
     pair = load(pair_config, dtype)
-    arms = standard_arms(pair, settings_for(pair_config.k, sampling_of(pair_config)), seed)
+    arms = bench_arms(pair, settings_for(pair_config.k, sampling_of(pair_config)), seed)
     report, _ = measure(pair, arms, prompts, path, max_new_tokens)
     return report
 

@@ -115,10 +115,16 @@ def ensure_draft_gguf(folder: Path, progress: Progress = lambda _: None,
 
 
 def gguf_file(ref: ModelRef, progress: Progress = lambda _: None) -> Path | None:
-    """The GGUF file a reference names (built first for a draft), or None if none does."""
+    """The GGUF file a reference runs from on llama.cpp, or None (a hub id, a plain folder).
+
+    A `specchat distill` draft (a folder, `builtin:<draft>` or `builtin:<draft>.gguf`)
+    runs from its GGUF form, written on first use.
+    """
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         return ensure_draft_gguf(builtin_draft_gguf(ref.value), progress)
-    if ref.kind == "builtin" and builtin_draft(ref.value) is None:
+    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
+        return ensure_draft_gguf(builtin_draft(ref.value), progress)
+    if ref.kind == "builtin":
         return builtin_gguf(ref.value)
     if ref.kind == "gguf":
         if not Path(ref.value).is_file():

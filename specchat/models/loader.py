@@ -20,8 +20,8 @@ from specchat.models import gguf_cache
 from specchat.models.config import PairConfig
 from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.hf import HFCausalModel
-from specchat.models.refs import (ModelRef, builtin_draft, builtin_gguf, hub_reachable,
-                                  hub_snapshot, parse_ref)
+from specchat.models.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
+                                  hub_reachable, hub_snapshot, parse_ref)
 from specchat.models.static import adapter_for
 
 Progress = Callable[[str], None]
@@ -146,6 +146,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
     """A folder (or cached hub id) transformers can load `ref` from."""
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return assembled_draft(builtin_draft(ref.value), progress)
+    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
+        return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
     if ref.kind == "builtin":
         return gguf_cache.ensure_converted(builtin_gguf(ref.value), progress)
     if ref.kind == "gguf":
