@@ -220,6 +220,30 @@ def test_a_builtin_gguf_draft_runs_on_torch_as_the_reduced_draft_and_on_llama_cp
     assert gguf_file(refs.parse_ref("builtin:tinydraft")) == path
 
 
+def test_distill_with_gguf_writes_the_trained_draft_as_a_gguf_file(files, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Say hello.\nCount to five.\nWrite code.\nName a colour.\n")
+    out, gguf_out = tmp_path / "draft", tmp_path / "draft.gguf"
+    args = ["distill", "--target", str(files["target"]), "--out", str(out), "--layers", "1",
+            "--vocab", "24", "--tokens", "60", "--prompts", str(prompts), "--steps", "2",
+            "--batch-size", "2", "--max-new-tokens", "8", "--checkpoint-every", "1",
+            "--int8", "--gguf", str(gguf_out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    fields = gguf_fields(gguf_out)
+    from specchat.models.distill.draft import DraftSpec
+
+    assert fields["specchat.draft.vocab"] == sorted(DraftSpec.load(out).vocab)
+    assert fields["llama.block_count"] == 1 and "-md" in result.output
+
+
+def test_distill_with_gguf_for_a_non_gguf_target_fails_before_training(tmp_path):
+    args = ["distill", "--target", str(tmp_path / "hf-folder"), "--out", str(tmp_path / "o"),
+            "--gguf", str(tmp_path / "d.gguf")]
+    assert_user_error(CliRunner().invoke(main, args), "--gguf", "is not a GGUF file")
+    assert not (tmp_path / "o").exists()
+
+
 def export_args(draft, out, *extra) -> list[str]:
     return ["export-gguf", "--draft", str(draft), "--out", str(out), *extra]
 
