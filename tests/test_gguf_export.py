@@ -154,6 +154,19 @@ def test_llama_cpp_loads_the_export_with_the_targets_vocabulary_and_special_ids(
     assert (draft.token_bos(), draft.token_eos()) == (target.token_bos(), target.token_eos())
 
 
+def test_llama_cpp_speculation_would_accept_the_export_for_its_target_only(files, tmp_path):
+    from gguf_tiny import write_tiny_gguf
+
+    from specchat.models.llamacpp_baselines import speculation_incompatibility
+
+    target, draft = llama(files["target"]), llama(files["q8_0"])
+    assert speculation_incompatibility(target, draft) is None
+    stranger = write_tiny_gguf(tmp_path / "other", layers=1)
+    with_other_tokens = stranger.read_bytes().replace(b"quick", b"QUICK")
+    (tmp_path / "renamed.gguf").write_bytes(with_other_tokens)
+    assert "differs" in speculation_incompatibility(target, llama(tmp_path / "renamed.gguf"))
+
+
 def test_llama_cpp_greedy_proposals_equal_the_torch_drafts_in_f32(files, torch_draft):
     model, vocab = torch_draft
     ids = text_ids()

@@ -11,6 +11,8 @@
   (`LlamaPromptLookupDecoding`); they have no draft-model drafter, so
   `GgufDraftModel` feeds the same hook from a second GGUF model (greedy, k tokens,
   its cache reused across rounds by the bindings' prefix match).
+- `speculation_incompatibility`: llama.cpp's own check that a draft may serve a
+  target (common/speculative.cpp), ported through the bindings' vocabulary calls.
 - `forward_seconds`: the time of one evaluation of n tokens with logits for all n,
   after a context, the cache cut back each time (verify cost on llama.cpp).
 
@@ -107,6 +109,31 @@ def gguf_draft_model(path: Path, k: int, threads: int, n_ctx: int = 2048):
             return np.array(drafted, dtype=np.intc)
 
     return GgufDraftModel()
+
+
+VOCAB_MAX_SIZE_DIFFERENCE = 128
+VOCAB_CHECK_START_TOKEN_ID = 5
+"""llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID."""
+
+
+def speculation_incompatibility(target, draft) -> str | None:
+    """Why llama.cpp's speculative tools would refuse `draft` for `target` (two opened
+    `Llama`s), as common_speculative_are_compatible decides; None when they accept it."""
+    llama_cpp = llama_cpp_module()
+    tgt, dft = (llama_cpp.llama_model_get_vocab(m.model) for m in (target, draft))
+    if llama_cpp.llama_vocab_type(tgt) != llama_cpp.llama_vocab_type(dft):
+        return "vocabulary types differ"
+    for add, special, name in ((llama_cpp.llama_vocab_get_add_bos, llama_cpp.llama_vocab_bos, "bos"),
+                               (llama_cpp.llama_vocab_get_add_eos, llama_cpp.llama_vocab_eos, "eos")):
+        if add(tgt) != add(dft) or (add(tgt) and special(tgt) != special(dft)):
+            return f"{name} tokens differ"
+    sizes = llama_cpp.llama_vocab_n_tokens(tgt), llama_cpp.llama_vocab_n_tokens(dft)
+    if abs(sizes[0] - sizes[1]) > VOCAB_MAX_SIZE_DIFFERENCE:
+        return f"vocabulary sizes {sizes[0]} and {sizes[1]} differ by more than 128"
+    for token in range(VOCAB_CHECK_START_TOKEN_ID, min(sizes)):
+        if llama_cpp.llama_vocab_get_text(tgt, token) != llama_cpp.llama_vocab_get_text(dft, token):
+            return f"token {token} differs"
+    return None
 
 
 def forward_seconds(llm, context: Sequence[int], width: int, repeats: int = 5) -> float:
