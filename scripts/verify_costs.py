@@ -15,6 +15,7 @@ Run it on a quiet machine: the numbers are timings.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -66,7 +67,10 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(load_catalog().get(args.pair))
+    config = load_catalog().get(args.pair)
+    if hasattr(config, "backend"):  # the torch column must run on torch whatever auto picks
+        config = dataclasses.replace(config, backend="torch")
+    pair = load_pair(config)
     context = context_ids(pair.tokenizer, args.context, args.prompts)
     reports = {f"torch {pair.dtype}": torch_report(pair, context, args.repeats),
                "llama.cpp": llamacpp_report(pair, context, torch.get_num_threads(), args.repeats)}

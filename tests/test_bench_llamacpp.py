@@ -89,16 +89,23 @@ def test_llama_cpp_draft_hook_drafts_k_tokens_from_the_gguf_draft(gguf_pairs):
         open_llama(path, 1), longer, 3, set())
 
 
-def test_bench_picks_llama_cpp_baselines_only_for_a_llama_cpp_pair(gguf_pairs):
+def test_bench_picks_llama_cpp_baselines_only_for_a_llama_cpp_pair(load_tiny):
     from specchat.bench.llamacpp_arms import bench_arms, is_llamacpp_pair
 
-    pair = load(gguf_pairs, "g-ngram")
+    pair = load_tiny("tiny-ngram")  # a transformers folder: always the torch backend
     assert not is_llamacpp_pair(pair)
     assert [a.key for a in bench_arms(pair, settings(pair))] == ["spec", "target", "hf", "hf_spec"]
     fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp"})()
+    assert is_llamacpp_pair(SimpleNamespace(target=fake_target))
+
+
+def test_bench_gives_a_llama_cpp_pair_specchat_arms_then_llama_cpp_arms(gguf_pairs):
+    from specchat.bench.llamacpp_arms import bench_arms
+
+    pair = load(gguf_pairs, "g-ngram")
+    fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp"})()
     as_llama = SimpleNamespace(**{**vars(pair), "target": fake_target})
     as_llama.eos_ids = pair.eos_ids
-    assert is_llamacpp_pair(as_llama)
     keys = [a.key for a in bench_arms(as_llama, settings(pair))]
     assert keys == ["spec", "target", "llama", "llama_spec"]
 

@@ -4,7 +4,8 @@ For a pair whose target runs on llama.cpp, the baselines are llama.cpp's own on
 the same GGUF file: its generate loop (`llama`), and its own speculation where
 the bindings offer it (`llama_spec`): prompt lookup for an `ngram` draft, or
 their draft hook fed by the pair's draft as a GGUF file (a `specchat distill`
-draft is exported on first use). llama.cpp runs with as many threads as torch.
+draft is exported on first use), with the file and thread count of the pair's
+llama.cpp target (torch's thread count for a torch target).
 Each arm answers from the same prompt ids, with the same sampling and token
 budget, timed like `SpecchatArm`: the whole answer, prefill included.
 `bench_arms` returns these after specchat's own arms for a llama.cpp pair, and
@@ -57,11 +58,11 @@ def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None =
     from specchat.errors import UsageError
     from specchat.models.llamacpp_baselines import LlamaSampling, open_llama
 
-    target = gguf_path(pair.config.target)
+    target = getattr(pair.target, "path", None) or gguf_path(pair.config.target)
     if target is None:
         raise UsageError(f"pair '{pair.config.name}': target {pair.config.target} is not a GGUF "
                          "file, so llama.cpp cannot run it")
-    threads = threads or torch.get_num_threads()
+    threads = threads or getattr(pair.target, "threads", None) or torch.get_num_threads()
     sampling = LlamaSampling(settings.sampling.temperature, settings.sampling.top_k or 0,
                              settings.sampling.top_p or 1.0, seed)
     arms: list[Arm] = [LlamaCppArm("llama", "llama.cpp generate", open_llama(target, threads),
