@@ -145,7 +145,7 @@ def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:
     """The draft's held-out acceptance where `specchat distill` recorded it."""
     if folder is None:
         return None, ""
-    from specchat.models.distill.draft import SPEC_FILE, DraftSpec
+    from specchat.models.shipped_draft import SPEC_FILE, DraftSpec
 
     if not (Path(folder) / SPEC_FILE).is_file():
         return None, ""
