@@ -30,7 +30,7 @@ def context_ids(tokenizer, count: int, prompts: Path | None) -> list[int]:
 
 def torch_report(pair, context: list[int], repeats: int) -> dict:
     from specchat.bench.llamacpp_profile import WIDTHS, cost_report
-    from specchat.bench.profile import Costs, draft_step_cost, verify_costs
+    from specchat.engine.costs import Costs, draft_step_cost, verify_costs
 
     verify = verify_costs(pair.target, context, widths=WIDTHS, repeats=repeats)
     return cost_report(Costs(verify[1], draft_step_cost(pair.drafter, context, repeats), verify))

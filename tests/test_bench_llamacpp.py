@@ -113,14 +113,14 @@ def test_bench_gives_a_llama_cpp_pair_specchat_arms_then_llama_cpp_arms(gguf_pai
 def test_report_table_shows_llama_cpp_ratios_for_llama_cpp_arms(gguf_pairs):
     from specchat.bench.format import format_report
     from specchat.bench.llamacpp_arms import llamacpp_arms, specchat_arms
-    from specchat.bench.report import build_report
+    from specchat.bench.tables import build_tables
 
     pair = load(gguf_pairs, "g-ngram")
     arms = specchat_arms(pair, settings(pair)) + llamacpp_arms(pair, settings(pair))
     results = run(pair, arms, prompts=("Say hello.",))
     meta = {"pair": "g-ngram", "draft": "ngram", "k": 3, "device": "cpu", "dtype": "float32",
             "max_new_tokens": MAX_NEW, "temperature": 0.0}
-    report = build_report(meta, {a.key: a.label for a in arms}, results, greedy=True)
+    report = meta | build_tables({a.key: a.label for a in arms}, results, greedy=True)
     total = report["total"]
     assert total["arms"]["llama"]["identical"] == {"identical": 1, "answers": 1}
     assert {"target/llama", "spec/llama_spec", "llama_spec/llama"} <= set(total["ratios"])

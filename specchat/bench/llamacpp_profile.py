@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specchat.bench.profile import Costs, draft_step_cost
-from specchat.theory import alpha_from_tau
+from specchat.engine.costs import Costs, draft_step_cost
+from specchat.theory import break_even_alpha as theory_break_even
 
 WIDTHS = tuple(range(1, 9))
 BREAK_EVEN_KS = (1, 2, 3, 4)
@@ -39,13 +39,9 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
 
 
 def break_even_alpha(k: int, costs: Costs) -> float | None:
-    """The α at which (1 − α^(k+1)) / (1 − α) equals a round's cost k·c + v(k+1)."""
-    cost = k * costs.c + costs.v(k + 1)
-    if cost <= 1.0:
-        return 0.0
-    if cost >= k + 1:
-        return None
-    return alpha_from_tau(cost, k)
+    """The α at which (1 − α^(k+1)) / (1 − α) equals a round's cost k·c + v(k+1)
+    (theory.break_even_alpha at these measured costs)."""
+    return theory_break_even(k, costs.c, costs.v)
 
 
 def cost_report(costs: Costs, ks=BREAK_EVEN_KS) -> dict:
