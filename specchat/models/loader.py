@@ -151,8 +151,14 @@ def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, pro
 
 
 def load_llamacpp(ref: ModelRef, progress: Progress) -> tuple[LlamaCppModel, Any]:
-    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
-    path = gguf_cache.gguf_file(ref)
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
+    `specchat distill` draft runs from its GGUF form, written on first use)."""
+    from specchat.models.draft_gguf import gguf_file
+
+    path = gguf_file(ref, progress)
+    if path is None:
+        raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
+                        "backend)")
     model = LlamaCppModel(path)
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
