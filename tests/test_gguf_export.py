@@ -224,10 +224,14 @@ def test_a_builtin_gguf_draft_runs_on_torch_as_the_reduced_draft_and_on_llama_cp
     monkeypatch.setattr(refs, "BUILTIN_DRAFTS_DIR", tmp_path / "drafts")
     shutil.copytree(files["draft"], tmp_path / "drafts" / "tinydraft")
     toml = tmp_path / "models.toml"
-    toml.write_text(f'default = "p"\n[pairs.p]\ntarget = "{files["target"]}"\n'
-                    'draft = "builtin:tinydraft.gguf"\nk = 2\ndtype = "float32"\n')
+    pair_text = (f'[pairs.p]\ntarget = "{files["target"]}"\n'
+                 'draft = "builtin:tinydraft.gguf"\nk = 2\ndtype = "float32"\n')
+    toml.write_text('default = "p"\n' + pair_text + 'backend = "torch"\n')
     pair = load_pair(load_catalog(toml).get("p"))
-    assert pair.draft_model.vocab is not None
+    assert pair.draft_model.vocab is not None  # the reduced draft on torch
+    toml.write_text('default = "p"\n' + pair_text + 'backend = "llama.cpp"\n')
+    pair = load_pair(load_catalog(toml).get("p"))
+    assert pair.backends["draft"].startswith("llama.cpp")  # its GGUF file on llama.cpp
     path = gguf_file(refs.parse_ref("builtin:tinydraft.gguf"))
     assert path.suffix == ".gguf" and gguf_fields(path)["llama.block_count"] == 2
     assert gguf_file(refs.parse_ref("builtin:tinydraft")) == path
