@@ -108,6 +108,7 @@ def _register_commands() -> None:
     from specchat.commands.bench import bench
     from specchat.commands.chat import bench_ui, chat
     from specchat.commands.distill import distill
+    from specchat.commands.export_gguf import export_gguf
     from specchat.commands.run import run
 
     main.add_command(run)
@@ -115,6 +116,7 @@ def _register_commands() -> None:
     main.add_command(bench_ui)
     main.add_command(bench)
     main.add_command(distill)
+    main.add_command(export_gguf)
 
 
 _register_commands()

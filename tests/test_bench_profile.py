@@ -106,6 +106,6 @@ def test_a_backend_without_bench_arms_is_a_one_line_error():
     from specchat.bench.arms import comparison_arms
     from specchat.errors import UsageError
 
-    pair = SimpleNamespace(config=SimpleNamespace(name="p", backend="abacus"))
+    pair = SimpleNamespace(config=SimpleNamespace(name="p"), backends={"target": "abacus (v1)"})
     with pytest.raises(UsageError, match="no arms for backend 'abacus'"):
         comparison_arms(pair, None)

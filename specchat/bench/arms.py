@@ -176,15 +176,26 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
 
 ArmsFactory = Callable[[Any, Settings, int], list[Arm]]
 
-COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": standard_arms}
-"""The arms of `bench run`, per backend of the pair's target (the one the loader chose:
-the first word of its `backends["target"]` label, "torch" where none is reported): a new
-backend adds its own list of arms here."""
+def llamacpp_comparison(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+    """specchat's arms beside llama.cpp's own decoding and speculation (bench/llamacpp_arms.py)."""
+    from specchat.bench.llamacpp_arms import bench_arms
+
+    return bench_arms(pair, settings, seed)
+
+
+COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": standard_arms, "llama.cpp": llamacpp_comparison}
+"""The arms of `bench run`, per backend that computes the pair's target: a new backend adds
+its own list of arms here."""
+
+
+def target_backend(pair) -> str:
+    """"llama.cpp" or "torch": what computed the loaded target's logits."""
+    label = (getattr(pair, "backends", None) or {}).get("target", "torch")
+    return label.split(" ", 1)[0]
 
 
 def comparison_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    label = (getattr(pair, "backends", None) or {}).get("target") or "torch"
-    backend = label.split()[0]
+    backend = target_backend(pair)
     if backend not in COMPARISON_ARMS:
         raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "
                          f"(known: {', '.join(sorted(COMPARISON_ARMS))})")

@@ -5,8 +5,21 @@ so the output pastes into docs/benchmarks.md as is.
 
 from __future__ import annotations
 
-SHORT = {"spec": "spec", "target": "tgt", "hf": "hf", "hf_spec": "hf-spec"}
+SHORT = {"spec": "spec", "target": "tgt", "hf": "hf", "hf_spec": "hf-spec", "llama": "lcpp",
+         "llama_spec": "lcpp-spec"}
 SHOWN_RATIOS = ("spec/target", "spec/hf_spec", "target/hf")
+LLAMA_RATIOS = ("spec/target", "spec/llama_spec", "target/llama")
+"""The ratios shown when the baselines are llama.cpp's (bench/llamacpp_arms.py)."""
+
+
+def shown_ratios(keys: list[str]) -> tuple[str, ...]:
+    return LLAMA_RATIOS if "llama" in keys else SHOWN_RATIOS
+
+
+def short_ratio(ratio: str) -> str:
+    for key in ("hf_spec", "llama_spec", "target", "llama"):
+        ratio = ratio.replace(key, SHORT[key])
+    return ratio
 
 
 def fmt(value, digits: int = 1, suffix: str = "") -> str:
@@ -15,8 +28,7 @@ def fmt(value, digits: int = 1, suffix: str = "") -> str:
 
 def header_row(keys: list[str]) -> list[str]:
     return (["name", "n", "tokens"] + [f"{SHORT.get(k, k)} t/s" for k in keys]
-            + ["acc", "tau"] + [r.replace("hf_spec", "hf-spec").replace("target", "tgt")
-                                for r in SHOWN_RATIOS] + ["greedy = tgt"])
+            + ["acc", "tau"] + [short_ratio(r) for r in shown_ratios(keys)] + ["greedy = tgt"])
 
 
 def same_cell(entry: dict, keys: list[str]) -> str:
@@ -40,7 +52,7 @@ def row(name: str, entry: dict, keys: list[str], greedy: bool) -> list[str]:
     cells = [name, str(entry["prompts"]), str(entry["arms"]["target"]["tokens"])]
     cells += [fmt(entry["arms"][k]["tokens_per_s"]) for k in keys]
     cells += [fmt(spec.get("acceptance_rate"), 2), fmt(spec.get("mean_acceptance_length"), 2)]
-    cells += [fmt(entry["ratios"].get(r), 2, "x") for r in SHOWN_RATIOS]
+    cells += [fmt(entry["ratios"].get(r), 2, "x") for r in shown_ratios(keys)]
     cells.append(same_cell(entry, keys) if greedy else "n/a (sampling)")
     return cells
 

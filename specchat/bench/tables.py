@@ -14,7 +14,8 @@ from typing import Sequence
 from specchat.bench.runner import PromptResult
 
 RATIOS = (("spec", "target"), ("spec", "hf_spec"), ("target", "hf"), ("hf_spec", "hf"),
-          ("spec", "hf"))
+          ("spec", "hf"), ("spec", "llama_spec"), ("target", "llama"), ("llama_spec", "llama"),
+          ("spec", "llama"))
 REFERENCE = "target"
 
 

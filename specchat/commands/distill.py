@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from specchat.commands.export_gguf import report, type_option
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--target", required=True, metavar="REF",
@@ -45,9 +47,14 @@ import click
                    "from the same target layer keep its weights, new ones start as the identity.")
 @click.option("--int8", is_flag=True,
               help="Ship the weights as int8 with per-row scales (about half of bfloat16).")
+@click.option("--gguf", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE.gguf",
+              help="Also write the trained draft as a GGUF file for llama.cpp (needs a GGUF target).")
+@type_option
 def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
-            checkpoint_every, device, seed, threads, resume, init_from, int8):
+            checkpoint_every, device, seed, threads, resume, init_from, int8, gguf, gguf_type):
     """Train a small draft for a target by self-distillation on the target's own answers."""
+    if gguf:
+        check_gguf_export(target, gguf)
     if threads:
         import torch
 
@@ -68,6 +75,18 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
                f"{summary['layers']}, output vocabulary {summary['vocab'] or 'full'}); "
                f"best held-out acceptance {summary['best_acceptance']:.3f}")
     click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml")
+    if gguf:
+        from specchat.models.draft_gguf import export_draft
+
+        report(export_draft(out, gguf, None, gguf_type))
+
+
+def check_gguf_export(target: str, gguf: Path) -> None:
+    """Before training: `--gguf` needs a GGUF target and a .gguf file name."""
+    from specchat.models.draft_gguf import check_out, gguf_target
+
+    check_out(gguf)
+    gguf_target(target, "--gguf")
 
 
 class DistillProgress:

@@ -53,10 +53,13 @@ def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = 8,
 
 
 def break_even_alpha(k: int, c: float, v: VerifyCost, tolerance: float = 1e-6) -> float | None:
-    """The α at which drafting k tokens a round starts to beat plain decoding; None if no α
-    below 1 does (the round costs more than k + 1 plain steps)."""
+    """The α at which drafting k tokens a round starts to beat plain decoding: 0 when even
+    α = 0 pays (the round costs no more than one plain step), None if no α below 1 does (it
+    costs as much as k + 1 plain steps)."""
     if speedup_at(1.0, k, c, v) <= 1.0 / v(1):
         return None
+    if speedup_at(0.0, k, c, v) >= 1.0 / v(1):
+        return 0.0
     low, high = 0.0, 1.0
     while high - low > tolerance:
         mid = (low + high) / 2

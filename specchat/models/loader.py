@@ -30,8 +30,8 @@ from specchat.models.llamacpp import LlamaCppModel
 from specchat.models.memory import (MemoryReport, check_draft_size, main_device, memory_report,
                                     plan_for, reset_peak)
 from specchat.models.placement import Placement, layer_summary
-from specchat.models.refs import (ModelRef, builtin_draft, builtin_gguf, hub_reachable,
-                                  hub_snapshot, parse_ref)
+from specchat.models.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
+                                  hub_reachable, hub_snapshot, parse_ref)
 
 Progress = Callable[[str], None]
 
@@ -165,8 +165,14 @@ def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, pro
 
 
 def load_llamacpp(ref: ModelRef, progress: Progress) -> tuple[LlamaCppModel, Any]:
-    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
-    path = gguf_cache.gguf_file(ref)
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
+    `specchat distill` draft runs from its GGUF form, written on first use)."""
+    from specchat.models.draft_gguf import gguf_file
+
+    path = gguf_file(ref, progress)
+    if path is None:
+        raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
+                        "backend)")
     model = LlamaCppModel(path)
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
@@ -275,6 +281,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
     """A folder (or cached hub id) transformers can load `ref` from."""
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return assembled_draft(builtin_draft(ref.value), progress)
+    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
+        return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
     if ref.kind in ("builtin", "gguf"):
         return gguf_cache.ensure_converted(gguf_cache.gguf_file(ref), progress)
     if ref.kind == "folder":
@@ -294,7 +302,7 @@ def is_shipped_draft(folder: Path) -> bool:
     return (folder / "specchat-draft.json").is_file() and not (folder / "config.json").is_file()
 
 
-def assembled_draft(folder: Path, progress: Progress) -> Path:
+def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
     from specchat.models.shipped_draft import ensure_assembled
 
     return ensure_assembled(folder, float32_cpu_model, progress)

@@ -35,6 +35,12 @@ def builtin_draft(name: str) -> Path | None:
     return folder if (folder / "specchat-draft.json").is_file() else None
 
 
+def builtin_draft_gguf(name: str) -> Path | None:
+    """The shipped folder behind `builtin:<draft>.gguf`, the draft's GGUF form (built on
+    first use by models/draft_gguf.py), or None if `name` is not one."""
+    return builtin_draft(name.removesuffix(".gguf")) if name.endswith(".gguf") else None
+
+
 @dataclass(frozen=True)
 class ModelRef:
     """A parsed model reference."""
@@ -65,7 +71,7 @@ def builtin_gguf(name: str) -> Path:
     """The GGUF file of a built-in model, from the package that ships it."""
     if name not in BUILTINS:
         drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
-        known = ", ".join(f"builtin:{n}" for n in [*BUILTINS, *drafts])
+        known = ", ".join(f"builtin:{n}" for n in [*BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts)])
         raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known}")
     package, filename, install = BUILTINS[name]
     spec = importlib.util.find_spec(package)
@@ -93,6 +99,9 @@ def availability(ref: ModelRef) -> tuple[bool, str]:
         return True, "prompt lookup, no model"
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return draft_availability(builtin_draft(ref.value))
+    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
+        ok, where = draft_availability(builtin_draft_gguf(ref.value))
+        return ok, f"GGUF written on first use from {where}" if ok else where
     if ref.kind == "builtin":
         try:
             return True, str(builtin_gguf(ref.value))

@@ -68,9 +68,9 @@ KEYS: tuple[Key, ...] = (
     Key("f5", "F5", "race: replay the last prompt target-only, compare tokens/s and text", "race",
         "Race", footer=True, palette="Race: replay last prompt target-only",
         palette_help="compare tokens/s and text"),
-    Key("", "Ctrl+P → Float32 replay", "check lossless: answer the last prompt greedily in float32, "
-        "speculative and target-only; they must be identical", "float32_check",
-        palette="Float32 replay: check lossless",
+    Key("ctrl+b", "Ctrl+B", "float32 replay: answer the last prompt greedily in float32, "
+        "speculative and target-only; they must be identical", "float32_check", "f32 check",
+        priority=True, palette="Float32 replay: check lossless",
         palette_help="speculative and target-only, greedy, float32: must be identical"),
     Key("f6", "F6", "presentation mode (large gauges)", "toggle_presentation", "Present",
         priority=True, palette="Toggle presentation mode", palette_help="large gauges"),

@@ -1,0 +1,98 @@
+"""The llama.cpp contenders of a benchmark, and the one place `bench` gets its arms from.
+
+For a pair whose target runs on llama.cpp, the baselines are llama.cpp's own on
+the same GGUF file: its generate loop (`llama`), and its own speculation where
+the bindings offer it (`llama_spec`): prompt lookup for an `ngram` draft, or
+their draft hook fed by the pair's draft as a GGUF file (a `specchat distill`
+draft is exported on first use), with the file and thread count of the pair's
+llama.cpp target (torch's thread count for a torch target).
+Each arm answers from the same prompt ids, with the same sampling and token
+budget, timed like `SpecchatArm`: the whole answer, prefill included.
+`bench_arms` returns these after specchat's own arms for a llama.cpp pair, and
+the transformers arms (bench/arms.py) for a torch pair. Knows nothing about
+reports.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from specchat.bench.arms import Arm, ArmRun, SpecchatArm, standard_arms
+from specchat.engine import Settings
+
+
+class LlamaCppArm:
+    """llama.cpp's own generate loop (with the bindings' speculation when given a drafter)."""
+
+    def __init__(self, key: str, label: str, llm, eos_ids: set[int], sampling,
+                 speculative: bool = False):
+        self.key, self.label, self.llm = key, label, llm
+        self.eos_ids, self.sampling = set(eos_ids), sampling
+        self.speculative = speculative
+
+    def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
+        from specchat.models.llamacpp_baselines import llama_generate
+
+        started = time.perf_counter()
+        tokens = llama_generate(self.llm, prompt, max_new_tokens, self.eos_ids, self.sampling)
+        return ArmRun(tokens, time.perf_counter() - started)
+
+
+def is_llamacpp_pair(pair) -> bool:
+    """Whether the pair's target decodes through the llama.cpp backend (models/llamacpp.py)."""
+    return type(pair.target).__module__.rsplit(".", 1)[-1].startswith("llamacpp")
+
+
+def gguf_path(ref: str) -> Path | None:
+    from specchat.models.draft_gguf import gguf_file
+    from specchat.models.refs import parse_ref
+
+    return gguf_file(parse_ref(ref))
+
+
+def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None = None) -> list[Arm]:
+    """llama.cpp generate on the pair's target file, and llama.cpp speculation if offered."""
+    import torch
+
+    from specchat.errors import UsageError
+    from specchat.models.llamacpp_baselines import LlamaSampling, open_llama
+
+    target = getattr(pair.target, "path", None) or gguf_path(pair.config.target)
+    if target is None:
+        raise UsageError(f"pair '{pair.config.name}': target {pair.config.target} is not a GGUF "
+                         "file, so llama.cpp cannot run it")
+    threads = threads or getattr(pair.target, "threads", None) or torch.get_num_threads()
+    sampling = LlamaSampling(settings.sampling.temperature, settings.sampling.top_k or 0,
+                             settings.sampling.top_p or 1.0, seed)
+    arms: list[Arm] = [LlamaCppArm("llama", "llama.cpp generate", open_llama(target, threads),
+                                   pair.eos_ids, sampling)]
+    drafter, label = llamacpp_drafter(pair, max(settings.k, 1), threads)
+    if drafter is not None:
+        llm = open_llama(target, threads, draft_model=drafter)
+        arms.append(LlamaCppArm("llama_spec", label, llm, pair.eos_ids, sampling, True))
+    return arms
+
+
+def llamacpp_drafter(pair, k: int, threads: int):
+    """(the bindings' draft hook for the pair's drafter, its label), or (None, "")."""
+    from specchat.models.llamacpp_baselines import gguf_draft_model, prompt_lookup
+
+    if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
+        return prompt_lookup(k, pair.draft.max_ngram), "llama.cpp prompt lookup"
+    draft = gguf_path(pair.config.draft) if pair.config.draft else None
+    if draft is None:
+        return None, ""
+    return gguf_draft_model(draft, k, threads), "llama.cpp draft (bindings' hook)"
+
+
+def specchat_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+    return [SpecchatArm("spec", "specchat speculative", pair, settings, True, seed),
+            SpecchatArm("target", "specchat target-only", pair, settings, False, seed)]
+
+
+def bench_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+    """specchat's arms and the baselines of the pair's backend (llama.cpp or transformers)."""
+    if is_llamacpp_pair(pair):
+        return specchat_arms(pair, settings, seed) + llamacpp_arms(pair, settings, seed)
+    return standard_arms(pair, settings, seed)

@@ -1,0 +1,79 @@
+"""Verify cost on llama.cpp beside torch's, and the acceptance a draft needs to pay off.
+
+`llamacpp_costs` measures, in the shape of bench/profile.py's `Costs`: one
+evaluation of n tokens with logits for all n after a context (200 tokens by
+default), for n = 1..8, the cache cut back each time, and the draft's one-token
+step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). `break_even_alpha`
+solves expected_tokens(α, k) = k·c + v(k+1) for α: the per-token acceptance
+above which speculation with draft length k beats plain decoding (0 when even
+α = 0 pays, None when no α can). `cost_table` prints backends side by side.
+Knows nothing about `bench`'s arms or reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specchat.engine.costs import Costs, draft_step_cost
+from specchat.engine.theory import break_even_alpha as theory_break_even
+
+WIDTHS = tuple(range(1, 9))
+BREAK_EVEN_KS = (1, 2, 3, 4)
+
+
+def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path | None = None,
+                   drafter=None, widths=WIDTHS, repeats: int = 5) -> Costs:
+    """Step and verify costs of the GGUF `target` on llama.cpp; the draft's from the GGUF
+    `draft` on llama.cpp, or from `drafter` (an engine drafter such as n-gram lookup)."""
+    from specchat.models.llamacpp_baselines import forward_seconds, open_llama
+
+    n_ctx = len(context) + max(widths) + 16
+    llm = open_llama(target, threads, n_ctx=n_ctx, logits_all=True)
+    verify = {w: forward_seconds(llm, context, w, repeats) for w in widths}
+    if draft is not None:
+        small = open_llama(draft, threads, n_ctx=n_ctx, logits_all=True)
+        draft_s = forward_seconds(small, context, 1, repeats)
+    else:
+        draft_s = draft_step_cost(drafter, context, repeats)
+    return Costs(verify[1], draft_s, verify)
+
+
+def break_even_alpha(k: int, costs: Costs) -> float | None:
+    """The α at which (1 − α^(k+1)) / (1 − α) equals a round's cost k·c + v(k+1)
+    (theory.break_even_alpha at these measured costs)."""
+    return theory_break_even(k, costs.c, costs.v)
+
+
+def cost_report(costs: Costs, ks=BREAK_EVEN_KS) -> dict:
+    return {"target_step_ms": costs.target_step_s * 1000, "draft_step_ms": costs.draft_step_s * 1000,
+            "c": costs.c, "verify_ms": {w: s * 1000 for w, s in costs.verify_s.items()},
+            "v": {w: costs.v(w) for w in costs.verify_s},
+            "break_even_alpha": {k: break_even_alpha(k, costs) for k in ks}}
+
+
+def cost_table(reports: dict[str, dict], context: int) -> str:
+    """Backends side by side: v(n), step times and c, break-even α per k."""
+    from specchat.bench.format import fmt, table
+
+    widths = sorted({int(w) for r in reports.values() for w in r["v"]})
+    ks = sorted({int(k) for r in reports.values() for k in r["break_even_alpha"]})
+    verify = [["n"] + [str(w) for w in widths]]
+    for name, r in reports.items():
+        verify.append([f"{name} ms"] + [f"{value(r['verify_ms'], w):.2f}" for w in widths])
+        verify.append([f"{name} v"] + [f"{value(r['v'], w):.2f}" for w in widths])
+    steps = [["backend", "target step ms", "draft step ms", "c"]] + [
+        [name, f"{r['target_step_ms']:.2f}", f"{r['draft_step_ms']:.3f}", f"{r['c']:.3f}"]
+        for name, r in reports.items()]
+    alphas = [["k"] + [str(k) for k in ks]] + [
+        [name] + [fmt(value(r["break_even_alpha"], k), 3) if value(r["break_even_alpha"], k)
+                  is not None else "never" for k in ks] for name, r in reports.items()]
+    return "\n".join([f"verify cost of n tokens after {context} tokens of context "
+                      "(v = time / one 1-token step):", table(verify), "",
+                      "one step of each model (c = draft step / target step):", table(steps), "",
+                      "break-even acceptance α per draft length k (speculation pays above it):",
+                      table(alphas)])
+
+
+def value(mapping: dict, key: int):
+    """A per-n or per-k entry, whether the keys are ints or (after JSON) strings."""
+    return mapping[key] if key in mapping else mapping[str(key)]

@@ -1,0 +1,156 @@
+"""llama.cpp's own decoding of a GGUF file (llama-cpp-python), for `bench` to compare with.
+
+- `open_llama`: a `llama_cpp.Llama` on a file, quiet, with the thread count given.
+- `llama_generate`: the bindings' own `generate` loop from the same prompt ids,
+  stopping at an end-of-answer id or after `max_new_tokens`, the end id included
+  as specchat's engine counts it. Every answer starts from an empty cache (the
+  bindings would otherwise reuse a cached prompt prefix and skip prefill).
+- Speculation the bindings offer: their `draft_model` hook, which verifies a
+  draft's tokens in one batch and keeps the prefix that matches its own greedy or
+  sampled choice. The bindings ship one drafter for it, prompt lookup
+  (`LlamaPromptLookupDecoding`); they have no draft-model drafter, so
+  `GgufDraftModel` feeds the same hook from a second GGUF model (greedy, k tokens,
+  its cache reused across rounds by the bindings' prefix match).
+- `speculation_incompatibility`: llama.cpp's own check that a draft may serve a
+  target (common/speculative.cpp), ported through the bindings' vocabulary calls.
+- `forward_seconds`: the time of one evaluation of n tokens with logits for all n,
+  after a context, the cache cut back each time (verify cost on llama.cpp).
+
+Knows nothing about specchat's engine or reports.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from specchat.errors import ModelNotFound, UsageError
+
+
+@dataclass
+class LlamaSampling:
+    """llama.cpp's sampler settings for one arm; temperature 0 is greedy."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+def llama_cpp_module():
+    try:
+        import llama_cpp
+    except ImportError:
+        raise UsageError("llama.cpp baselines need llama-cpp-python: "
+                         "pip install llama-cpp-python") from None
+    return llama_cpp
+
+
+def open_llama(path: Path, threads: int, n_ctx: int = 2048, draft_model=None,
+               logits_all: bool = False, seed: int = 0):
+    """A quiet `llama_cpp.Llama` on the GGUF file `path`."""
+    llama_cpp = llama_cpp_module()
+    if not Path(path).is_file():
+        raise ModelNotFound(f"GGUF file {path} does not exist: check the pair's model reference")
+    try:
+        return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                               n_batch=512, draft_model=draft_model, logits_all=logits_all,
+                               seed=seed, verbose=False)
+    except ValueError as error:
+        raise ModelNotFound(f"llama.cpp cannot load {path} ({error}): "
+                            "is it a complete GGUF model?") from None
+
+
+def llama_generate(llm, prompt: Sequence[int], max_new_tokens: int, eos_ids: set[int],
+                   sampling: LlamaSampling = LlamaSampling()) -> list[int]:
+    """New ids from the bindings' own generate loop, from an empty cache."""
+    llm.reset()
+    llm.set_seed(sampling.seed)
+    out: list[int] = []
+    stream = llm.generate(list(prompt), temp=sampling.temperature, top_k=sampling.top_k,
+                          top_p=sampling.top_p, min_p=0.0, repeat_penalty=1.0, reset=True)
+    for token in stream:
+        out.append(int(token))
+        if token in eos_ids or len(out) >= max_new_tokens:
+            break
+    stream.close()
+    return out
+
+
+def prompt_lookup(k: int, max_ngram: int):
+    """The bindings' prompt-lookup drafter: up to k tokens after the last n-gram's match."""
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    return LlamaPromptLookupDecoding(max_ngram_size=max_ngram, num_pred_tokens=k)
+
+
+def gguf_draft_model(path: Path, k: int, threads: int, n_ctx: int = 2048):
+    """The bindings' draft hook fed by a GGUF draft model (greedy, k tokens a round)."""
+    from llama_cpp.llama_speculative import LlamaDraftModel
+
+    class GgufDraftModel(LlamaDraftModel):
+        def __init__(self):
+            self.llm = open_llama(path, threads, n_ctx)
+            self.k = k
+
+        def __call__(self, input_ids, /, **kwargs):
+            drafted = []
+            stream = self.llm.generate(input_ids.tolist(), temp=0.0, top_k=1, min_p=0.0,
+                                       repeat_penalty=1.0, reset=True)
+            for token in stream:
+                drafted.append(int(token))
+                if len(drafted) >= self.k:
+                    break
+            stream.close()
+            return np.array(drafted, dtype=np.intc)
+
+    return GgufDraftModel()
+
+
+VOCAB_MAX_SIZE_DIFFERENCE = 128
+VOCAB_CHECK_START_TOKEN_ID = 5
+"""llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID."""
+
+
+def speculation_incompatibility(target, draft) -> str | None:
+    """Why llama.cpp's speculative tools would refuse `draft` for `target` (two opened
+    `Llama`s), as common_speculative_are_compatible decides; None when they accept it."""
+    llama_cpp = llama_cpp_module()
+    tgt, dft = (llama_cpp.llama_model_get_vocab(m.model) for m in (target, draft))
+    if llama_cpp.llama_vocab_type(tgt) != llama_cpp.llama_vocab_type(dft):
+        return "vocabulary types differ"
+    for add, special, name in ((llama_cpp.llama_vocab_get_add_bos, llama_cpp.llama_vocab_bos, "bos"),
+                               (llama_cpp.llama_vocab_get_add_eos, llama_cpp.llama_vocab_eos, "eos")):
+        if add(tgt) != add(dft) or (add(tgt) and special(tgt) != special(dft)):
+            return f"{name} tokens differ"
+    sizes = llama_cpp.llama_vocab_n_tokens(tgt), llama_cpp.llama_vocab_n_tokens(dft)
+    if abs(sizes[0] - sizes[1]) > VOCAB_MAX_SIZE_DIFFERENCE:
+        return f"vocabulary sizes {sizes[0]} and {sizes[1]} differ by more than 128"
+    for token in range(VOCAB_CHECK_START_TOKEN_ID, min(sizes)):
+        if llama_cpp.llama_vocab_get_text(tgt, token) != llama_cpp.llama_vocab_get_text(dft, token):
+            return f"token {token} differs"
+    return None
+
+
+def forward_seconds(llm, context: Sequence[int], width: int, repeats: int = 5) -> float:
+    """Median seconds of evaluating `width` tokens (logits for all) after `context`.
+
+    `llm` must be opened with logits_all=True. The cache is cut back to the context
+    after every evaluation (the bindings' eval removes cells past `n_tokens`).
+    """
+    llm.reset()
+    llm.eval(list(context))
+    base = llm.n_tokens
+    ids = (list(context) * (width // max(len(context), 1) + 1))[:width]
+    samples = []
+    for _ in range(repeats + 1):  # the first is a warm-up
+        llm.n_tokens = base
+        started = time.perf_counter()
+        llm.eval(ids)
+        samples.append(time.perf_counter() - started)
+    llm.n_tokens = base
+    return float(np.median(samples[1:]))

@@ -1,0 +1,69 @@
+"""The shipped draft as a GGUF file, `builtin:smollm2-135m-draft.gguf` (slow: builds it
+from SmolLM2-135M-Instruct's GGUF on first use): llama.cpp loads it with the target's
+vocabulary, and on 200 positions of real text its greedy proposals are the torch
+draft's, differing only where the torch draft's top two are a near-tie (Q8_0 rounds
+llama.cpp's activations), and never a token outside the reduced vocabulary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+POSITIONS = 200
+NEAR_TIE = 0.1
+
+
+@pytest.fixture(scope="module")
+def built():
+    from specchat.models.draft_gguf import gguf_file
+    from specchat.models.refs import parse_ref
+
+    return gguf_file(parse_ref("builtin:smollm2-135m-draft.gguf"))
+
+
+def real_text_ids(tokenizer) -> list[int]:
+    from specchat.distill.run import default_prompts
+    from specchat.distill.teacher import read_prompts
+
+    return tokenizer.encode("\n\n".join(read_prompts(default_prompts())))[:POSITIONS]
+
+
+def test_llama_cpp_would_accept_the_builtin_gguf_draft_for_its_target(built):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from specchat.models.refs import builtin_gguf
+
+    draft = llama_cpp.Llama(str(built), n_ctx=64, verbose=False)
+    target = llama_cpp.Llama(str(builtin_gguf("smollm2-135m-instruct")), n_ctx=64, verbose=False)
+    from specchat.models.llamacpp_baselines import speculation_incompatibility
+
+    assert draft.n_vocab() == target.n_vocab()
+    assert speculation_incompatibility(target, draft) is None
+
+
+def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specchat.models.loader import assembled_draft as ensure_assembled
+    from specchat.models.shipped_draft import DraftSpec
+    from specchat.models.refs import builtin_draft
+
+    folder = builtin_draft("smollm2-135m-draft")
+    assembled = ensure_assembled(folder)
+    ids = real_text_ids(AutoTokenizer.from_pretrained(assembled))
+    assert len(ids) == POSITIONS
+    model = AutoModelForCausalLM.from_pretrained(assembled, dtype=torch.float32).eval()
+    vocab = torch.tensor(DraftSpec.load(folder).vocab)
+    with torch.no_grad():
+        reference = model(torch.tensor([ids])).logits[0][:, vocab]
+    llm = llama_cpp.Llama(str(built), n_ctx=512, logits_all=True, verbose=False)
+    llm.eval(ids)
+    chosen = torch.tensor(np.array(llm.scores[:POSITIONS])).argmax(-1)
+    assert torch.isin(chosen, vocab).all()
+    differ = (chosen != vocab[reference.argmax(-1)]).nonzero().flatten()
+    top2 = reference[differ].topk(2).values
+    assert ((top2[:, 0] - top2[:, 1]) < NEAR_TIE).all(), differ.tolist()
+    assert len(differ) <= POSITIONS // 20
