@@ -103,7 +103,7 @@ def test_bench_lists_its_five_subcommands_and_bare_bench_means_run():
 def test_a_backend_without_bench_arms_is_a_one_line_error():
     from types import SimpleNamespace
 
-    from specchat.bench.arms import comparison_arms
+    from specchat.bench.comparison import comparison_arms
     from specchat.errors import UsageError
 
     pair = SimpleNamespace(config=SimpleNamespace(name="p"), backends={"target": "abacus (v1)"})

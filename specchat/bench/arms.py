@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import torch
 
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
-from specchat.errors import UsageError
 
 
 @dataclass
@@ -172,31 +171,3 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
         arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
                                     pair, sampling, seed, heuristic))
     return arms
-
-
-ArmsFactory = Callable[[Any, Settings, int], list[Arm]]
-
-def llamacpp_comparison(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    """specchat's arms beside llama.cpp's own decoding and speculation (bench/llamacpp_arms.py)."""
-    from specchat.bench.llamacpp_arms import bench_arms
-
-    return bench_arms(pair, settings, seed)
-
-
-COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": standard_arms, "llama.cpp": llamacpp_comparison}
-"""The arms of `bench run`, per backend that computes the pair's target: a new backend adds
-its own list of arms here."""
-
-
-def target_backend(pair) -> str:
-    """"llama.cpp" or "torch": what computed the loaded target's logits."""
-    label = (getattr(pair, "backends", None) or {}).get("target", "torch")
-    return label.split(" ", 1)[0]
-
-
-def comparison_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    backend = target_backend(pair)
-    if backend not in COMPARISON_ARMS:
-        raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "
-                         f"(known: {', '.join(sorted(COMPARISON_ARMS))})")
-    return COMPARISON_ARMS[backend](pair, settings, seed)

@@ -45,7 +45,7 @@ def sampling_of(pair_config):
 def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
                    on_prompt: OnPrompt) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers) on every prompt."""
-    from specchat.bench.arms import comparison_arms
+    from specchat.bench.comparison import comparison_arms
     from specchat.engine.adaptive import settings_for
 
     arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed)
