@@ -32,22 +32,26 @@ def torch_report(pair, context: list[int], repeats: int) -> dict:
     from specchat.bench.llamacpp_profile import WIDTHS, cost_report
     from specchat.engine.costs import Costs, draft_step_cost, verify_costs
 
+    from specchat.chat.decoding import drafter_for
+
     verify = verify_costs(pair.target, context, widths=WIDTHS, repeats=repeats)
-    return cost_report(Costs(verify[1], draft_step_cost(pair.drafter, context, repeats), verify))
+    return cost_report(Costs(verify[1], draft_step_cost(drafter_for(pair), context, repeats), verify))
 
 
 def llamacpp_report(pair, context: list[int], threads: int, repeats: int) -> dict:
     from specchat.bench.llamacpp_arms import gguf_path
     from specchat.bench.llamacpp_profile import cost_report, llamacpp_costs
+    from specchat.chat.decoding import drafter_for
     from specchat.engine import NgramDrafter
 
+    drafter = drafter_for(pair)
     target = gguf_path(pair.config.target)
     if target is None:
         raise SystemExit(f"{pair.config.target} is not a GGUF file: no llama.cpp column")
-    ngram = isinstance(pair.drafter, NgramDrafter)
+    ngram = isinstance(drafter, NgramDrafter)
     draft = gguf_path(pair.config.draft) if pair.config.draft and not ngram else None
     return cost_report(llamacpp_costs(target, context, threads, draft,
-                                      pair.drafter if ngram else None, repeats=repeats))
+                                      drafter if ngram else None, repeats=repeats))
 
 
 def main() -> None:
