@@ -89,3 +89,17 @@ def test_out_of_memory_reads_as_an_actionable_line():
     text = describe_error(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert text.startswith("out of memory: pick a smaller pair (F3)")
     assert "\n" not in text
+
+
+async def test_a_pair_with_k_auto_answers_in_the_chat_and_the_panel_says_auto(tiny_config):
+    import dataclasses
+
+    from specchat.commands.chat import build_app
+
+    catalog = load_catalog(tiny_config)
+    first = dataclasses.replace(catalog.get("tiny"), k="auto")
+    app = build_app(catalog, first, None, None, 16, None)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await answer_and_check(app, pilot, timeout=60)
+        assert "failed" not in str(app.last_answer.status.render())
+        assert "k auto" in str(app.gauges.query_one("#g-controls").render())

@@ -55,7 +55,8 @@ class PairService:
         self.reset(self._system, self._pending_turns)
         return PairInfo(self.name, pair.device, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
-                        self.description, k_auto=self.k_auto, seed=self.session.seed)
+                        self.description, k_auto=self.k_auto, seed=self.session.seed,
+                        engines=engines_text(getattr(pair, "backends", None) or {}))
 
     def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
@@ -137,3 +138,8 @@ class PairService:
             return None
         self.reset(self._system, turns[:users[-1]])
         return turns[users[-1]].text
+
+
+def engines_text(backends: dict[str, str]) -> str:
+    """What computes each model, for the panel: "target llama.cpp (...) · draft torch (lean)"."""
+    return " · ".join(f"{role} {label}" for role, label in backends.items())

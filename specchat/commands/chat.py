@@ -64,7 +64,8 @@ def build_app(catalog, first, theme, system, max_new_tokens, dtype, backend=None
         return pair_service(config, system, max_new_tokens, dtype)
 
     pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
-    return create_app(factory, pairs, first.name, theme=theme, k=first.k,
+    fixed_k = first.k if isinstance(first.k, int) else None  # "auto": the pair's own policy
+    return create_app(factory, pairs, first.name, theme=theme, k=fixed_k,
                       temperature=first.temperature, system=system)
 
 

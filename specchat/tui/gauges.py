@@ -253,5 +253,7 @@ class Gauges(VerticalScroll):
             return
         info = self.info
         text = "pair: loading…" if info is None else (
-            f"pair {info.name}\n{info.device} · {info.dtype} · weights {fmt_bytes(info.memory_bytes)}")
+            f"pair {info.name}\n{info.device} · {info.dtype} · weights {fmt_bytes(info.memory_bytes)}"
+            + (f"\n{info.engines}" if info.engines else "")
+            + ("" if info.seed is None else f"\nseed {info.seed}"))
         self._put("#g-pair", text)
