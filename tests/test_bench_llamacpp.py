@@ -105,7 +105,7 @@ def test_bench_gives_a_llama_cpp_pair_specchat_arms_then_llama_cpp_arms(gguf_pai
     pair = load(gguf_pairs, "g-ngram")
     fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp"})()
     as_llama = SimpleNamespace(**{**vars(pair), "target": fake_target})
-    as_llama.eos_ids = pair.eos_ids
+    as_llama.eos_ids, as_llama.has_draft = pair.eos_ids, pair.has_draft  # properties of LoadedPair
     keys = [a.key for a in bench_arms(as_llama, settings(pair))]
     assert keys == ["spec", "target", "llama", "llama_spec"]
 
