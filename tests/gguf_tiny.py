@@ -7,10 +7,10 @@ from any other tiny-GGUF helper; one writer would do.)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
+from tiny_gguf import add_tokenizer  # one tokenizer writer for both tiny GGUF builders
 
 NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
          "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
@@ -47,23 +47,6 @@ def tensors(model) -> list[tuple[str, np.ndarray]]:
             array = permute(array, config.num_key_value_heads)
         out.append((gguf_name(name), array))
     return out
-
-
-def add_tokenizer(writer, tokenizer) -> None:
-    vocab = tokenizer.get_vocab()
-    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-    special = set(tokenizer.all_special_tokens)
-    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t in special else 1 for t in tokens])
-    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in merges])
-    writer.add_bos_token_id(tokenizer.bos_token_id)
-    writer.add_eos_token_id(tokenizer.eos_token_id)
-    writer.add_pad_token_id(tokenizer.pad_token_id)
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(tokenizer.chat_template)
 
 
 def add_hparams(writer, config) -> None:
