@@ -22,10 +22,10 @@ from pathlib import Path
 
 def context_ids(tokenizer, count: int, prompts: Path | None) -> list[int]:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
+    from specchat.engine.costs import filler_ids
 
     texts = [p.prompt for p in load_prompts(resolve_prompts_file(prompts))]
-    ids = tokenizer.encode("\n\n".join(texts))
-    return (ids * (count // max(len(ids), 1) + 1))[:count]
+    return filler_ids(tokenizer.encode("\n\n".join(texts)), count)
 
 
 def torch_report(pair, context: list[int], repeats: int) -> dict:

@@ -135,7 +135,7 @@ class ChatSession:
         turns = self.conversation.turns
         last = max(i for i, turn in enumerate(turns) if turn.role == "user")
         scratch = ChatSession(self.pair, self.conversation.system, self.settings_copy(),
-                              seed=self.race_seed())
+                              seed=self.seed)
         scratch.conversation.turns = list(turns[:last])
         scratch.speculate = speculate
         yield from scratch.answer(turns[last].text, max_new_tokens, should_stop)
@@ -144,9 +144,6 @@ class ChatSession:
         """The same k and sampling, with a fresh adaptive policy if k is "auto"."""
         config_k = "auto" if self.settings.k_policy is not None else self.settings.k
         return settings_for(config_k, self.settings.sampling)
-
-    def race_seed(self) -> int:
-        return self.seed
 
     def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
         """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
