@@ -1,12 +1,15 @@
 """Pilot tests of the chat app against scripted backends: colours, ghosts, gauges,
-stopping, errors, quitting, switching pairs, step mode and the trial features."""
+stopping, errors, quitting, switching pairs, step mode and the trial features. They
+drive the app through keys and read what it shows and what it saved."""
 
 from __future__ import annotations
 
 import time
 
-from tui_support import ROUNDS, ask, drawn, make_app, ready, wait_for
+from tui_support import (ROUNDS, answers, ask, drawn, last_answer, make_app, ready,
+                          saved_conversation, streaming, wait_for)
 
+from specchat.history.store import HistoryStore
 from specchat.tui.fake_backend import FakeConfig
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow
 
@@ -17,12 +20,31 @@ def colour(app, kind: str) -> str:
     return app.theme_variables[f"spec-{kind}"].lower()
 
 
+async def pick_pair(pilot, name: str) -> None:
+    """F3, then choose the pair by name in the picker."""
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: pilot.app.screen.query("#pair-list"))
+    options = pilot.app.screen.query_one("#pair-list")
+    options.highlighted = options.get_option_index(name)
+    await pilot.press("enter")
+
+
+async def run_palette(pilot, title: str) -> None:
+    """Ctrl+P, type the command's title, Enter."""
+    await pilot.press("ctrl+p")
+    await pilot.pause(0.2)
+    await pilot.press(*title)
+    await pilot.pause(0.3)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
 async def test_each_token_is_drawn_in_its_kinds_theme_colour():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        runs = drawn(app.last_answer.tokens)
+        runs = drawn(last_answer(app).tokens)
         by_text = {text: (hex_, strike) for text, hex_, strike in runs}
         assert by_text["Hello"] == (colour(app, "accepted"), False)
         assert by_text[" ghost"] == (colour(app, "rejected"), True)
@@ -35,15 +57,15 @@ async def test_ghost_key_hides_rejected_drafts_and_copy_never_includes_them():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        assert " ghost" in app.last_answer.tokens.drawn_text()
+        assert " ghost" in last_answer(app).tokens.drawn_text()
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " ghost" not in app.last_answer.tokens.drawn_text()
+        assert " ghost" not in last_answer(app).tokens.drawn_text()
         await pilot.press("ctrl+o")
         assert app.clipboard == "Hello world a b c done."
         await pilot.press("ctrl+g")
         await pilot.pause()
-        assert " nope never" in app.last_answer.tokens.drawn_text()
+        assert " nope never" in last_answer(app).tokens.drawn_text()
 
 
 async def test_gauges_show_the_scripted_statistics():
@@ -71,14 +93,14 @@ async def test_escape_stops_the_answer_and_keeps_the_partial_text_marked_stopped
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press(*"go", "enter")
-        await wait_for(pilot, lambda: app.answer_view is not None and len(app.answer_view.text) > 20)
+        await wait_for(pilot, lambda: streaming(app) and len(last_answer(app).text) > 20)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.job is None, timeout=2)
-        view = app.last_answer
+        await wait_for(pilot, lambda: not streaming(app), timeout=2)
+        view = last_answer(app)
         assert 0 < len(view.text) < len(config.answer)
         assert "stopped" in str(view.status.render())
         assert app.backends["fake"].turns()[-1] == ("assistant", view.text)
-        saved = app.recorder.load(app.recorder.conversation_id)
+        saved = saved_conversation()
         assert saved.turns[-1].status == "stopped" and saved.turns[-1].text == view.text
 
 
@@ -89,18 +111,18 @@ async def test_a_failure_during_generation_notifies_and_the_next_message_works()
         await ready(pilot)
         await pilot.press(*"first", "enter")
         await wait_for(pilot, lambda: any("generation failed" in n.message for n in app._notifications))
-        assert app.job is None
-        failed = app.query(AnswerView).last()
+        assert not streaming(app)
+        failed = last_answer(app)
         assert "failed" in str(failed.status.render()) and failed.text == "Hello world"
         assert "scripted failure at round 1" in str(failed.status.render())
         assert app.backends["fake"].turns() == []
         config.fail_at_round = None
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.job is None and app.backends["fake"].turns())
+        await wait_for(pilot, lambda: not streaming(app) and app.backends["fake"].turns())
         assert app.backends["fake"].turns()[0] == ("user", "first")
         assert [v.text for v in app.query(AnswerView)] == ["Hello world a b c done."]
         await pilot.press(*"second", "enter")
-        await wait_for(pilot, lambda: app.job is None and len(app.backends["fake"].turns()) == 4)
+        await wait_for(pilot, lambda: not streaming(app) and len(app.backends["fake"].turns()) == 4)
 
 
 async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
@@ -111,11 +133,11 @@ async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
         await wait_for(pilot, lambda: any("cannot load" in n.message for n in app._notifications))
         await pilot.press(*"still typing")
         assert app.screen.query_one("#input").text == "still typing"
-        app.switch_pair("fake")
+        await pick_pair(pilot, "fake")
         await ready(pilot)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.job is None and app.last_answer is not None)
-        assert app.last_answer.text == "Hello world a b c done."
+        await wait_for(pilot, lambda: answers(app) and not streaming(app))
+        assert last_answer(app).text == "Hello world a b c done."
 
 
 async def test_quitting_during_generation_exits_within_a_second():
@@ -124,7 +146,7 @@ async def test_quitting_during_generation_exits_within_a_second():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press(*"go", "enter")
-        await wait_for(pilot, lambda: app.answer_view is not None and app.answer_view.text)
+        await wait_for(pilot, lambda: streaming(app) and last_answer(app).text)
         started = time.perf_counter()
         await pilot.press("ctrl+q")
     assert time.perf_counter() - started < 1.0
@@ -139,17 +161,16 @@ async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_load
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press(*"q1", "enter")
-        await wait_for(pilot, lambda: app.answer_view is not None)
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
-        await pilot.press("down", "enter")
-        await wait_for(pilot, lambda: app.waiting_backend is not None or app.pair_name == "new")
-        assert app.backend is app.backends["old"] or app.job is None
-        await wait_for(pilot, lambda: app.job is None and app.pair_name == "new")
-        assert app.last_answer.text.startswith("old")
+        await wait_for(pilot, lambda: streaming(app))
+        await pick_pair(pilot, "new")
+        await wait_for(pilot, lambda: "switching after this answer" in app.gauges.status
+                       or app.sub_title == "new")
+        assert app.sub_title == "old" or not streaming(app)
+        await wait_for(pilot, lambda: not streaming(app) and app.sub_title == "new")
+        assert last_answer(app).text.startswith("old")
         assert app.backends["new"].turns()[0] == ("user", "q1")
         await pilot.press(*"q2", "enter")
-        await wait_for(pilot, lambda: app.job is None and app.last_answer.text == "new answer")
+        await wait_for(pilot, lambda: not streaming(app) and last_answer(app).text == "new answer")
 
 
 async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key():
@@ -157,8 +178,8 @@ async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key(
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("f7", *"hi", "enter")
-        await wait_for(pilot, lambda: app.answer_view is not None and app.answer_view.tokens.pending)
-        tokens: TokenFlow = app.answer_view.tokens
+        await wait_for(pilot, lambda: streaming(app) and last_answer(app).tokens.pending)
+        tokens: TokenFlow = last_answer(app).tokens
         assert [s.text for s in tokens.pending] == ["Hello", " ghost"]
         assert tokens.spans == []
         pending = drawn(tokens)
@@ -170,8 +191,8 @@ async def test_step_mode_holds_each_round_with_its_drafts_pending_until_the_key(
         await pilot.press("f8")
         await wait_for(pilot, lambda: [s.text for s in tokens.pending] == [" nope", " never"])
         await pilot.press("f8")
-        await wait_for(pilot, lambda: app.job is None)
-        assert app.last_answer.text == "Hello world a b c done."
+        await wait_for(pilot, lambda: not streaming(app))
+        assert last_answer(app).text == "Hello world a b c done."
 
 
 async def test_markdown_toggle_switches_a_finished_answer_between_views():
@@ -179,7 +200,7 @@ async def test_markdown_toggle_switches_a_finished_answer_between_views():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        view: AnswerView = app.last_answer
+        view: AnswerView = last_answer(app)
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert view.markdown_shown and not view.tokens.display
@@ -193,9 +214,9 @@ async def test_regenerate_asks_the_same_message_again_and_replaces_the_answer():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "again")
-        first = app.last_answer
+        first = last_answer(app)
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.job is None and app.last_answer is not first)
+        await wait_for(pilot, lambda: last_answer(app) is not first and not streaming(app))
         assert len(app.query(AnswerView)) == 1
         assert app.backends["fake"].turns() == [("user", "again"), ("assistant", "Hello world a b c done.")]
 
@@ -229,8 +250,8 @@ async def test_speculation_toggle_makes_the_next_answer_target_only():
         await ready(pilot)
         await pilot.press("ctrl+s")
         await ask(pilot)
-        assert {s.kind for s in app.last_answer.tokens.spans} == {"target"}
-        assert "target only" in app.last_answer.label
+        assert {s.kind for s in last_answer(app).tokens.spans} == {"target"}
+        assert "target only" in last_answer(app).label
 
 
 async def test_a_trimmed_context_shows_a_visible_notice():
@@ -246,10 +267,10 @@ async def test_the_app_takes_typing_while_the_pair_is_still_loading():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.1)
         await pilot.press(*"early bird")
-        assert app.backend is None and "loading" in app.gauges.status
+        assert "loading" in app.gauges.status and app.gauges.info is None
         assert app.screen.query_one("#input").text == "early bird"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.last_answer is not None and app.job is None, timeout=10)
+        await wait_for(pilot, lambda: answers(app) and not streaming(app), timeout=10)
         assert app.backends["fake"].turns()[0] == ("user", "early bird")
 
 
@@ -277,8 +298,7 @@ async def test_reopened_history_shows_answers_with_their_colours():
 async def test_the_chosen_theme_is_remembered_for_the_next_start():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        app.set_theme("specchat-light")
-        await pilot.pause()
+        await run_palette(pilot, "Theme: specchat-light")
     again = make_app()
     async with again.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -286,39 +306,38 @@ async def test_the_chosen_theme_is_remembered_for_the_next_start():
         assert again.theme_variables["spec-accepted"].lower() == "#1a7f37"
 
 
-async def test_every_frame_written_shows_only_tokens_already_in_the_history_database():
+async def test_tokens_on_screen_are_always_already_in_the_history_database():
     app = make_app({"fake": FakeConfig(name="fake", tokens_per_s=300, answer="word " * 3000)})
-    frames: list[tuple[int, int]] = []
-    display = app._display
+    samples: list[tuple[int, int]] = []
+    store = HistoryStore()
 
-    def checked_display(screen, renderable):
-        display(screen, renderable)  # writes the frame (the rounds in it were committed on arrival)
-        if app.answer_view is not None and app.recorder.answer_id is not None:
-            shown = len(app.answer_view.tokens.spans)
-            rows = app.recorder.store.db.execute(
-                "SELECT COUNT(*) FROM tokens WHERE turn_id = ?", (app.recorder.answer_id,)).fetchone()[0]
-            frames.append((shown, rows))
+    def sample() -> None:  # what the answer holds (drawn at the next frame) against the database
+        if streaming(app):
+            rows = store.db.execute("SELECT COUNT(*) FROM tokens WHERE turn_id = "
+                                    "(SELECT MAX(id) FROM turns WHERE role = 'assistant')")
+            samples.append((len(last_answer(app).tokens.spans), rows.fetchone()[0]))
 
-    app._display = checked_display
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
+        app.set_interval(0.01, sample)
         await pilot.press(*"save me", "enter")
-        await wait_for(pilot, lambda: app.answer_view is not None and len(app.answer_view.tokens.spans) > 60)
+        await wait_for(pilot, lambda: streaming(app) and len(last_answer(app).tokens.spans) > 60)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.job is None)
-    streaming = [f for f in frames if f[0] > 0]
-    assert len(streaming) >= 3
-    assert all(rows >= shown for shown, rows in streaming), streaming
+        await wait_for(pilot, lambda: not streaming(app))
+    store.close()
+    streamed = [s for s in samples if s[0] > 0]
+    assert len(streamed) >= 3
+    assert all(rows >= shown for shown, rows in streamed), streamed
 
 
 async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards():
     config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.backend is not None and app.loading.calibrating)
+        await wait_for(pilot, lambda: app.gauges.status.startswith("measuring target-only"))
         started = time.perf_counter()
         await pilot.press(*"now", "enter")
-        await wait_for(pilot, lambda: app.last_answer is not None and app.job is None)
+        await wait_for(pilot, lambda: answers(app) and not streaming(app))
         assert time.perf_counter() - started < 2.0, "the answer waited for the calibration"
         await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout=10)
         assert app.backends["fake"].calibrations_started == 2

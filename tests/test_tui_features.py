@@ -9,12 +9,18 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from tui_support import ask, make_app, ready, wait_for
+from tui_support import ask, make_app, ready, saved_conversation, streaming, wait_for
 
 from specchat.tui.commands import palette_entries
 from specchat.tui.fake_backend import token_id
+from specchat.tui.transcript import AnswerView
 
 SIZE = (150, 45)
+
+
+def palette(app) -> dict:
+    """The command palette's entries: title -> what choosing it runs."""
+    return {title: callback for title, _, callback in palette_entries(app)}
 
 USER_THEME = """
 name = "my-theme"
@@ -59,12 +65,12 @@ async def test_slow_motion_spaces_rounds_by_the_configured_delay():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.set_slow_motion(200)
+        palette(app)["Slow motion delay = 250 ms"]()
         started = time.perf_counter()
         await ask(pilot)
-        assert time.perf_counter() - started >= 3 * 0.2 * 0.9  # three rounds
+        assert time.perf_counter() - started >= 3 * 0.25 * 0.9  # three rounds
         assert json.loads((Path(os.environ["SPECCHAT_CONFIG_DIR"]) / "tui.json").read_text())[
-            "slow_motion_ms"] == 200
+            "slow_motion_ms"] == 250
 
 
 async def test_exports_land_in_the_data_folder_without_ghost_text():
@@ -72,8 +78,8 @@ async def test_exports_land_in_the_data_folder_without_ghost_text():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "export me")
-        for fmt in ("markdown", "json", "html"):
-            app.export_current(fmt)
+        for title in ("Markdown", "JSON", "HTML"):
+            palette(app)[f"Export conversation as {title}"]()
         exports = Path(os.environ["SPECCHAT_DATA_DIR"]) / "exports"
         markdown = next(exports.glob("*.md")).read_text()
         assert "Hello world a b c done." in markdown and "ghost" not in markdown
@@ -90,19 +96,18 @@ async def test_the_system_prompt_reaches_the_backend_and_the_history():
         await pilot.press("f2")
         await wait_for(pilot, lambda: app.screen.query("#system-text"))
         await pilot.press(*"be terse", "ctrl+s")
-        await wait_for(pilot, lambda: app.system == "be terse")
+        await wait_for(pilot, lambda: not app.screen.query("#system-text"))
         await ask(pilot)
         assert app.backends["fake"].system == "be terse"
-        assert app.recorder.load(app.recorder.conversation_id).system == "be terse"
+        assert saved_conversation().system == "be terse"
 
 
 async def test_palette_entries_set_k_and_temperature():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        entries = {title: callback for title, _, callback in palette_entries(app)}
-        entries["Set k = 7"]()
-        entries["Set temperature = 0.7"]()
+        palette(app)["Set k = 7"]()
+        palette(app)["Set temperature = 0.7"]()
         assert app.backends["fake"].k == 7 and app.backends["fake"].temperature == 0.7
 
 
@@ -131,14 +136,15 @@ async def test_regenerate_after_reopening_replaces_the_saved_answer():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot, "again please")
-        conversation_id = app.recorder.conversation_id
         await pilot.press("ctrl+n")
-        app.show_saved(app.recorder.load(conversation_id))
-        await pilot.pause()
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: app.screen.query("#history-list"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.query(AnswerView))
+        first = app.query(AnswerView).first()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.job is None and app.answer_view is None)
-        await wait_for(pilot, lambda: app.job is None)
-        saved = app.recorder.load(conversation_id)
+        await wait_for(pilot, lambda: app.query(AnswerView).first() is not first and not streaming(app))
+        saved = saved_conversation()
         assert [(t.role, t.text) for t in saved.turns] == [
             ("user", "again please"), ("assistant", "Hello world a b c done.")]
 

@@ -4,7 +4,7 @@ beside its own ratio; the float32 replay reports its verdict."""
 
 from __future__ import annotations
 
-from tui_support import ask, make_app, ready, wait_for
+from tui_support import ask, last_answer, make_app, ready, wait_for
 
 from specchat.tui.fake_backend import FakeConfig
 from specchat.tui.transcript import Notice
@@ -33,8 +33,8 @@ async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_be
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        final = app.last_speculative[0].stats
-        await wait_for(pilot, lambda: app.gauges.stats == final)  # the panel shows the whole answer
+        committed = [s for s in last_answer(app).tokens.spans if s.kind != "rejected"]
+        await wait_for(pilot, lambda: app.gauges.stats.tokens == len(committed))  # the whole answer
         gauge = app.gauges.speedup()
         assert gauge is not None
         await pilot.press("f5")
@@ -66,6 +66,6 @@ async def test_the_float32_replay_reports_its_verdict_in_the_transcript():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
-        app.action_float32_check()
+        await pilot.press("ctrl+b")
         await wait_for(pilot, lambda: app.query(Notice))
         assert "float32 replay" in str(app.query(Notice).last().render())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from tui_support import StepClock, ROUNDS, make_app, wait_for
+from tui_support import StepClock, ROUNDS, ask, make_app, ready, wait_for
 
 from specchat.tui.fake_backend import FakeConfig
 
@@ -30,9 +30,8 @@ def test_chat_after_one_answer_looks_the_same(theme, snap_compare, utc):
     app = make_app({"scripted": config}, first="scripted", theme=theme)
 
     async def answer_once(pilot):
-        await wait_for(pilot, lambda: app.backend is not None and app.gauges.calibration)
-        await pilot.press(*"Explain speculative decoding", "enter")
-        await wait_for(pilot, lambda: app.job is None and app.last_answer is not None)
+        await ready(pilot)
+        await ask(pilot, "Explain speculative decoding")
         gauges = app.gauges
         await wait_for(pilot, lambda: not gauges._spark_due and gauges.stats.rounds == 9)
         await pilot.pause(0.2)

@@ -1,13 +1,17 @@
 """Helpers for the TUI tests: an app over scripted backends, waiting on conditions,
-and reading the colours a TokenText draws."""
+and reading what the app shows (answers, gauges, the colours a TokenText draws) and
+what it saved (the history database), never the app's internals."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 
+from specchat.history.store import HistoryStore, SavedConversation
 from specchat.tui.app import create_app
 from specchat.tui.fake_backend import FakeConfig, ScriptedBackend, ScriptedRound
+from specchat.tui.gauges import Gauges
+from specchat.tui.transcript import AnswerView
 
 
 class StepClock:
@@ -53,16 +57,44 @@ async def wait_for(pilot, condition, timeout: float = 10.0) -> None:
         await pilot.pause(0.02)
 
 
+def answers(app) -> list[AnswerView]:
+    """The answers in the transcript, oldest first."""
+    return list(app.query(AnswerView))
+
+
+def last_answer(app) -> AnswerView | None:
+    views = answers(app)
+    return views[-1] if views else None
+
+
+def streaming(app) -> bool:
+    """An answer on screen is still streaming (it has no status line yet)."""
+    view = last_answer(app)
+    return view is not None and not view.finished
+
+
 async def ready(pilot) -> None:
-    await wait_for(pilot, lambda: pilot.app.backend is not None and pilot.app.gauges.calibration)
+    """The pair has loaded and its target-only baseline is on the gauges."""
+    await wait_for(pilot, lambda: any(g.calibration is not None for g in pilot.app.query(Gauges)))
 
 
 async def ask(pilot, text: str = "hi") -> None:
-    """Type a message, send it, wait for the answer to finish."""
+    """Type a message, send it, wait for its answer to finish."""
+    before = len(answers(pilot.app))
     await pilot.press(*text)
     await pilot.press("enter")
-    await wait_for(pilot, lambda: pilot.app.job is None and pilot.app.last_answer is not None)
+    await wait_for(pilot, lambda: len(answers(pilot.app)) > before and not streaming(pilot.app))
     await pilot.pause()
+
+
+def saved_conversation() -> SavedConversation:
+    """The most recently updated conversation of the history database, read on its own
+    connection (what is committed, not what the app holds)."""
+    store = HistoryStore()
+    try:
+        return store.load(store.list_conversations()[0].id)
+    finally:
+        store.close()
 
 
 def drawn(flow) -> list[tuple[str, str | None, bool]]:

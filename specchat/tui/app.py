@@ -1,11 +1,13 @@
-"""The specchat Textual app: wiring between the chat screen, the backend's
-workers, the gauges and the history.
+"""The specchat Textual app: it composes the chat screen and holds what is app-wide
+(theme, preferences, the pair's conversation service).
 
-`create_app` is the factory the CLI and the tests call. The app holds one
-backend (a loaded pair); answers run in one thread worker each (group
-"answer", exclusive), pair loading in another ("load"). Messages from workers
-carry a job or load id, and stale ones are dropped. Textual only: torch is
-never imported here, the real backend imports it inside its worker.
+The parts own the rest: `Conversation` (tui/answers.py) the transcript and the
+answer lifecycle, `Settings` (tui/settings.py) k, temperature, the system prompt and
+the pair choice, `HistoryActions` (tui/history_actions.py) the recorder and saved
+conversations, `PairSwitch` (tui/pair_switch.py) loads, baselines and which pair
+answers. Every key
+of tui/keys.py runs its owner's action through a one-line app action. Textual only:
+torch is never imported here, the service imports it inside its worker.
 """
 
 from __future__ import annotations
@@ -16,27 +18,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from textual import work
 from textual.app import App, SystemCommand
-from textual.worker import get_current_worker
 
 from specchat.theme_files import DEFAULT_THEME
-from specchat.tui.actions import ActionsMixin
-from specchat.chat.baseline import Baseline, gauge_speedup
-from specchat.chat.service import ConversationService as Backend, PairInfo
-from specchat.tui.chat_screen import ChatInput, ChatScreen
+from specchat.chat.service import ConversationService, PairInfo
+from specchat.tui.answers import Conversation
+from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
-from specchat.tui.gauges import Gauges
-from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
-                                   LoadFailed, LoadProgress, PairLoaded, RoundArrived)
-from specchat.tui.recorder import HistoryRecorder
-from specchat.tui.themes import (TOKEN_FALLBACKS, Preferences, load_preferences,
-                                 load_textual_themes, save_preferences)
-from specchat.tui.transcript import AnswerView, Notice, TokenText, UserTurn
-from specchat.tui.pair_loading import PairLoading
-from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
+from specchat.tui.history_actions import HistoryActions
+from specchat.tui.keys import action_owners
+from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
+from specchat.tui.pair_switch import PairSwitch
+from specchat.tui.settings import Settings
+from specchat.tui.themes import (TOKEN_FALLBACKS, load_preferences, load_textual_themes,
+                                 save_preferences)
+from specchat.tui.transcript import TokenText
 
-BackendFactory = Callable[[str], Backend]
+ServiceFactory = Callable[[str], ConversationService]
 """Pair name -> its conversation service (the CLI builds it; its models load in a worker)."""
 GC_THRESHOLDS = (20_000, 50, 1_000)
 """Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
@@ -52,48 +50,30 @@ class WorkerThreads(ThreadPoolExecutor):
         super().shutdown(wait=False, cancel_futures=True)
 
 
-class SpecchatApp(ActionsMixin, App):
+class SpecchatApp(App):
     """Chat with a draft/target pair and watch every token's fate."""
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "specchat"
     COMMANDS = App.COMMANDS | {SpecchatCommands}
+    CONVERSATION = Conversation
 
-    def __init__(self, backend_factory: BackendFactory, pairs: list[tuple[str, str]],
+    def __init__(self, service_factory: ServiceFactory, pairs: list[tuple[str, str]],
                  pair_name: str, theme: str | None = None, k: int | None = None,
                  temperature: float | None = None, system: str | None = None,
                  history_path: Path | None = None, preferences_path: Path | None = None):
         super().__init__()
-        self.pairs = pairs
-        self.pair_name = pair_name
+        self.pairs, self.pair_name, self.requested_theme = pairs, pair_name, theme
         self.preferences_path = preferences_path
-        self.preferences: Preferences = load_preferences(preferences_path)
+        self.preferences = load_preferences(preferences_path)
         self.spec_themes = load_textual_themes()
-        self.requested_theme = theme
-        self.cli_k, self.cli_temperature = k, temperature
-        self.system = system
-        self.history_path = history_path
-        self.backend: Backend | None = None
+        self.service: ConversationService | None = None
         self.info: PairInfo | None = None
-        self.loading = PairLoading(self, backend_factory)
-        self.waiting_backend: tuple[int, Backend, PairInfo] | None = None
-        self.job: Job | None = None
-        self.job_counter = 0
-        self.answer_view: AnswerView | None = None
-        self.last_answer: AnswerView | None = None
-        self.last_speculative = None
-        """(AnswerDone, gauge speedup) of the last speculative answer: what a race compares."""
-        self.queued_prompt: str | None = None
-        self.pending_turns: list[tuple[str, str]] = []
-        self.held_round = None
-        self.chat_screen = ChatScreen()
-        self.failed: tuple[AnswerView, str] | None = None
-        """The last answer if it failed, and its message, so that regenerate retries it."""
-        self.pacing = Pacing()
-        self.speculate = True
-        self.ghosts = self.preferences.ghosts
-
-    # ----- startup -------------------------------------------------------------------------
+        self.pair = PairSwitch.over(self, service_factory)
+        self.settings = Settings(self, k, temperature, system)
+        self.history = HistoryActions(self, history_path)
+        self.chat_screen = ChatScreen(self.CONVERSATION, self.preferences)
+        self.conversation, self.gauges = self.chat_screen.conversation, self.chat_screen.gauges
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(TOKEN_FALLBACKS)
@@ -108,35 +88,27 @@ class SpecchatApp(ActionsMixin, App):
             self.register_theme(theme)
         self.set_theme(self.requested_theme or self.preferences.theme, remember=False)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
-        self.recorder = HistoryRecorder(self.history_path, self._history_error)
-        self.recorder.new_chat(self.system)
+        self.history.open(self.settings.system)
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""
         gc.freeze()  # startup's objects leave the collector's view: shorter full collections
         gc.set_threshold(*GC_THRESHOLDS)
-        self.start_loading(self.pair_name)
+        self.pair.start(self.pair_name)
 
     def on_unmount(self) -> None:
-        if hasattr(self, "recorder"):
-            self.recorder.close()
+        self.history.close()
 
     def get_system_commands(self, screen) -> list[SystemCommand]:
         """Textual's own commands, less its theme picker (ours lists specchat themes)."""
         return [c for c in super().get_system_commands(screen) if "theme" not in c.title.lower()]
 
-    @property
-    def gauges(self) -> Gauges:
-        return self.chat_screen.gauges
+    def action_help(self) -> None:
+        from specchat.tui.screens import HelpScreen
 
-    @property
-    def transcript(self):
-        return self.chat_screen.transcript
+        self.push_screen(HelpScreen())
 
-    def _history_error(self, text: str) -> None:
-        self.notify(text, severity="warning", timeout=8)
-
-    # ----- themes --------------------------------------------------------------------------
+    # ----- theme and preferences -----------------------------------------------------------
 
     def set_theme(self, name: str, remember: bool = True) -> None:
         if name not in self.spec_themes:
@@ -144,8 +116,7 @@ class SpecchatApp(ActionsMixin, App):
             name = DEFAULT_THEME if DEFAULT_THEME in self.spec_themes else next(iter(self.spec_themes))
         self.theme = name
         if remember:
-            self.preferences.theme = name
-            save_preferences(self.preferences, self.preferences_path)
+            self.remember(theme=name)
 
     def _theme_changed(self, theme) -> None:
         for widget in self.query(TokenText):
@@ -153,226 +124,43 @@ class SpecchatApp(ActionsMixin, App):
         for widget in self.query("#legend"):
             widget.refresh()
 
-    # ----- loading -------------------------------------------------------------------------
+    def remember(self, **preferences) -> None:
+        """Change preferences and save them."""
+        for name, value in preferences.items():
+            setattr(self.preferences, name, value)
+        save_preferences(self.preferences, self.preferences_path)
 
-    def start_loading(self, pair_name: str) -> None:
-        self.gauges.status = f"loading {pair_name}…"
-        self.loading.start(pair_name)
-
-    def recalibrate(self) -> None:
-        """Measure target-only speed again (after the current answer, if one streams)."""
-        if self.backend is None:
-            self.notify("no pair loaded yet", severity="warning")
-            return
-        self.loading.forget(self.backend)
-        self._maybe_calibrate()
-
-    def current_baseline(self) -> Baseline | None:
-        """The baseline for the next answer's sampling settings, if measured."""
-        return self.loading.baseline(self.backend)
-
-    def _maybe_calibrate(self) -> None:
-        """Measure target-only costs while nothing else runs; a new question interrupts it."""
-        if self.backend is not None and self.job is None:
-            self.loading.calibrate_if_stale(self.backend)
+    # ----- the pair: its workers post to the app, `PairSwitch` decides ------------------
 
     def on_load_progress(self, message: LoadProgress) -> None:
-        if self.loading.wanted(message.load_id):
-            self.gauges.status = message.text
+        self.pair.progress(message)
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        if message.load_id != self.loading.load_id:
-            return
-        usable = "the current pair keeps working" if self.backend else "pick another pair with F3"
-        self.gauges.status = f"load failed: {message.pair}"
-        self.notify(f"cannot load pair '{message.pair}': {message.error} ({usable})",
-                    severity="error", timeout=12)
-        if self.backend is None and self.queued_prompt is not None:
-            self.queued_prompt = None
-            self._mount(Notice("the model did not load: your message was not answered", "error"))
+        self.pair.failed(message)
 
     def on_pair_loaded(self, message: PairLoaded) -> None:
-        if message.load_id != self.loading.load_id:
-            return
-        if self.job is not None:
-            self.waiting_backend = (message.load_id, message.backend, message.info)
-            self.gauges.status = f"{message.info.name} ready: switching after this answer"
-            return
-        self._adopt(message.load_id, message.backend, message.info)
-        gc.freeze()  # the model's (many, long-lived) objects too
-
-    def _adopt(self, load_id: int, backend: Backend, info: PairInfo) -> None:
-        """Make a loaded pair the one that answers, carrying the conversation over."""
-        previous = self.backend
-        backend.reset(self.system, previous.turns() if previous else self.pending_turns)
-        self.backend, self.info, self.loading.current_load_id = backend, info, load_id
-        self.pair_name = info.name
-        first = previous is None
-        if self.cli_k is not None and first:
-            backend.set_k(self.cli_k)  # a fixed k replaces the pair's adaptive policy
-        use_cli = self.cli_temperature is not None and first
-        backend.set_temperature(self.cli_temperature if use_cli else info.temperature)
-        gauges = self.gauges
-        gauges.info = info
-        self.show_settings()
-        gauges.calibration = self.current_baseline()
-        gauges.status = f"ready · loaded in {info.load_s:.1f} s"
-        self.sub_title = info.name
-        if previous is not None:
-            self.notify(f"now answering with {info.name}")
-        if self.queued_prompt is not None:
-            text, self.queued_prompt = self.queued_prompt, None
-            self._start_answer(text)
-        self._maybe_calibrate()
+        self.pair.loaded(message)
 
     def on_calibrated(self, message: Calibrated) -> None:
-        current = self.loading.calibrated(message)
-        if message.calibration is None:
-            if self.job is None and current:
-                self.gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
-            return
-        baseline = message.calibration
-        if current and self.job is None:
-            self.gauges.calibration = self.current_baseline()
-            self.gauges.status = f"ready · target-only measured in {baseline.measure_s:.1f} s"
-            self._maybe_calibrate()  # the settings may have changed meanwhile
+        self.pair.calibrated(message)
 
-    # ----- answering -----------------------------------------------------------------------
-
-    def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
-        text = message.text.strip()
-        if not text:
-            return
-        if self.job is not None:
-            self.notify("an answer is streaming: Esc stops it", severity="warning")
-            return
-        self.chat_screen.message_box.clear()
-        self._mount(UserTurn(text))
-        self.recorder.user(text, self.pair_name)
-        if self.backend is None:
-            self.queued_prompt = text
-            self.gauges.status = "your message will be answered once the pair has loaded…"
-            return
-        self._start_answer(text)
-
-    def on_chat_input_stop_requested(self) -> None:
-        self.action_stop()
-
-    def _start_answer(self, text: str) -> None:
-        self.failed = None
-        speculate = self.speculate and bool(self.info and self.info.has_drafter)
-        mode = f"speculative k={self.backend.k}" if speculate else "target only"
-        self.job_counter += 1
-        job = AnswerJob(self.job_counter, self.backend, self.pacing, speculate=speculate, text=text)
-        self._start_job(job, f"{self.pair_name} · {mode}")
-        self.recorder.start_answer(mode, self.pair_name)
-
-    def _start_job(self, job: Job, label: str) -> None:
-        self.loading.interrupt()  # the question goes first
-        self.job = job
-        race = isinstance(job, RaceJob)
-        self.answer_view = AnswerView(label, self.ghosts)
-        self._mount(self.answer_view)
-        gauges = self.gauges
-        gauges.start_job(self.job.id)
-        gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
-        gauges.status = "racing target-only…" if race else "answering…"
-        gauges.sampling = self.backend.sampling_key()
-        gauges.calibration = self.current_baseline()
-        self._answer_worker(self.job)
-
-    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
-    def _answer_worker(self, job: Job) -> None:
-        worker = get_current_worker()
-        stream_job(job, self, self.gauges, lambda: worker.is_cancelled)
-
-    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
-    def _float32_worker(self, backend: Backend) -> None:
-        worker = get_current_worker()
-        check_float32(backend, self, lambda: worker.is_cancelled)
-
-    def _current(self, job_id: int) -> bool:
-        return self.job is not None and self.job.id == job_id and self.answer_view is not None
-
-    def on_round_arrived(self, message: RoundArrived) -> None:
-        if not self._current(message.job_id):
-            return
-        update = message.update
-        if isinstance(self.job, AnswerJob):  # committed before the round can reach the screen
-            self.recorder.spans(update.spans)
-            self.recorder.flush()
-        self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
-        if self.pacing.step and update.accepted + update.rejected:
-            self.answer_view.tokens.append((), pending=update.accepted + update.rejected)
-            self.held_round = update
-            return
-        self.answer_view.tokens.append(update.spans)
-
-    def on_context_notice(self, message: ContextNotice) -> None:
-        if not self._current(message.job_id):
-            return
-        trimmed = message.trimmed
-        text = (f"⚠ dropped the {trimmed.dropped_exchanges} oldest exchange(s) from the prompt to "
-                f"fit the model's context of {trimmed.context_length} tokens")
-        self._mount(Notice(text, "warning"), before=self.answer_view)
-        self.notify(text, severity="warning")
-
-    def on_answer_finished(self, message: AnswerFinished) -> None:
-        if not self._current(message.job_id):
-            return
-        done = message.done
-        self._release_held()
-        status = {"stopped": "stopped", "failed": "error"}.get(done.stop_reason, "done")
-        view, job = self.answer_view, self.job
-        view.finish(done.stats, status, done.error or None)
-        if done.error:
-            self.notify(f"answer ended early: {done.error} — the text so far is kept",
-                        severity="error", timeout=12)
-        stats = done.stats
-        self.loading.reach(stats.prompt_tokens + stats.tokens)
-        if isinstance(job, RaceJob):
-            self._race_result(done)
-        else:
-            self.recorder.finish(done, status, done.text)
-            self.last_answer = view
-            if job.speculate:
-                self.last_speculative = (done, gauge_speedup(done.stats, self.gauges.calibration))
-        self._job_ended()
-
-    def on_answer_failed(self, message: AnswerFailed) -> None:
-        if not self._current(message.job_id):
-            return
-        self._release_held()
-        self.answer_view.finish(None, "error", message.error)
-        if isinstance(self.job, AnswerJob):
-            self.recorder.finish(None, "error", self.answer_view.text)
-            self.failed = (self.answer_view, self.job.text)
-        self.notify(f"generation failed: {message.error} — the conversation is intact",
-                    severity="error", timeout=12)
-        self._job_ended()
-
-    def _release_held(self) -> None:
-        held = self.held_round
-        if held is not None and self.answer_view is not None:
-            self.answer_view.tokens.append(held.spans)
-        self.held_round = None
-
-    def _job_ended(self) -> None:
-        self.job = None
-        self.answer_view = None
-        self.gauges.status = "ready"
-        if self.waiting_backend is not None:
-            load_id, backend, info = self.waiting_backend
-            self.waiting_backend = None
-            self._adopt(load_id, backend, info)
-        else:
-            self._maybe_calibrate()
-
-    def _mount(self, widget, before=None) -> None:
-        self.transcript.mount(widget, before=before)
+    def on_conversation_idle(self) -> None:
+        self.pair.idle()
 
 
-def create_app(backend_factory: BackendFactory, pairs: list[tuple[str, str]], pair_name: str,
+def _run_on(owner: str, name: str) -> Callable:
+    def action(app: SpecchatApp, *params):
+        return getattr(getattr(app, owner), f"action_{name}")(*params)
+
+    action.__doc__ = f"Run `{owner}.action_{name}`."
+    return action
+
+
+for _owner, _name in action_owners():  # the key table's actions, each run on its owner
+    setattr(SpecchatApp, f"action_{_name}", _run_on(_owner, _name))
+
+
+def create_app(service_factory: ServiceFactory, pairs: list[tuple[str, str]], pair_name: str,
                **options) -> SpecchatApp:
     """The app, ready to `run()` or to drive with `run_test()`."""
-    return SpecchatApp(backend_factory, pairs, pair_name, **options)
+    return SpecchatApp(service_factory, pairs, pair_name, **options)

@@ -6,7 +6,8 @@ written out; the parent drains it) against a scripted pair that streams at a
 fixed rate on an absolute schedule. Measured per answer: how long the worker
 spent handing each round over (post_message), how far the stream fell behind its
 schedule, the delay from a round's post to its handling, and from the last
-round's post to the first frame written after it. Startup: the real `specchat`
+round's post to the first screen refresh after it (the frames counted are the
+refreshes that showed new rounds). Startup: the real `specchat`
 command in a pseudo-terminal, timed until the input box is drawn and until typed
 characters echo, with the pair still loading. Textual and the standard library only.
 """
@@ -120,7 +121,7 @@ def summarise(results: dict) -> list[tuple[str, str]]:
         rows.append((f"answer {i}: post→handled p50 / p99 / max",
                      f"{a['handle_ms_p50']:.1f} / {a['handle_ms_p99']:.1f} / {a['handle_ms_max']:.1f} ms"))
         rows.append((f"answer {i}: last round → frame on screen", f"{a['final_frame_ms']:.1f} ms"))
-        rows.append((f"answer {i}: frames written", f"{a['frames']}"))
+        rows.append((f"answer {i}: frames showing new tokens", f"{a['frames']}"))
         rows.append((f"answer {i}: UI thread / process CPU share",
                      f"{a['ui_thread_cpu_share']:.0%} / {a['process_cpu_share']:.0%} "
                      f"(load average {a['load_average']:.1f} on {os.cpu_count()} CPUs)"))

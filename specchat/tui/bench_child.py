@@ -2,7 +2,9 @@
 driven by itself, writing its measurements to a JSON file and exiting.
 
 Run by bench.py inside a pseudo-terminal; `python -m specchat.tui.bench_child
-RATE TOKENS ANSWERS OUT.json`.
+RATE TOKENS ANSWERS OUT.json`. It times the conversation widget from a subclass
+(when a round is handled, before it is drawn) and counts frames through Textual's
+public `call_after_refresh`: the first frame after a round reaches the screen.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import sys
 import time
 
 from specchat.chat.events import RoundUpdate
+from specchat.tui.answers import Conversation
 from specchat.tui.app import SpecchatApp
-from specchat.tui.chat_screen import ChatInput
 from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
 from specchat.tui.messages import AnswerFinished, RoundArrived
 
@@ -42,8 +44,31 @@ class TimedBackend(ScriptedBackend):
                 self.held.append(time.perf_counter() - now)
 
 
+class TimedConversation(Conversation):
+    """Notes when each round is handled and when a frame shows it, and tells the app when
+    an answer ends."""
+
+    frame_pending = False
+
+    # Textual calls these handlers and then the parent class's (each class in the MRO): no super().
+    def on_round_arrived(self, message: RoundArrived) -> None:
+        self.app.handled.append(time.perf_counter())
+        if not self.frame_pending:
+            self.frame_pending = True
+            self.call_after_refresh(self._frame_shown)
+
+    def _frame_shown(self) -> None:
+        self.frame_pending = False
+        self.app.frames.append(time.perf_counter())
+
+    def on_answer_finished(self, message: AnswerFinished) -> None:
+        self.app.answer_finished()
+
+
 class BenchApp(SpecchatApp):
     """Asks `answers` questions one after another and times what it sees."""
+
+    CONVERSATION = TimedConversation
 
     def __init__(self, rate: float, tokens: int, answers: int, out: str):
         self.config = FakeConfig(name="bench", tokens_per_s=rate, answer=bench_text(tokens))
@@ -54,24 +79,16 @@ class BenchApp(SpecchatApp):
         self.frames: list[float] = []
         self.results: list[dict] = []
 
-    def _display(self, screen, renderable) -> None:
-        super()._display(screen, renderable)
-        if renderable is not None:
-            self.frames.append(time.perf_counter())
-
-    # Textual calls these handlers and then the app's own (each class in the MRO), so no super().
-    def on_round_arrived(self, message: RoundArrived) -> None:
-        self.handled.append(time.perf_counter())
-
+    # Textual calls this handler and then the app's own (each class in the MRO): no super().
     def on_calibrated(self, message) -> None:
         self.ask()
 
     def ask(self) -> None:
         self.handled, self.frames = [], []
         self.cpu_at_start = (time.thread_time(), time.perf_counter(), os.times())
-        self.post_message(ChatInput.Submitted("stream please"))
+        self.conversation.submit("stream please")
 
-    def on_answer_finished(self, message: AnswerFinished) -> None:
+    def answer_finished(self) -> None:
         self.cpu_at_end = (time.thread_time(), time.perf_counter(), os.times())
         self.set_timer(0.3, self.measure)
 

@@ -1,6 +1,8 @@
-"""The main screen: transcript and gauges side by side, the legend, the message
-input and the footer; it hands its parts to the app as attributes (no queries). Its bindings call the app's actions, so they are off while
-a modal screen (help, history, pair picker) is on top.
+"""The main screen: the conversation (transcript) and gauges side by side, the
+legend, the message input and the footer; it hands its parts to the app as
+attributes (no queries) and passes what the message box sends to the conversation.
+Its bindings call the app's actions, so they are off while a modal screen (help,
+history, pair picker) is on top.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ from dataclasses import dataclass
 from textual import events
 from textual.app import ComposeResult
 from textual.content import Content
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
+from specchat.tui.answers import Conversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.keys import bindings
+from specchat.tui.themes import Preferences
 from specchat.tui.transcript import KIND_LABELS, token_styles
+from specchat.tui.worker import Pacing
 
 LEGEND_KINDS = ("accepted", "rejected", "resampled", "bonus", "target")
 
@@ -56,40 +61,53 @@ class ChatInput(TextArea):
 
 
 class Legend(Static):
-    """One line naming each token colour, in that colour."""
+    """One line naming each token colour, in that colour ("pending" too in step mode)."""
+
+    def __init__(self, pacing: Pacing, **kwargs):
+        super().__init__(**kwargs)
+        self.pacing = pacing
 
     def render(self) -> Content:
         styles = token_styles(self.app.theme_variables)
         parts: list = []
-        kinds = LEGEND_KINDS + (("pending",) if self.app.pacing.step else ())
+        kinds = LEGEND_KINDS + (("pending",) if self.pacing.step else ())
         for kind in kinds:
             parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
         return Content.assemble(*parts)
 
 
 class ChatScreen(Screen):
-    """Transcript, gauges, legend, input."""
+    """Conversation, gauges, legend, input."""
 
     BINDINGS = bindings()
 
-    def __init__(self) -> None:
+    def __init__(self, conversation: type[Conversation], preferences: Preferences) -> None:
         super().__init__()
-        self.transcript = VerticalScroll(id="transcript")
-        """Where user turns, answers and notices are mounted."""
         self.gauges = Gauges(id="gauges")
+        self.conversation = conversation(self.gauges, preferences.ghosts,
+                                         preferences.slow_motion_ms)
+        """The transcript, where user turns, answers and notices are mounted."""
         self.message_box = ChatInput(id="input", soft_wrap=True, show_line_numbers=False,
                                      compact=True,
                                      placeholder="Message (Enter sends, Ctrl+J new line, F1 keys)")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield self.transcript
+            yield self.conversation
             yield self.gauges
-        yield Legend(id="legend")
+        yield Legend(self.conversation.pacing, id="legend")
         yield self.message_box
         yield Footer()
 
     def on_mount(self) -> None:
-        self.transcript.anchor()
+        self.conversation.anchor()
         self.message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
         self.message_box.focus()
+
+    def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
+        text = message.text.strip()
+        if text and self.conversation.submit(text):
+            self.message_box.clear()
+
+    def on_chat_input_stop_requested(self) -> None:
+        self.conversation.action_stop()

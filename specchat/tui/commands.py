@@ -1,12 +1,12 @@
 """Command-palette entries (Ctrl+P): decoding knobs, pacing, themes, pairs, exports
 and the app's actions (those of the key table, specchat.tui.keys), each a title, a
-help line and a callback on the app.
+help line and a callback on the part of the app that owns the setting.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -18,39 +18,40 @@ SLOW_DELAYS_MS = (100, 250, 500, 1000, 2000)
 
 
 class PaletteTarget(Protocol):
-    """What the palette drives: the app's settings, themes, pairs, exports and actions."""
+    """What the palette drives: the app's themes and actions, and its parts (settings,
+    conversation, pair, history)."""
 
     spec_themes: dict
     pairs: list[tuple[str, str]]
+    settings: Any
+    conversation: Any
+    pair: Any
+    history: Any
 
-    def set_k(self, k: int) -> None: ...
-    def set_temperature(self, temperature: float) -> None: ...
-    def set_slow_motion(self, ms: int) -> None: ...
     def set_theme(self, name: str) -> None: ...
-    def switch_pair(self, name: str) -> None: ...
-    def export_current(self, fmt: str) -> None: ...
-    def recalibrate(self) -> None: ...
     def run_action(self, action: str) -> object: ...
 
 
 def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[], object]]]:
     """(title, help, callback) for every palette command."""
+    settings, conversation = app.settings, app.conversation
     for k in K_CHOICES:
-        yield f"Set k = {k}", "draft tokens per round, from the next round", partial(app.set_k, k)
+        yield f"Set k = {k}", "draft tokens per round, from the next round", partial(settings.set_k, k)
     for t in TEMPERATURES:
         yield (f"Set temperature = {t:g}", "sampling temperature, from the next round",
-               partial(app.set_temperature, t))
+               partial(settings.set_temperature, t))
     for ms in SLOW_DELAYS_MS:
-        yield f"Slow motion delay = {ms} ms", "and turn slow motion on", partial(app.set_slow_motion, ms)
+        yield (f"Slow motion delay = {ms} ms", "and turn slow motion on",
+               partial(conversation.set_slow_motion, ms))
     for name in sorted(app.spec_themes):
         yield f"Theme: {name}", "switch colour theme (remembered)", partial(app.set_theme, name)
     for name, about in app.pairs:
-        yield f"Switch pair: {name}", about or "load in the background", partial(app.switch_pair, name)
+        yield f"Switch pair: {name}", about or "load in the background", partial(app.pair.switch, name)
     for fmt in ("markdown", "json", "html"):
         yield (f"Export conversation as {fmt.upper() if fmt != 'markdown' else 'Markdown'}",
-               "write it to the data folder", partial(app.export_current, fmt))
+               "write it to the data folder", partial(app.history.export_current, fmt))
     yield ("Recalibrate target-only speed", "measure the speedup baseline again",
-           app.recalibrate)
+           app.pair.recalibrate)
     for title, about, action in palette_actions():
         yield title, about, partial(app.run_action, action)
 

@@ -2,8 +2,10 @@
 screen and the command palette name it. The chat screen's bindings, the help
 screen's table and the palette's action entries are all built from `KEYS`.
 
-Knows nothing about the app's state: an entry names an app action by its string,
-as Textual's bindings do.
+Knows nothing about the app's state: an entry names an action by its string, as
+Textual's bindings do, and the part of the app that owns it (`owner`): the
+conversation (answers, pacing), the settings, the history, or the app itself. The
+app runs each action on its owner (`action_owners`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ class Key:
     """The palette's title for the action; empty: not in the palette."""
     palette_help: str = ""
     """The palette's help line."""
+    owner: str = "conversation"
+    """The app attribute whose `action_<name>` runs: conversation, settings, history or app."""
+
+    @property
+    def action_name(self) -> str:
+        """The action without its arguments ("change_k(1)" -> "change_k")."""
+        return self.action.split("(", 1)[0]
 
 
 KEYS: tuple[Key, ...] = (
@@ -59,12 +68,12 @@ KEYS: tuple[Key, ...] = (
         "Spec on/off", footer=True, priority=True, palette="Toggle speculation (A/B)",
         palette_help="for the next answer"),
     Key("", "Ctrl+P", "command palette: k, temperature, slow-motion delay, theme, pair, export…"),
-    Key("f1", "F1", "this help", "help", "Help", footer=True),
+    Key("f1", "F1", "this help", "help", "Help", footer=True, owner="app"),
     Key("f2", "F2", "system prompt", "system_prompt", "System", palette="Edit system prompt",
-        palette_help="applies from the next answer"),
-    Key("f3", "F3", "switch pair (loads in the background)", "pick_pair", "Pair", footer=True),
+        palette_help="applies from the next answer", owner="settings"),
+    Key("f3", "F3", "switch pair (loads in the background)", "pick_pair", "Pair", footer=True, owner="settings"),
     Key("f4", "F4", "history: reopen, export, delete past conversations", "history", "History",
-        palette="Open history", palette_help="reopen or export past conversations"),
+        palette="Open history", palette_help="reopen or export past conversations", owner="history"),
     Key("f5", "F5", "race: replay the last prompt target-only, compare tokens/s and text", "race",
         "Race", footer=True, palette="Race: replay last prompt target-only",
         palette_help="compare tokens/s and text"),
@@ -73,15 +82,15 @@ KEYS: tuple[Key, ...] = (
         priority=True, palette="Float32 replay: check lossless",
         palette_help="speculative and target-only, greedy, float32: must be identical"),
     Key("f6", "F6", "presentation mode (large gauges)", "toggle_presentation", "Present",
-        priority=True, palette="Toggle presentation mode", palette_help="large gauges"),
+        priority=True, palette="Toggle presentation mode", palette_help="large gauges", owner="settings"),
     Key("f7", "F7", "step mode: each round pauses with its drafts pending", "toggle_step",
         "Step mode", priority=True, palette="Toggle step mode", palette_help="pause every round"),
     Key("f8,ctrl+f", "F8 or Ctrl+F", "step: resolve the pending round", "step", "Step",
         priority=True),
-    Key("f9", "F9", "k − 1 (from the next round)", "change_k(-1)", "k−"),
-    Key("f10", "F10", "k + 1 (from the next round)", "change_k(1)", "k+"),
-    Key("f11", "F11", "temperature − 0.1 (from the next round)", "change_temperature(-0.1)", "T−"),
-    Key("f12", "F12", "temperature + 0.1 (from the next round)", "change_temperature(0.1)", "T+"),
+    Key("f9", "F9", "k − 1 (from the next round)", "change_k(-1)", "k−", owner="settings"),
+    Key("f10", "F10", "k + 1 (from the next round)", "change_k(1)", "k+", owner="settings"),
+    Key("f11", "F11", "temperature − 0.1 (from the next round)", "change_temperature(-0.1)", "T−", owner="settings"),
+    Key("f12", "F12", "temperature + 0.1 (from the next round)", "change_temperature(0.1)", "T+", owner="settings"),
     Key("ctrl+l", "Ctrl+L", "slow motion on / off (delay set in the palette)", "toggle_slow", "Slow",
         priority=True, palette="Toggle slow motion", palette_help="delay every round"),
 )
@@ -108,3 +117,9 @@ def help_markdown(keys: tuple[Key, ...] = KEYS) -> str:
 def palette_actions(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str, str]]:
     """(title, help, action) for every key action the palette offers too."""
     return [(key.palette, key.palette_help, key.action) for key in keys if key.palette]
+
+
+def action_owners(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str]]:
+    """(owner, action name) of every action the app runs on one of its parts."""
+    owners = {(key.owner, key.action_name) for key in keys if key.action and key.owner != "app"}
+    return sorted(owners)

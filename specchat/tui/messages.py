@@ -1,7 +1,8 @@
 """Messages the worker threads post to the UI: small dataclasses, one line each.
 
 Every message carries the id of the job it belongs to, so that a late message
-from a stopped or replaced job can be recognised and dropped. `StatsUpdated` is
+from a stopped or replaced job can be recognised and dropped. An answer's messages
+go to the conversation widget that started it and no further (`bubble=False`). `StatsUpdated` is
 posted to the gauges alone and replaces a pending one, so a flood of rounds
 collapses to the latest figures.
 """
@@ -53,7 +54,7 @@ class Calibrated(Message):
 
 
 @dataclass
-class IdentityChecked(Message):
+class IdentityChecked(Message, bubble=False):
     """The float32 replay ended: its result, or a one-line error."""
 
     result: IdentityCheck | None
@@ -61,7 +62,7 @@ class IdentityChecked(Message):
 
 
 @dataclass
-class RoundArrived(Message):
+class RoundArrived(Message, bubble=False):
     """One verify round of an answer, as coloured spans."""
 
     job_id: int
@@ -80,7 +81,7 @@ class StatsUpdated(Message):
 
 
 @dataclass
-class ContextNotice(Message):
+class ContextNotice(Message, bubble=False):
     """Oldest exchanges were dropped to fit the model's context."""
 
     job_id: int
@@ -88,7 +89,7 @@ class ContextNotice(Message):
 
 
 @dataclass
-class AnswerFinished(Message):
+class AnswerFinished(Message, bubble=False):
     """The answer is complete or was stopped."""
 
     job_id: int
@@ -96,7 +97,7 @@ class AnswerFinished(Message):
 
 
 @dataclass
-class AnswerFailed(Message):
+class AnswerFailed(Message, bubble=False):
     """Generation raised; `error` is a one-line explanation."""
 
     job_id: int

@@ -3,7 +3,9 @@
 The TUI hands over each round's spans as it arrives and commits them (`flush`)
 before it appends them to the answer on screen, so whatever is on screen is already
 committed: one small transaction per round (WAL, synchronous=NORMAL: no disk sync). A database problem is
-reported once and disables saving; it never stops the chat.
+reported once and disables saving; it never stops the chat. `saved_spans`,
+`saved_stats` and `saved_turns` turn a saved conversation back into what the screen
+and the service take.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from specchat.chat.events import AnswerDone, TokenSpan
-from specchat.history.store import HistoryStore, SavedConversation, SavedToken
+from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+from specchat.history.store import HistoryStore, SavedConversation, SavedToken, SavedTurn
+from specchat.turn import Turn
 
 
 class HistoryRecorder:
@@ -111,3 +114,29 @@ class HistoryRecorder:
         self.flush()
         if self.store is not None:
             self.store.close()
+
+
+def saved_spans(turn: SavedTurn) -> list[TokenSpan]:
+    """A saved answer's tokens as the spans an answer view draws."""
+    return [TokenSpan(t.text, t.kind, t.token_id or 0) for t in turn.tokens]
+
+
+def saved_stats(data: dict | None) -> StatsSnapshot | None:
+    """A saved answer's figures (`StatsSnapshot.as_dict`) back as a snapshot."""
+    if not data:
+        return None
+    fields = StatsSnapshot.__dataclass_fields__
+    return StatsSnapshot(**{key: tuple(value) if isinstance(value, list) else value
+                            for key, value in data.items() if key in fields})
+
+
+def saved_turns(conversation: SavedConversation) -> list[Turn]:
+    """The turns to continue from: failed answers and the messages they answered are left out."""
+    turns: list[Turn] = []
+    for turn in conversation.turns:
+        if turn.role == "assistant" and turn.status == "error":
+            if turns and turns[-1].role == "user":
+                turns.pop()
+            continue
+        turns.append(Turn(turn.role, turn.text))
+    return turns

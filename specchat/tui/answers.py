@@ -1,0 +1,400 @@
+"""The conversation on screen: the transcript and the lifecycle of its answers.
+
+`Conversation` is the transcript widget and the one owner of the answer that
+streams: it starts jobs (an answer, a race, the float32 replay) in its own thread
+workers, which post their messages to it; it holds step mode and slow motion, the
+prompt queued until a pair has loaded, the turns waiting for it, and what
+regenerate, copy and race need (the last answer, the last speculative result, the
+failed answer). The keys of the answer lifecycle are its actions.
+
+It reaches the pair's service, the history recorder and the settings through the
+app (`ConversationHost`), and tells the app when it falls idle (`Idle`) so that a
+waiting pair can take over or a calibration run. It never loads a pair and never
+imports models or torch.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from textual import work
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from specchat.chat.baseline import gauge_speedup
+from specchat.chat.service import ConversationService, PairInfo
+from specchat.chat.verdict import describe, race_verdict
+from specchat.history.store import SavedConversation
+from specchat.tui.gauges import Gauges
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, ContextNotice, IdentityChecked,
+                                   RoundArrived)
+from specchat.tui.history_actions import HistoryActions
+from specchat.tui.pair_switch import PairSwitch
+from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
+from specchat.tui.settings import Settings
+from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
+from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
+
+
+class ConversationHost(Protocol):
+    """What the conversation needs of the app."""
+
+    service: ConversationService | None
+    info: PairInfo | None
+    pair_name: str
+    settings: Settings
+    history: HistoryActions
+    pair: PairSwitch
+
+    def remember(self, **preferences) -> None: ...
+
+
+class Conversation(VerticalScroll):
+    """The transcript, and the answers streaming into it."""
+
+    class Idle(Message):
+        """No answer streams any more: a waiting pair may take over, a calibration may run."""
+
+    def __init__(self, gauges: Gauges, ghosts: bool, slow_motion_ms: int):
+        super().__init__(id="transcript")
+        self.gauges = gauges
+        self.ghosts = ghosts
+        self.slow_motion_ms = slow_motion_ms
+        """The delay slow motion uses when turned on (a preference)."""
+        self.pacing = Pacing()
+        self.speculate = True
+        self.job: Job | None = None
+        self.job_counter = 0
+        self.answer_view: AnswerView | None = None
+        self.last_answer: AnswerView | None = None
+        self.last_speculative = None
+        """(AnswerDone, gauge speedup) of the last speculative answer: what a race compares."""
+        self.held_round = None
+        self.failed: tuple[AnswerView, str] | None = None
+        """The last answer if it failed, and its message, so that regenerate retries it."""
+        self.queued_prompt: str | None = None
+        self.pending_turns = []
+        """The conversation's turns while no pair has loaded (a reopened one)."""
+
+    @property
+    def host(self) -> ConversationHost:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def recorder(self) -> HistoryRecorder:
+        return self.host.history.recorder
+
+    # ----- asking --------------------------------------------------------------------------
+
+    def submit(self, text: str) -> bool:
+        """Send a user message; False when it was not taken (an answer streams)."""
+        if self.job is not None:
+            self.notify("an answer is streaming: Esc stops it", severity="warning")
+            return False
+        host = self.host
+        self.mount(UserTurn(text))
+        self.recorder.user(text, host.pair_name)
+        if host.service is None:
+            self.queued_prompt = text
+            self.gauges.status = "your message will be answered once the pair has loaded…"
+        else:
+            self._start_answer(text)
+        return True
+
+    def pair_ready(self) -> None:
+        """A pair now answers: answer the message sent while it loaded."""
+        if self.queued_prompt is not None:
+            text, self.queued_prompt = self.queued_prompt, None
+            self._start_answer(text)
+
+    def pair_failed(self) -> None:
+        """The first pair did not load: the queued message will not be answered."""
+        if self.host.service is None and self.queued_prompt is not None:
+            self.queued_prompt = None
+            self.mount(Notice("the model did not load: your message was not answered", "error"))
+
+    def _start_answer(self, text: str) -> None:
+        host = self.host
+        self.failed = None
+        speculate = self.speculate and bool(host.info and host.info.has_drafter)
+        mode = f"speculative k={host.service.k}" if speculate else "target only"
+        self.job_counter += 1
+        job = AnswerJob(self.job_counter, host.service, self.pacing, speculate=speculate, text=text)
+        self._start_job(job, f"{host.pair_name} · {mode}")
+        self.recorder.start_answer(mode, host.pair_name)
+
+    def _start_job(self, job: Job, label: str) -> None:
+        host = self.host
+        host.pair.loading.interrupt()  # the question goes first
+        self.job = job
+        race = isinstance(job, RaceJob)
+        self.answer_view = AnswerView(label, self.ghosts)
+        self.mount(self.answer_view)
+        gauges = self.gauges
+        gauges.start_job(job.id)
+        gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
+        gauges.status = "racing target-only…" if race else "answering…"
+        gauges.sampling = host.service.sampling_key()
+        gauges.calibration = host.pair.baseline()
+        self._answer_worker(job)
+
+    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
+    def _answer_worker(self, job: Job) -> None:
+        worker = get_current_worker()
+        stream_job(job, self, self.gauges, lambda: worker.is_cancelled)
+
+    @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
+    def _float32_worker(self, service: ConversationService) -> None:
+        worker = get_current_worker()
+        check_float32(service, self, lambda: worker.is_cancelled)
+
+    # ----- what the workers post -----------------------------------------------------------
+
+    def _current(self, job_id: int) -> bool:
+        return self.job is not None and self.job.id == job_id and self.answer_view is not None
+
+    def on_round_arrived(self, message: RoundArrived) -> None:
+        if not self._current(message.job_id):
+            return
+        update = message.update
+        if isinstance(self.job, AnswerJob):  # committed before the round can reach the screen
+            self.recorder.spans(update.spans)
+            self.recorder.flush()
+        self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
+        if self.pacing.step and update.accepted + update.rejected:
+            self.answer_view.tokens.append((), pending=update.accepted + update.rejected)
+            self.held_round = update
+            return
+        self.answer_view.tokens.append(update.spans)
+
+    def on_context_notice(self, message: ContextNotice) -> None:
+        if not self._current(message.job_id):
+            return
+        trimmed = message.trimmed
+        text = (f"⚠ dropped the {trimmed.dropped_exchanges} oldest exchange(s) from the prompt to "
+                f"fit the model's context of {trimmed.context_length} tokens")
+        self.mount(Notice(text, "warning"), before=self.answer_view)
+        self.notify(text, severity="warning")
+
+    def on_answer_finished(self, message: AnswerFinished) -> None:
+        if not self._current(message.job_id):
+            return
+        done, view, job = message.done, self.answer_view, self.job
+        self._release_held()
+        status = {"stopped": "stopped", "failed": "error"}.get(done.stop_reason, "done")
+        view.finish(done.stats, status, done.error or None)
+        if done.error:
+            self.notify(f"answer ended early: {done.error} — the text so far is kept",
+                        severity="error", timeout=12)
+        self.host.pair.loading.reach(done.stats.prompt_tokens + done.stats.tokens)
+        if isinstance(job, RaceJob):
+            self._race_result(done)
+        else:
+            self.recorder.finish(done, status, done.text)
+            self.last_answer = view
+            if job.speculate:
+                self.last_speculative = (done, gauge_speedup(done.stats, self.gauges.calibration))
+        self._job_ended()
+
+    def on_answer_failed(self, message: AnswerFailed) -> None:
+        if not self._current(message.job_id):
+            return
+        self._release_held()
+        self.answer_view.finish(None, "error", message.error)
+        if isinstance(self.job, AnswerJob):
+            self.recorder.finish(None, "error", self.answer_view.text)
+            self.failed = (self.answer_view, self.job.text)
+        self.notify(f"generation failed: {message.error} — the conversation is intact",
+                    severity="error", timeout=12)
+        self._job_ended()
+
+    def on_identity_checked(self, message: IdentityChecked) -> None:
+        self.gauges.status = "ready"
+        if message.result is None:
+            self.notify(f"float32 replay did not finish: {message.error}", severity="warning")
+            return
+        self._announce(message.result.describe())
+
+    def _release_held(self) -> None:
+        held = self.held_round
+        if held is not None and self.answer_view is not None:
+            self.answer_view.tokens.append(held.spans)
+        self.held_round = None
+
+    def _job_ended(self) -> None:
+        self.job = None
+        self.answer_view = None
+        self.gauges.status = "ready"
+        self.post_message(self.Idle())
+
+    def _race_result(self, done) -> None:
+        host = self.host
+        spec, gauge = self.last_speculative
+        greedy = host.service.sampling_key()[0] == 0
+        verdict = race_verdict(spec, done, gauge, greedy, host.info.dtype if host.info else "")
+        self._announce(describe(verdict))
+
+    def _announce(self, text: str) -> None:
+        self.mount(Notice(text, "race"))
+        self.notify(text, timeout=12)
+
+    # ----- actions: answers ----------------------------------------------------------------
+
+    def action_stop(self) -> None:
+        """Stop the streaming answer within one round; the partial answer stays, marked stopped."""
+        if self.job is None:
+            return
+        self.workers.cancel_group(self, "answer")
+        if self.job is not None:
+            self.job.gate.set()
+
+    def action_new_chat(self) -> None:
+        if self.job is not None:
+            self.notify("stop the answer first (Esc)", severity="warning")
+            return
+        host = self.host
+        self.remove_children()
+        self.last_answer = None
+        self.pending_turns = []
+        self.recorder.new_chat(host.settings.system)
+        if host.service is not None:
+            host.service.reset(host.settings.system, [])
+        self.notify("new chat")
+
+    def action_regenerate(self) -> None:
+        if not self._ready_for("regenerate"):
+            return
+        if self.failed is not None:
+            view, text = self.failed
+            view.remove()
+            self._start_answer(text)
+            return
+        text = self.host.service.drop_last_exchange()
+        if text is None or self.last_answer is None:
+            self.notify("nothing to regenerate yet")
+            return
+        self.last_answer.remove()
+        self.last_answer = None
+        self.recorder.forget_last_exchange()
+        self.recorder.user(text, self.host.pair_name)
+        self._start_answer(text)
+
+    def action_copy_answer(self) -> None:
+        if self.last_answer is None:
+            self.notify("no answer to copy yet")
+            return
+        text = self.last_answer.text
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied the last answer ({len(text)} characters, no rejected drafts)")
+
+    def action_toggle_ghosts(self) -> None:
+        self.ghosts = not self.ghosts
+        for flow in self.query(TokenFlow):
+            flow.set_ghosts(self.ghosts)
+        self.host.remember(ghosts=self.ghosts)
+        self.notify(f"rejected drafts {'shown' if self.ghosts else 'hidden'}")
+
+    def action_toggle_markdown(self) -> None:
+        view = self.last_answer
+        if view is None or not view.finished:
+            self.notify("no finished answer to switch yet")
+            return
+        shown = view.toggle_markdown()
+        self.notify("Markdown view" if shown else "coloured-token view")
+
+    def action_toggle_speculation(self) -> None:
+        self.speculate = not self.speculate
+        self.gauges.speculate = self.speculate
+        state = "on" if self.speculate else "off (target only)"
+        self.notify(f"speculation {state} from the next answer")
+
+    def action_race(self) -> None:
+        if not self._ready_for("race"):
+            return
+        if self.last_speculative is None or not self._asked():
+            self.notify("race needs a speculative answer first: ask something", severity="warning")
+            return
+        self.job_counter += 1
+        self._start_job(RaceJob(self.job_counter, self.host.service, self.pacing),
+                        f"{self.host.pair_name} · race: same prompt, target only")
+
+    def action_float32_check(self) -> None:
+        """Replay the last prompt greedily in float32, speculative and target-only."""
+        if not self._ready_for("replay in float32"):
+            return
+        if not self._asked():
+            self.notify("the float32 replay needs a question first", severity="warning")
+            return
+        self.notify("float32 replay: loading a float32 copy of the pair and answering twice…")
+        self.gauges.status = "float32 replay running…"
+        self._float32_worker(self.host.service)
+
+    def _asked(self) -> bool:
+        return any(turn.role == "user" for turn in self.host.service.turns())
+
+    def _ready_for(self, what: str) -> bool:
+        if self.job is not None:
+            self.notify(f"cannot {what} while an answer streams (Esc stops it)", severity="warning")
+            return False
+        if self.host.service is None:
+            self.notify(f"cannot {what}: the pair has not loaded yet", severity="warning")
+            return False
+        return True
+
+    # ----- actions: pacing (step mode, slow motion) ----------------------------------------
+
+    def _show_pacing(self) -> None:
+        parts = (["step mode"] if self.pacing.step else []) + (
+            [f"slow motion {self.pacing.slow_ms} ms"] if self.pacing.slow_ms else [])
+        self.gauges.pacing = " · ".join(parts)
+        for legend in self.screen.query("#legend"):
+            legend.refresh()
+
+    def action_toggle_step(self) -> None:
+        self.pacing.step = not self.pacing.step
+        self._show_pacing()
+        if not self.pacing.step:
+            self.action_step()
+        self.notify("step mode on: F8 or Ctrl+F resolves each round" if self.pacing.step
+                    else "step mode off")
+
+    def action_step(self) -> None:
+        """Resolve the round held in step mode and let the next one come."""
+        if self.job is None:
+            return
+        self._release_held()
+        self.job.gate.set()
+
+    def action_toggle_slow(self) -> None:
+        self.pacing.slow_ms = 0 if self.pacing.slow_ms else self.slow_motion_ms
+        self._show_pacing()
+        self.notify(f"slow motion: {self.pacing.slow_ms} ms per round" if self.pacing.slow_ms
+                    else "slow motion off")
+
+    def set_slow_motion(self, ms: int) -> None:
+        """Slow motion on, at this delay (remembered)."""
+        self.slow_motion_ms = self.pacing.slow_ms = ms
+        self.host.remember(slow_motion_ms=ms)
+        self._show_pacing()
+        self.notify(f"slow motion: {ms} ms per round")
+
+    # ----- a saved conversation ------------------------------------------------------------
+
+    def show_saved(self, conversation: SavedConversation) -> bool:
+        """Replace the transcript with a saved conversation, colours included; False while
+        an answer streams."""
+        if self.job is not None:
+            self.notify("stop the answer first (Esc)", severity="warning")
+            return False
+        self.remove_children()
+        for turn in conversation.turns:
+            if turn.role == "user":
+                self.mount(UserTurn(turn.text))
+                continue
+            view = AnswerView(f"{conversation.pair} · {turn.mode}", self.ghosts, saved_spans(turn))
+            self.mount(view)
+            view.call_after_refresh(view.finish, saved_stats(turn.stats), turn.status)
+            self.last_answer = view
+        self.pending_turns = saved_turns(conversation)
+        return True

@@ -1,0 +1,127 @@
+"""The history's side of the chat: the recorder of the conversation on screen and
+the actions on past conversations (the history screen: reopen, export, delete;
+the palette's exports).
+
+`HistoryActions` owns the `HistoryRecorder`; reopening hands the saved turns to the
+conversation widget and the pair's service through the app (`HistoryHost`). It
+knows no widget but the modal history screen, and never imports models or torch.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+from specchat.history.store import SavedConversation
+from specchat.tui.recorder import HistoryRecorder
+
+EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
+
+
+class HistoryHost(Protocol):
+    """What the history actions need of the app."""
+
+    service: Any
+    conversation: Any
+    settings: Any
+    theme_variables: dict[str, str]
+    current_theme: Any
+
+    def push_screen(self, screen, callback=None) -> object: ...
+    def notify(self, message: str, **options) -> None: ...
+
+
+class HistoryActions:
+    """The recorder and what F4 and the palette do with saved conversations."""
+
+    def __init__(self, app: HistoryHost, path: Path | None):
+        self.app, self.path = app, path
+        self.recorder: HistoryRecorder | None = None
+
+    def open(self, system: str | None) -> None:
+        """Open the database (once the app runs: a problem is reported as a notification)."""
+        self.recorder = HistoryRecorder(self.path, self._error)
+        self.recorder.new_chat(system)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def _error(self, text: str) -> None:
+        self.app.notify(text, severity="warning", timeout=8)
+
+    def action_history(self) -> None:
+        from specchat.tui.screens import HistoryScreen
+
+        self.app.push_screen(HistoryScreen(self.recorder.list()), self._choice)
+
+    def _choice(self, choice: tuple[str, int] | None) -> None:
+        if not choice:
+            return
+        what, conversation_id = choice
+        if what == "delete":
+            self.recorder.delete(conversation_id)
+            self.app.notify("conversation deleted")
+        elif what == "open":
+            conversation = self.recorder.load(conversation_id)
+            if conversation is not None:
+                self.reopen(conversation)
+        else:
+            self.export(conversation_id, what)
+
+    def reopen(self, conversation: SavedConversation) -> None:
+        """Show a saved conversation and continue it (new turns are added to it)."""
+        app = self.app
+        if not app.conversation.show_saved(conversation):
+            return
+        app.settings.system = conversation.system
+        self.recorder.reopen(conversation)
+        if app.service is not None:
+            app.service.reset(conversation.system, app.conversation.pending_turns)
+
+    # ----- export --------------------------------------------------------------------------
+
+    def export_current(self, fmt: str) -> None:
+        if self.recorder.conversation_id is None:
+            self.app.notify("nothing to export yet")
+            return
+        self.export(self.recorder.conversation_id, fmt)
+
+    def export(self, conversation_id: int, fmt: str) -> None:
+        conversation = self.recorder.load(conversation_id)
+        if conversation is None:
+            return
+        target = export_path(conversation, fmt)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(self._render(conversation, fmt), encoding="utf-8")
+        except OSError as error:
+            self.app.notify(f"export failed: {error}", severity="error")
+            return
+        self.app.notify(f"exported to {target}", timeout=10)
+
+    def _render(self, conversation: SavedConversation, fmt: str) -> str:
+        from specchat.history import export
+
+        if fmt == "html":
+            return export.to_html(conversation, self.export_colours())
+        return export.to_json(conversation) if fmt == "json" else export.to_markdown(conversation)
+
+    def export_colours(self) -> dict[str, str]:
+        """The theme's token colours, for the HTML export."""
+        variables = self.app.theme_variables
+        colours = {kind: variables.get(f"spec-{kind}", "") for kind in
+                   ("accepted", "rejected", "resampled", "bonus", "target")}
+        theme = self.app.current_theme
+        colours["foreground"] = str(theme.foreground or variables.get("foreground", "#000"))
+        colours["background"] = str(theme.background or "#fff")
+        return colours
+
+
+def export_path(conversation: SavedConversation, fmt: str) -> Path:
+    """Where an export goes: the data folder's exports/, named by id and title."""
+    from specchat import paths
+
+    slug = re.sub(r"[^a-z0-9]+", "-", conversation.title.lower()).strip("-")[:40] or "chat"
+    return paths.data_dir() / "exports" / f"{conversation.id}-{slug}.{EXPORT_SUFFIXES[fmt]}"

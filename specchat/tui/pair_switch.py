@@ -1,0 +1,145 @@
+"""Which pair answers: what the screen shows while pairs load and baselines are
+measured, and when a loaded pair takes over (at once, or once the streaming answer
+ends, carrying the conversation over).
+
+`PairSwitch` starts loads through `PairLoading` and decides on the messages its
+workers post (the app hands them over); it sets the app's `service`, `info` and
+`pair_name`, the one place they change. Reaches the app through `PairHost`; never
+imports models or torch.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Protocol
+
+from specchat.chat.baseline import Baseline
+from specchat.chat.service import ConversationService, PairInfo
+from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
+from specchat.tui.pair_loading import PairLoading, ServiceFactory
+
+
+class PairHost(Protocol):
+    """What the pair switch needs of the app."""
+
+    service: ConversationService | None
+    info: PairInfo | None
+    pair_name: str
+    sub_title: str
+    conversation: Any
+    settings: Any
+    gauges: Any
+
+    def notify(self, message: str, **options) -> None: ...
+
+
+class PairSwitch:
+    """Loads, baselines and take-overs of the app's pair."""
+
+    def __init__(self, app: PairHost, loading: PairLoading):
+        self.app, self.loading = app, loading
+        self.waiting: PairLoaded | None = None
+        """A pair that loaded while an answer streamed: it takes over when the answer ends."""
+
+    @classmethod
+    def over(cls, app, factory: ServiceFactory) -> PairSwitch:
+        return cls(app, PairLoading(app, factory))
+
+    def start(self, pair_name: str) -> None:
+        self.app.gauges.status = f"loading {pair_name}…"
+        self.loading.start(pair_name)
+
+    def switch(self, pair_name: str) -> None:
+        self.app.notify(f"loading {pair_name} in the background; the current pair keeps answering")
+        self.start(pair_name)
+
+    def _idle(self) -> bool:
+        return self.app.conversation.job is None
+
+    # ----- what the workers post -----------------------------------------------------------
+
+    def progress(self, message: LoadProgress) -> None:
+        if self.loading.wanted(message.load_id):
+            self.app.gauges.status = message.text
+
+    def failed(self, message: LoadFailed) -> None:
+        if message.load_id != self.loading.load_id:
+            return
+        app = self.app
+        usable = "the current pair keeps working" if app.service else "pick another pair with F3"
+        app.gauges.status = f"load failed: {message.pair}"
+        app.notify(f"cannot load pair '{message.pair}': {message.error} ({usable})",
+                   severity="error", timeout=12)
+        app.conversation.pair_failed()
+
+    def loaded(self, message: PairLoaded) -> None:
+        if message.load_id != self.loading.load_id:
+            return
+        if not self._idle():
+            self.waiting = message
+            self.app.gauges.status = f"{message.info.name} ready: switching after this answer"
+            return
+        self._adopt(message)
+        gc.freeze()  # the model's (many, long-lived) objects too
+
+    def idle(self) -> None:
+        """The answer ended: a waiting pair takes over, or a baseline is measured."""
+        waiting, self.waiting = self.waiting, None
+        if waiting is not None:
+            self._adopt(waiting)
+        else:
+            self.maybe_calibrate()
+
+    def _adopt(self, loaded: PairLoaded) -> None:
+        """Make a loaded pair the one that answers, carrying the conversation over."""
+        app = self.app
+        previous, service, info = app.service, loaded.backend, loaded.info
+        service.reset(app.settings.system,
+                      previous.turns() if previous else app.conversation.pending_turns)
+        app.service, app.info, self.loading.current_load_id = service, info, loaded.load_id
+        app.pair_name = app.sub_title = info.name
+        app.gauges.info = info
+        app.settings.adopt(service, info, first=previous is None)
+        app.gauges.calibration = self.baseline()
+        app.gauges.status = f"ready · loaded in {info.load_s:.1f} s"
+        if previous is not None:
+            app.notify(f"now answering with {info.name}")
+        app.conversation.pair_ready()
+        self.maybe_calibrate()
+
+    def calibrated(self, message: Calibrated) -> None:
+        current = self.loading.calibrated(message)
+        if not (current and self._idle()):
+            return
+        gauges = self.app.gauges
+        if message.calibration is None:
+            gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
+            return
+        gauges.calibration = self.baseline()
+        gauges.status = f"ready · target-only measured in {message.calibration.measure_s:.1f} s"
+        self.maybe_calibrate()  # the settings may have changed meanwhile
+
+    # ----- baselines -----------------------------------------------------------------------
+
+    def baseline(self) -> Baseline | None:
+        """The baseline for the next answer's sampling settings, if measured."""
+        return self.loading.baseline(self.app.service)
+
+    def maybe_calibrate(self) -> None:
+        """Measure target-only costs while nothing else runs; a new question interrupts it."""
+        if self.app.service is not None and self._idle():
+            self.loading.calibrate_if_stale(self.app.service)
+
+    def refresh_baseline(self) -> None:
+        """The sampling settings changed: show their baseline, measure it if missing."""
+        if self._idle():
+            self.app.gauges.calibration = self.baseline()
+            self.maybe_calibrate()
+
+    def recalibrate(self) -> None:
+        """Measure target-only speed again (after the current answer, if one streams)."""
+        if self.app.service is None:
+            self.app.notify("no pair loaded yet", severity="warning")
+            return
+        self.loading.forget(self.app.service)
+        self.maybe_calibrate()
