@@ -78,10 +78,15 @@ class BenchApp(SpecchatApp):
         self.handled: list[float] = []
         self.frames: list[float] = []
         self.results: list[dict] = []
+        self.asking = False
 
     # Textual calls this handler and then the app's own (each class in the MRO): no super().
     def on_calibrated(self, message) -> None:
-        self.ask()
+        """The first baseline is measured: start asking (later ones, measured between
+        answers for the longer context, start nothing)."""
+        if not self.asking:
+            self.asking = True
+            self.ask()
 
     def ask(self) -> None:
         self.handled, self.frames = [], []
