@@ -96,7 +96,7 @@ class Settings:
     def _set_system(self, text: str | None) -> None:
         app = self.app
         self.system = text
-        app.conversation.recorder.set_system(text)
+        app.history.recorder.set_system(text)
         if app.service is not None:
             app.service.reset(text, app.service.turns())
         app.notify("system prompt set" if text else "no system prompt")
