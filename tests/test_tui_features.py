@@ -143,7 +143,8 @@ async def test_regenerate_after_reopening_replaces_the_saved_answer():
         await wait_for(pilot, lambda: app.query(AnswerView))
         first = app.query(AnswerView).first()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.query(AnswerView).first() is not first and not streaming(app))
+        await wait_for(pilot, lambda: app.query(AnswerView).first() is not first
+                       and not streaming(app))
         saved = saved_conversation()
         assert [(t.role, t.text) for t in saved.turns] == [
             ("user", "again please"), ("assistant", "Hello world a b c done.")]

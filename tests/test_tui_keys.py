@@ -21,6 +21,16 @@ def test_every_bound_action_exists_on_the_app():
     assert missing == []
 
 
+def test_every_keys_action_is_defined_by_the_part_of_the_app_that_owns_it():
+    app = make_app()
+    owners = {key.owner for key in KEYS if key.action}
+    assert owners == {"app", "conversation", "settings", "history"}
+    missing = [(key.owner, key.action_name) for key in KEYS if key.action
+               and not callable(getattr(getattr(app, key.owner) if key.owner != "app" else app,
+                                        f"action_{key.action_name}", None))]
+    assert missing == []
+
+
 def test_the_chat_screen_binds_exactly_the_tables_keys():
     bound = {b.key: b.action for b in ChatScreen.BINDINGS}
     table = {key.keys: f"app.{key.action}" for key in KEYS if key.keys}

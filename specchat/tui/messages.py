@@ -2,9 +2,9 @@
 
 Every message carries the id of the job it belongs to, so that a late message
 from a stopped or replaced job can be recognised and dropped. An answer's messages
-go to the conversation widget that started it and no further (`bubble=False`). `StatsUpdated` is
-posted to the gauges alone and replaces a pending one, so a flood of rounds
-collapses to the latest figures.
+go to the conversation widget that started it and no further (`bubble=False`).
+`StatsUpdated` is posted to the gauges alone and replaces a pending one, so a flood
+of rounds collapses to the latest figures.
 """
 
 from __future__ import annotations

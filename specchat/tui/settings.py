@@ -104,7 +104,8 @@ class Settings:
     def action_toggle_presentation(self) -> None:
         screen = self.app.chat_screen
         screen.toggle_class("-presentation")
-        self.app.notify("presentation mode " + ("on" if screen.has_class("-presentation") else "off"))
+        shown = screen.has_class("-presentation")
+        self.app.notify("presentation mode " + ("on" if shown else "off"))
 
     def action_pick_pair(self) -> None:
         from specchat.tui.screens import PairPickerScreen
