@@ -1,21 +1,17 @@
 """The conversation on screen: the transcript and the lifecycle of its answers.
 
 `Conversation` is the transcript widget and the one owner of the answer that
-streams: it starts jobs (an answer, a race, the float32 replay) in its own thread
-workers, which post their messages to it; it holds step mode and slow motion, the
-prompt queued until a pair has loaded, the turns waiting for it, and what
-regenerate, copy and race need (the last answer, the last speculative result, the
-failed answer). The keys of the answer lifecycle are its actions.
-
-It reaches the pair's service, the history recorder and the settings through the
-app (`ConversationHost`), and tells the app when it falls idle (`Idle`) so that a
-waiting pair can take over or a calibration run. It never loads a pair and never
-imports models or torch.
+streams: it runs jobs (answer, race, float32 replay) in its own thread workers,
+which post to it; it holds step mode and slow motion, the prompt queued until a
+pair has loaded, and what regenerate, copy and race need. Its keys are its actions.
+It reaches the pair's service, the recorder and the settings through the app
+(`ConversationHost`) and says when it falls idle (`Idle`). It never loads a pair
+and never imports models or torch.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from textual import work
 from textual.containers import VerticalScroll
@@ -29,12 +25,14 @@ from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, ContextNotice, IdentityChecked,
                                    RoundArrived)
-from specchat.tui.history_actions import HistoryActions
-from specchat.tui.pair_switch import PairSwitch
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
-from specchat.tui.settings import Settings
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
+
+if TYPE_CHECKING:  # the app's other parts, as the host protocol names them
+    from specchat.tui.history_actions import HistoryActions
+    from specchat.tui.pair_switch import PairSwitch
+    from specchat.tui.settings import Settings
 
 
 class ConversationHost(Protocol):

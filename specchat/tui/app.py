@@ -5,9 +5,9 @@ The parts own the rest: `Conversation` (tui/answers.py) the transcript and the
 answer lifecycle, `Settings` (tui/settings.py) k, temperature, the system prompt and
 the pair choice, `HistoryActions` (tui/history_actions.py) the recorder and saved
 conversations, `PairSwitch` (tui/pair_switch.py) loads, baselines and which pair
-answers. Every key
-of tui/keys.py runs its owner's action through a one-line app action. Textual only:
-torch is never imported here, the service imports it inside its worker.
+answers. Every key of tui/keys.py runs its owner's action through a one-line app
+action. Textual only: torch is never imported here, the service imports it inside
+its worker.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import asyncio
 import gc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 from textual.app import App, SystemCommand
 
@@ -26,16 +25,15 @@ from specchat.tui.answers import Conversation
 from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.history_actions import HistoryActions
-from specchat.tui.keys import action_owners
+from specchat.tui.keys import owner_actions
 from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
+from specchat.tui.pair_loading import ServiceFactory
 from specchat.tui.pair_switch import PairSwitch
 from specchat.tui.settings import Settings
 from specchat.tui.themes import (TOKEN_FALLBACKS, load_preferences, load_textual_themes,
                                  save_preferences)
 from specchat.tui.transcript import TokenText
 
-ServiceFactory = Callable[[str], ConversationService]
-"""Pair name -> its conversation service (the CLI builds it; its models load in a worker)."""
 GC_THRESHOLDS = (20_000, 50, 1_000)
 """Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
 second on a busy CPU, long enough to see while thousands of tokens a second stream in."""
@@ -148,16 +146,8 @@ class SpecchatApp(App):
         self.pair.idle()
 
 
-def _run_on(owner: str, name: str) -> Callable:
-    def action(app: SpecchatApp, *params):
-        return getattr(getattr(app, owner), f"action_{name}")(*params)
-
-    action.__doc__ = f"Run `{owner}.action_{name}`."
-    return action
-
-
-for _owner, _name in action_owners():  # the key table's actions, each run on its owner
-    setattr(SpecchatApp, f"action_{_name}", _run_on(_owner, _name))
+for _name, _action in owner_actions().items():  # each key's action, run on its owner
+    setattr(SpecchatApp, _name, _action)
 
 
 def create_app(service_factory: ServiceFactory, pairs: list[tuple[str, str]], pair_name: str,

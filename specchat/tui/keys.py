@@ -4,13 +4,15 @@ screen's table and the palette's action entries are all built from `KEYS`.
 
 Knows nothing about the app's state: an entry names an action by its string, as
 Textual's bindings do, and the part of the app that owns it (`owner`): the
-conversation (answers, pacing), the settings, the history, or the app itself. The
-app runs each action on its owner (`action_owners`).
+conversation (answers, pacing), the settings, the history, or the app itself; the
+app's one-line action methods that run each on its owner come from here too
+(`owner_actions`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from textual.binding import Binding
 
@@ -124,7 +126,16 @@ def palette_actions(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str, str]]:
     return [(key.palette, key.palette_help, key.action) for key in keys if key.palette]
 
 
-def action_owners(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str]]:
-    """(owner, action name) of every action the app runs on one of its parts."""
-    owners = {(key.owner, key.action_name) for key in keys if key.action and key.owner != "app"}
-    return sorted(owners)
+def owner_actions(keys: tuple[Key, ...] = KEYS) -> dict[str, Callable]:
+    """The app's `action_<name>` methods for the keys its parts own: each runs the owner's
+    action of the same name (`app.conversation.action_stop`, ...)."""
+    return {f"action_{key.action_name}": _run_on(key.owner, key.action_name)
+            for key in keys if key.action and key.owner != "app"}
+
+
+def _run_on(owner: str, name: str) -> Callable:
+    def action(app, *params):
+        return getattr(getattr(app, owner), f"action_{name}")(*params)
+
+    action.__doc__ = f"Run `{owner}.action_{name}`."
+    return action

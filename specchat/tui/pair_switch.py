@@ -84,6 +84,8 @@ class PairSwitch:
 
     def idle(self) -> None:
         """The answer ended: a waiting pair takes over, or a baseline is measured."""
+        if not self._idle():
+            return  # another answer started meanwhile: its end decides
         waiting, self.waiting = self.waiting, None
         if waiting is not None:
             self._adopt(waiting)
