@@ -297,16 +297,20 @@ class SpecchatApp(ActionsMixin, App):
     def on_round_arrived(self, message: RoundArrived) -> None:
         if not self._current(message.job_id):
             return
-        update = message.update
-        if isinstance(self.job, AnswerJob):  # committed before the round can reach the screen
-            self.recorder.spans(update.spans)
+        updates = message.updates
+        if isinstance(self.job, AnswerJob):  # committed before the rounds can reach the screen
+            for update in updates:
+                self.recorder.spans(update.spans)
             self.recorder.flush()
-        self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
-        if self.pacing.step and update.accepted + update.rejected:
-            self.answer_view.tokens.append((), pending=update.accepted + update.rejected)
-            self.held_round = update
+        for update in updates:
+            self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
+        last = updates[-1]
+        if self.pacing.step and last.accepted + last.rejected:
+            self.answer_view.tokens.append(_spans(updates[:-1]),
+                                           pending=last.accepted + last.rejected)
+            self.held_round = last
             return
-        self.answer_view.tokens.append(update.spans)
+        self.answer_view.tokens.append(_spans(updates))
 
     def on_context_notice(self, message: ContextNotice) -> None:
         if not self._current(message.job_id):
@@ -370,6 +374,10 @@ class SpecchatApp(ActionsMixin, App):
 
     def _mount(self, widget, before=None) -> None:
         self.transcript.mount(widget, before=before)
+
+
+def _spans(updates) -> tuple:
+    return tuple(span for update in updates for span in update.spans)
 
 
 def create_app(backend_factory: BackendFactory, pairs: list[tuple[str, str]], pair_name: str,

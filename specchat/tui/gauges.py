@@ -97,6 +97,12 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
     return f"speedup: {shown} ({baseline_text(baseline, stats)})"
 
 
+def _height(text: str, width: int) -> int:
+    """Rows a plain text takes at this width (wrapping long lines), an upper bound."""
+    width = max(width, 1)
+    return sum(max(1, -(-len(line) // width)) for line in text.split("\n"))
+
+
 class Gauges(VerticalScroll):
     """Live figures for the answer being generated (or the last one)."""
 
@@ -121,6 +127,8 @@ class Gauges(VerticalScroll):
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
         self._spark_due = False
         self._drawn = False
+        self._shown: dict[str, str] = {}
+        """What each child shows now: an unchanged value is not drawn again."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
@@ -144,12 +152,23 @@ class Gauges(VerticalScroll):
         self._show_pair()
         self.watch_status(self.status)
 
-    def _put(self, selector: str, value) -> None:
-        """Show a value in a child (Static or Digits); a no-op while the app shuts down."""
+    def _put(self, selector: str, value: str) -> None:
+        """Show a value in a child (Static or Digits); a no-op while the app shuts down.
+        Unchanged values are skipped, and a new layout is asked for only when the value's
+        height may change (a layout refresh redraws the whole screen)."""
+        before = self._shown.get(selector)
+        if value == before:
+            return
         try:
-            self.query_one(selector).update(value)
+            child = self.query_one(selector)
         except NoMatches:
-            pass
+            return
+        self._shown[selector] = value
+        if isinstance(child, Static):
+            width = child.content_size.width
+            child.update(value, layout=before is None or _height(before, width) != _height(value, width))
+        else:
+            child.update(value)
 
     def start_job(self, job_id: int) -> None:
         """A new answer: forget the previous one's rounds."""

@@ -62,10 +62,11 @@ class IdentityChecked(Message):
 
 @dataclass
 class RoundArrived(Message):
-    """One verify round of an answer, as coloured spans."""
+    """Verify rounds of an answer, in order: one, or the few that ended within one frame
+    (tui/worker.py batches rounds faster than `FRAME_S`)."""
 
     job_id: int
-    update: RoundUpdate
+    updates: tuple[RoundUpdate, ...]
 
 
 @dataclass
