@@ -62,6 +62,10 @@ class StatsSnapshot:
     drafting_rounds: int = 0
     k_in_use: int | None = None
     """The draft length most drafting rounds asked for."""
+    target_forwards: tuple[tuple[int, int, int, float], ...] = ()
+    """The target's forwards after the first round, per width: (tokens verified, rounds,
+    their summed context length, their summed seconds); what `Baseline.load_factor`
+    compares with the same forwards timed when the machine was idle."""
 
     def as_dict(self) -> dict:
         """The documented `done.stats` keys of `specchat run --jsonl`."""

@@ -94,7 +94,9 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
         return f"speedup: – (measuring target-only speed{wanted} when idle…)"
     value = speedup_value(stats, baseline, mode)
     shown = "–" if value is None else f"{value:.2f}×"
-    return f"speedup: {shown} ({baseline_text(baseline, stats)})"
+    load = baseline.load_factor(stats)
+    load_text = "" if load is None else f"; load now ×{load:.2f} of idle, charged to both"
+    return f"speedup: {shown} ({baseline_text(baseline, stats)}{load_text})"
 
 
 def _height(text: str, width: int) -> int:
