@@ -34,7 +34,7 @@ def test_chat_after_one_answer_looks_the_same(theme, snap_compare, utc):
         await pilot.press(*"Explain speculative decoding", "enter")
         await wait_for(pilot, lambda: app.job is None and app.last_answer is not None)
         gauges = app.gauges
-        await wait_for(pilot, lambda: not gauges._spark_due and gauges.stats.rounds == 9)
+        await wait_for(pilot, lambda: gauges.stats.rounds == 9)
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(130, 40), run_before=answer_once)

@@ -302,8 +302,7 @@ class SpecchatApp(ActionsMixin, App):
             for update in updates:
                 self.recorder.spans(update.spans)
             self.recorder.flush()
-        for update in updates:
-            self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
+        self.gauges.push_rounds([len(u.accepted) + (1 if u.token else 0) for u in updates])
         last = updates[-1]
         if self.pacing.step and last.accepted + last.rejected:
             self.answer_view.tokens.append(_spans(updates[:-1]),

@@ -25,7 +25,6 @@ from specchat.chat.service import PairInfo
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
-SPARK_INTERVAL_S = 0.05
 BAR_WIDTH = 12
 
 
@@ -127,7 +126,6 @@ class Gauges(VerticalScroll):
         super().__init__(**kwargs)
         self.job_id = -1
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
-        self._spark_due = False
         self._drawn = False
         self._shown: dict[str, str] = {}
         """What each child shows now: an unchanged value is not drawn again."""
@@ -179,15 +177,13 @@ class Gauges(VerticalScroll):
         for spark in self.query("#g-spark").results(Sparkline):
             spark.data = []
 
-    def push_round(self, committed: int) -> None:
-        """Record a round's committed tokens; the sparkline redraws at most 20 times a second."""
-        self.per_round.append(committed)
-        if not self._spark_due:
-            self._spark_due = True
-            self.set_timer(SPARK_INTERVAL_S, self._draw_spark)
+    def push_rounds(self, committed: list[int]) -> None:
+        """Record rounds' committed tokens (a batch: tui/worker.py sends at most one per
+        frame) and redraw the sparkline in the same frame."""
+        self.per_round.extend(committed)
+        self._draw_spark()
 
     def _draw_spark(self) -> None:
-        self._spark_due = False
         for spark in self.query("#g-spark").results(Sparkline):
             spark.data = list(self.per_round)
 
