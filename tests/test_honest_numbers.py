@@ -61,8 +61,10 @@ def spec_answer(prompt: int, rounds: int, speedup: float, load: float) -> StatsS
     tokens = 1 + 3 * rounds
     plain_s = sum(step_at(c) for c in range(prompt + 1, prompt + tokens))
     forward_s = sum(1.6 * forward_at(c) for c in contexts)  # v(3) = 0.016 / 0.010
+    draft_s = 2 * rounds * 0.001  # two draft steps a round at the measured 1 ms
     return answer_stats(prompt, tokens, decode_s=load * plain_s / speedup,
-                        target_forwards=((3, rounds, sum(contexts), load * forward_s),))
+                        target_forwards=((3, rounds, sum(contexts), load * forward_s),),
+                        decode_drafting=(2 * rounds, load * draft_s))
 
 
 def test_the_gauge_charges_target_only_the_load_the_answer_ran_under():
@@ -74,6 +76,18 @@ def test_the_gauge_charges_target_only_the_load_the_answer_ran_under():
     assert gauge_speedup(idle, LOADED) == pytest.approx(1.3)
     assert gauge_speedup(busy, LOADED) == pytest.approx(1.3)
     assert gauge_speedup(busy, CURVE) == pytest.approx(0.65)  # no idle forwards: no correction
+
+
+def test_a_load_that_lands_on_the_drafting_counts_too():
+    """A frame drawn right after a round is posted stalls the next round's drafting: the
+    target's forwards then run at idle speed, and only the whole round shows the load."""
+    answer = spec_answer(300, 100, 1.3, load=1.0)
+    (_, rounds, contexts, forward_s), = answer.target_forwards
+    stalled_draft_s = answer.decode_drafting[1] + 0.5 * (forward_s + answer.decode_drafting[1])
+    stalled = StatsSnapshot(**{**answer.__dict__, "decode_drafting": (2 * rounds, stalled_draft_s),
+                               "decode_s": 1.5 * answer.decode_s})
+    assert LOADED.load_factor(stalled) == pytest.approx(1.5)
+    assert gauge_speedup(stalled, LOADED) == pytest.approx(1.3)
 
 
 def test_answer_metrics_sum_the_targets_decode_forwards_by_width():
@@ -90,7 +104,9 @@ def test_answer_metrics_sum_the_targets_decode_forwards_by_width():
     metrics.record(round_of(0, 0.2, fed=1))    # context 44, commits 1
     metrics.record(round_of(2, 0.7, fed=3))    # context 45
     metrics.record(round_of(1, 5.0, fed=30))   # fed beyond its drafts (a re-fed prefix): left out
-    assert metrics.snapshot().target_forwards == ((1, 1, 44, 0.2), (3, 2, 86, 1.2))
+    done = metrics.snapshot()
+    assert done.target_forwards == ((1, 1, 44, 0.2), (3, 2, 86, 1.2))
+    assert done.decode_drafting == (4, pytest.approx(0.0))
 
 
 def test_no_speedup_before_a_decode_token_or_without_a_baseline():

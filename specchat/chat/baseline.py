@@ -10,11 +10,13 @@ From it:
 - `gauge_speedup`: target-only time over the answer's own decode span (the same context
   lengths, the same sampling), scaled by the load the answer ran under, divided by the
   answer's decode time;
-- `load_factor`: how much slower the answer's own target forwards ran than the same
-  forwards measured idle. While the chat draws an answer, the screen takes CPU time
-  (and, on torch, the interpreter lock) from the model, and other programs may too; a
-  target-only run at that moment would pay the same, so the idle cost curve is scaled
-  by it. The race (F5) measures both under the same load directly;
+- `load_factor`: how much slower the answer's own rounds (draft steps and target
+  forwards) ran than the same work measured idle. While the chat draws an answer, the
+  screen takes CPU time (and, on torch, the interpreter lock) from the model, and other
+  programs may too; a target-only run at that moment would pay the same, so the idle
+  cost curve is scaled by it. The whole round counts, not the target's forward alone:
+  a frame is drawn right after a round is posted, so it lands on the next round's
+  drafting. The race (F5) measures both under the same load directly;
 - `theory_for`: the ideal speedup of the k in use and the best k, from α of the
   acceptance events and c, v(n) of the timed forwards — never from the answer's speed.
 
@@ -84,17 +86,20 @@ class Baseline:
         return (rounds * intercept + slope * contexts) * (self.v(width) if width > 1 else 1.0)
 
     def load_factor(self, stats: StatsSnapshot | None) -> float | None:
-        """The answer's target forwards' seconds over the same forwards' idle seconds
-        (1.0: it ran as fast as measured idle); None before any decode round."""
+        """The answer's decode rounds' seconds (drafting and target forwards) over the same
+        work's idle seconds (1.0: it ran as fast as measured idle); None before any decode
+        round. Drafting with no measured draft step (n-gram lookup) counts as it ran."""
         if stats is None:
             return None
-        live = idle = 0.0
+        drafted, draft_s = stats.decode_drafting
+        live = draft_s
+        idle = draft_s if self.draft_step_s is None else drafted * self.draft_step_s
         for width, rounds, contexts, seconds in stats.target_forwards:
             expected = self.idle_forward_s(width, contexts, rounds)
             if expected is None:
                 return None
             live, idle = live + seconds, idle + expected
-        return live / idle if idle > 0 else None
+        return live / idle if idle > 0 and stats.target_forwards else None
 
     @property
     def c(self) -> float | None:

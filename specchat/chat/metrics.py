@@ -42,6 +42,8 @@ class AnswerMetrics:
         self.k = 0
         self.forwards: dict[int, tuple[int, int, float]] = {}
         """width -> (rounds, summed context length, summed verify seconds), decode rounds only."""
+        self.drafting = (0, 0.0)
+        """(draft tokens, seconds proposing them), decode rounds only."""
 
     def now(self) -> float:
         """Decode time: the clock less every moment the consumer held the stream."""
@@ -71,6 +73,8 @@ class AnswerMetrics:
         rounds, contexts, seconds = self.forwards.get(width, (0, 0, 0.0))
         context = self.prompt_tokens + self.spec.tokens
         self.forwards[width] = (rounds + 1, contexts + context, seconds + event.verify_s)
+        drafted, draft_s = self.drafting
+        self.drafting = (drafted + event.drafted, draft_s + event.draft_s)
 
     def _window_rate(self) -> float | None:
         if len(self.recent) < 2:
@@ -104,4 +108,5 @@ class AnswerMetrics:
             prompt_tokens=self.prompt_tokens, first_round_tokens=self.first_round_tokens,
             decode_tokens=decode_tokens, decode_s=decode_s, alpha=spec.alpha,
             drafting_rounds=spec.drafting_rounds, k_in_use=spec.k_in_use,
-            target_forwards=tuple((width, *sums) for width, sums in sorted(self.forwards.items())))
+            target_forwards=tuple((width, *sums) for width, sums in sorted(self.forwards.items())),
+            decode_drafting=self.drafting)
