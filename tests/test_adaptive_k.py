@@ -207,3 +207,26 @@ def test_probing_brings_speculation_back_when_the_draft_starts_agreeing(clock):
     assert sum(e.drafted == 0 for e in rounds[100:150]) > 45  # plain before the change
     after = rounds[230:-1]
     assert len(after) > 20 and all(e.drafted == 8 for e in after)
+
+
+def test_auto_stops_probing_where_costs_alone_rule_speculation_out(clock):
+    """A verify of n tokens costing n plain steps (llama.cpp on a small CPU): even a draft
+    that is always accepted cannot pay, so re-probing after every full accept (as when
+    acceptance might come back) would only lose time. Probes become rare re-checks."""
+    target = TimedTableModel(clock, 0.01, 1.0, seed=3)
+    draft = TimedTableModel(clock, 0.1, 0.001, seed=4).copy_tables_from(target)
+    rounds, policy = auto_rounds(target, draft, [1, 2, 3], 600)
+    assert not policy.can_pay()
+    drafting = [i for i, e in enumerate(rounds) if e.drafted]
+    assert len(drafting) <= 6, drafting
+    assert all(len(e.accepted) == e.drafted for e in rounds if e.drafted)  # it was never α
+
+
+def test_auto_measures_a_plain_step_before_trusting_its_prior_for_one():
+    policy = AdaptiveK(k_max=8)
+    ks = []
+    for i in range(3):
+        k = policy()
+        ks.append(k)
+        policy.observe(make_round(k, k, 0.001 * k, 0.010 * (k + 1), k, prefill=40 if i == 0 else 0))
+    assert ks[:2] == [4, 4] and ks[2] == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
 import torch
 
 from specchat.chat.baseline import Baseline, gauge_speedup, theory_for
@@ -41,6 +42,71 @@ def test_a_long_context_answer_is_compared_with_target_only_at_its_own_context()
     # measured against a short-context calibration the same answer would read slow
     short = answer_stats(0, tokens, decode_s=plain_s / 1.3)
     assert gauge_speedup(short, CURVE) < 0.8
+
+
+def forward_at(context: int) -> float:
+    """The same target's forward alone, as the engine times it in a one-token round."""
+    return 0.9 * step_at(context)
+
+
+LOADED = Baseline((0.0, 0, 1.0), ((64, step_at(64)), (2048, step_at(2048))),
+                  ((1, 0.010), (2, 0.013), (3, 0.016)), 256, 0.001, 0.0,
+                  forward_points=((64, forward_at(64)), (2048, forward_at(2048))))
+
+
+def spec_answer(prompt: int, rounds: int, speedup: float, load: float) -> StatsSnapshot:
+    """An answer of `rounds` rounds verifying 3 tokens (2 drafts, both accepted), `speedup`
+    times faster than target-only, everything `load` times slower than measured idle."""
+    contexts = [prompt + 1 + 3 * i for i in range(rounds)]
+    tokens = 1 + 3 * rounds
+    plain_s = sum(step_at(c) for c in range(prompt + 1, prompt + tokens))
+    forward_s = sum(1.6 * forward_at(c) for c in contexts)  # v(3) = 0.016 / 0.010
+    draft_s = 2 * rounds * 0.001  # two draft steps a round at the measured 1 ms
+    return answer_stats(prompt, tokens, decode_s=load * plain_s / speedup,
+                        target_forwards=((3, rounds, sum(contexts), load * forward_s),),
+                        decode_drafting=(2 * rounds, load * draft_s))
+
+
+def test_the_gauge_charges_target_only_the_load_the_answer_ran_under():
+    """Drawing the answer (or another program) slows the model: a race at that moment would
+    pay the same for its target-only run, so the gauge scales the idle curve by it."""
+    idle, busy = spec_answer(300, 100, 1.3, load=1.0), spec_answer(300, 100, 1.3, load=2.0)
+    assert LOADED.load_factor(idle) == pytest.approx(1.0)
+    assert LOADED.load_factor(busy) == pytest.approx(2.0)
+    assert gauge_speedup(idle, LOADED) == pytest.approx(1.3)
+    assert gauge_speedup(busy, LOADED) == pytest.approx(1.3)
+    assert gauge_speedup(busy, CURVE) == pytest.approx(0.65)  # no idle forwards: no correction
+
+
+def test_a_load_that_lands_on_the_drafting_counts_too():
+    """A frame drawn right after a round is posted stalls the next round's drafting: the
+    target's forwards then run at idle speed, and only the whole round shows the load."""
+    answer = spec_answer(300, 100, 1.3, load=1.0)
+    (_, rounds, contexts, forward_s), = answer.target_forwards
+    stalled_draft_s = answer.decode_drafting[1] + 0.5 * (forward_s + answer.decode_drafting[1])
+    stalled = StatsSnapshot(**{**answer.__dict__, "decode_drafting": (2 * rounds, stalled_draft_s),
+                               "decode_s": 1.5 * answer.decode_s})
+    assert LOADED.load_factor(stalled) == pytest.approx(1.5)
+    assert gauge_speedup(stalled, LOADED) == pytest.approx(1.3)
+
+
+def test_answer_metrics_sum_the_targets_decode_forwards_by_width():
+    from specchat.chat.metrics import AnswerMetrics
+
+    metrics = AnswerMetrics(clock=lambda: 0.0, prompt_tokens=40)
+
+    def round_of(drafted: int, verify_s: float, fed: int) -> Round:
+        drafts = tuple(range(drafted))
+        return Round(drafts, (), 7, "bonus" if drafted else "target", 0.0, verify_s, drafted, fed)
+
+    metrics.record(round_of(0, 9.0, fed=41))   # the first round carries the prompt: left out
+    metrics.record(round_of(2, 0.5, fed=3))    # context 41, commits 3
+    metrics.record(round_of(0, 0.2, fed=1))    # context 44, commits 1
+    metrics.record(round_of(2, 0.7, fed=3))    # context 45
+    metrics.record(round_of(1, 5.0, fed=30))   # fed beyond its drafts (a re-fed prefix): left out
+    done = metrics.snapshot()
+    assert done.target_forwards == ((1, 1, 44, 0.2), (3, 2, 86, 1.2))
+    assert done.decode_drafting == (4, pytest.approx(0.0))
 
 
 def test_no_speedup_before_a_decode_token_or_without_a_baseline():
@@ -114,6 +180,40 @@ def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
     assert baseline.step_s(1024) >= 0.043
     assert baseline.step_s(1024) / baseline.step_s(64) > 2.5
     assert baseline.v(9) > 5  # nine tokens through a forward that costs per token
+    (short, short_s), (long, long_s) = baseline.forward_points
+    assert (short, long) == (64, 1024) and 0.043 <= long_s <= baseline.step_s(1024)
+    assert short_s < long_s / 3
+
+
+def test_an_answer_on_a_slowed_target_reads_its_load_and_an_idle_one_does_not(load_tiny):
+    from types import SimpleNamespace
+
+    from specchat.chat.calibrate import measure_baseline
+    from specchat.chat.session import ChatSession
+    from specchat.engine import SamplingParams
+
+    tiny = load_tiny("tiny-plain")
+    target = SlowerWithContext(vocab_size=len(tiny.tokenizer))
+    pair = SimpleNamespace(target=target, draft=None, tokenizer=tiny.tokenizer,
+                           context_length=2048, config=tiny.config, eos_ids=set())
+    baseline = measure_baseline(pair, SamplingParams(), contexts=(64, 512))
+
+    def load_of(slowdown: float) -> float:
+        forward = SlowerWithContext.forward
+
+        def slowed(self, ids, keep=1):
+            time.sleep((slowdown - 1) * ids.numel() * (0.002 + 4e-5 * self.cache_length))
+            return forward(self, ids, keep)
+
+        target.forward = slowed.__get__(target)
+        session = ChatSession(pair, seed=0)
+        session.speculate = False
+        *_, done = session.answer("Tell me about foxes " * 20, max_new_tokens=16)
+        del target.forward
+        return baseline.load_factor(done.stats)
+
+    assert 0.7 < load_of(1.0) < 1.4
+    assert 1.6 < load_of(2.0) < 2.6
 
 
 def test_a_stopped_calibration_gives_no_baseline(load_tiny):

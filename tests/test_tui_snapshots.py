@@ -33,7 +33,7 @@ def test_chat_after_one_answer_looks_the_same(theme, snap_compare, utc):
         await ready(pilot)
         await ask(pilot, "Explain speculative decoding")
         gauges = app.gauges
-        await wait_for(pilot, lambda: not gauges._spark_due and gauges.stats.rounds == 9)
+        await wait_for(pilot, lambda: gauges.stats.rounds == 9)
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(130, 40), run_before=answer_once)

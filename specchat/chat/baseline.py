@@ -8,7 +8,15 @@ forwards of n-token verifies and one draft step.
 
 From it:
 - `gauge_speedup`: target-only time over the answer's own decode span (the same context
-  lengths, the same sampling) divided by the answer's decode time;
+  lengths, the same sampling), scaled by the load the answer ran under, divided by the
+  answer's decode time;
+- `load_factor`: how much slower the answer's own rounds (draft steps and target
+  forwards) ran than the same work measured idle. While the chat draws an answer, the
+  screen takes CPU time (and, on torch, the interpreter lock) from the model, and other
+  programs may too; a target-only run at that moment would pay the same, so the idle
+  cost curve is scaled by it. The whole round counts, not the target's forward alone:
+  a frame is drawn right after a round is posted, so it lands on the next round's
+  drafting. The race (F5) measures both under the same load directly;
 - `theory_for`: the ideal speedup of the k in use and the best k, from α of the
   acceptance events and c, v(n) of the timed forwards — never from the answer's speed.
 
@@ -43,6 +51,9 @@ class Baseline:
     """time.time() when the measurement finished."""
     measure_s: float = 0.0
     """How long the measurement took."""
+    forward_points: tuple[tuple[int, float], ...] = ()
+    """(context length, seconds of the target's forward in a one-token decoding round, as
+    the engine times it: `Round.verify_s`), measured with the step points."""
 
     @property
     def max_context(self) -> int:
@@ -65,6 +76,30 @@ class Baseline:
         """Verify cost of `width` tokens relative to a one-token forward (v(1) = 1)."""
         table = dict(self.verify_s)
         return table[min(width, max(table))] / table[1]
+
+    def idle_forward_s(self, width: int, contexts: float, rounds: int) -> float | None:
+        """Idle seconds of `rounds` target forwards of `width` tokens whose context lengths
+        sum to `contexts` (a line sums exactly); None where not measured."""
+        if not self.forward_points or (width > 1 and not self.verify_s):
+            return None
+        intercept, slope = _line(self.forward_points)
+        return (rounds * intercept + slope * contexts) * (self.v(width) if width > 1 else 1.0)
+
+    def load_factor(self, stats: StatsSnapshot | None) -> float | None:
+        """The answer's decode rounds' seconds (drafting and target forwards) over the same
+        work's idle seconds (1.0: it ran as fast as measured idle); None before any decode
+        round. Drafting with no measured draft step (n-gram lookup) counts as it ran."""
+        if stats is None:
+            return None
+        drafted, draft_s = stats.decode_drafting
+        live = draft_s
+        idle = draft_s if self.draft_step_s is None else drafted * self.draft_step_s
+        for width, rounds, contexts, seconds in stats.target_forwards:
+            expected = self.idle_forward_s(width, contexts, rounds)
+            if expected is None:
+                return None
+            live, idle = live + seconds, idle + expected
+        return live / idle if idle > 0 and stats.target_forwards else None
 
     @property
     def c(self) -> float | None:
@@ -94,12 +129,14 @@ def decode_span(stats: StatsSnapshot) -> tuple[int, int]:
 
 
 def gauge_speedup(stats: StatsSnapshot | None, baseline: Baseline | None) -> float | None:
-    """Target-only time for the answer's decode tokens at their context lengths, over the
-    time the answer took for them: the speedup a race of the same prompt would measure."""
+    """Target-only time for the answer's decode tokens at their context lengths, under the
+    load the answer ran under, over the time the answer took for them: the speedup a race
+    of the same prompt would measure."""
     if stats is None or baseline is None or not stats.decode_s or stats.decode_tokens < 1:
         return None
     start, end = decode_span(stats)
-    return baseline.plain_seconds(start, end) / stats.decode_s
+    load = baseline.load_factor(stats) or 1.0
+    return load * baseline.plain_seconds(start, end) / stats.decode_s
 
 
 @dataclass(frozen=True)

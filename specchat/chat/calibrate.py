@@ -4,7 +4,9 @@ The step cost at each context length is timed on the real decoding loop, as a ra
 would run it: the engine's `Decoder` with no drafter and the answer's sampling
 settings, every round detokenized and counted as in an answer, the prompt's prefill
 left out (only rounds after the first are timed). No EOS ends it early: the filler
-prompt only has to be long. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
+prompt only has to be long. The engine's own timing of each round's target forward
+(`Round.verify_s`) is kept beside it: the gauge compares an answer's forwards with it to
+see the load the answer ran under. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
 and one draft step are timed (engine/costs.py), the c and v(n) of the theory.
 
 Runs in a worker thread and stops between rounds when `should_stop` says so.
@@ -50,8 +52,9 @@ def contexts_for(needed: int, context_length: int) -> tuple[int, ...]:
 
 
 def step_seconds(pair, prompt: list[int], params: SamplingParams, steps: int,
-                 should_stop: ShouldStop) -> float | None:
-    """Seconds per target-only token after `prompt`, timed over `steps` rounds after the first."""
+                 should_stop: ShouldStop) -> tuple[float, float] | None:
+    """(seconds per target-only token, seconds of its target forward) after `prompt`, timed
+    over `steps` rounds after the first."""
     decoder = Decoder(pair.target, None, eos_ids=set())
     generator = torch.Generator(device=pair.target.device).manual_seed(0)
     metrics, detok = AnswerMetrics(prompt_tokens=len(prompt)), IncrementalDetokenizer(
@@ -63,9 +66,10 @@ def step_seconds(pair, prompt: list[int], params: SamplingParams, steps: int,
         detok.push(event.token)
         metrics.snapshot()
     done = metrics.snapshot()
-    if done.decode_tokens < steps:
+    if done.decode_tokens < steps or not done.target_forwards:
         return None  # stopped
-    return done.decode_s / done.decode_tokens
+    (_, rounds, _, forward_s), = done.target_forwards
+    return done.decode_s / done.decode_tokens, forward_s / rounds
 
 
 def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lambda: False,
@@ -75,12 +79,13 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     seed = pair.tokenizer.encode(FILLER_TEXT)
     contexts = contexts or contexts_for(0, pair.context_length)
     step_seconds(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
-    points = []
+    points, forwards = [], []
     for length in contexts:
-        seconds = step_seconds(pair, filler_ids(seed, length), params, STEPS, should_stop)
-        if seconds is None:
+        costs = step_seconds(pair, filler_ids(seed, length), params, STEPS, should_stop)
+        if costs is None:
             return None
-        points.append((length, seconds))
+        points.append((length, costs[0]))
+        forwards.append((length, costs[1]))
     if should_stop():
         return None
     verify = verify_costs(pair.target, filler_ids(seed, VERIFY_CONTEXT), VERIFY_WIDTHS, repeats=3)
@@ -88,4 +93,5 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     draft_s = draft_step_cost(draft, filler_ids(seed, VERIFY_CONTEXT), 3) if draft else None
     pair.target.reset()
     return Baseline(sampling_key(params), tuple(points), tuple(sorted(verify.items())),
-                    VERIFY_CONTEXT, draft_s, time.time(), time.perf_counter() - started)
+                    VERIFY_CONTEXT, draft_s, time.time(), time.perf_counter() - started,
+                    forward_points=tuple(forwards))

@@ -62,6 +62,12 @@ class StatsSnapshot:
     drafting_rounds: int = 0
     k_in_use: int | None = None
     """The draft length most drafting rounds asked for."""
+    target_forwards: tuple[tuple[int, int, int, float], ...] = ()
+    """The target's forwards after the first round, per width: (tokens verified, rounds,
+    their summed context length, their summed seconds); what `Baseline.load_factor`
+    compares with the same forwards timed when the machine was idle."""
+    decode_drafting: tuple[int, float] = (0, 0.0)
+    """Draft tokens proposed in the rounds after the first, and the seconds proposing took."""
 
     def as_dict(self) -> dict:
         """The documented `done.stats` keys of `specchat run --jsonl`."""

@@ -10,6 +10,8 @@ demo does not read slow. The definitions (README "Metrics"):
 - TTFT: submit -> first committed token (carries the prompt's prefill);
 - time per token p50/p99: per round, its seconds over its tokens, rounds after the
   first only (engine/stats.py), weighted by tokens.
+The target's forwards after the first round are summed per width (`target_forwards`):
+the speedup gauge compares them with the same forwards timed idle (chat/baseline.py).
 The clock is injected so tests can drive it.
 """
 
@@ -38,6 +40,10 @@ class AnswerMetrics:
         self.spec = SpecStats()
         self.recent: deque[tuple[float, int]] = deque(maxlen=WINDOW_ROUNDS)
         self.k = 0
+        self.forwards: dict[int, tuple[int, int, float]] = {}
+        """width -> (rounds, summed context length, summed verify seconds), decode rounds only."""
+        self.drafting = (0, 0.0)
+        """(draft tokens, seconds proposing them), decode rounds only."""
 
     def now(self) -> float:
         """Decode time: the clock less every moment the consumer held the stream."""
@@ -49,12 +55,26 @@ class AnswerMetrics:
 
     def record(self, event: Round) -> None:
         now = self.now()
+        if self.first_token_at is not None:
+            self._count_forward(event)
         if self.first_token_at is None and event.committed:
             self.first_token_at = now
             self.first_round_tokens = len(event.committed)
         self.spec.update(event)
         self.recent.append((now, len(event.committed)))
         self.k = event.k
+
+    def _count_forward(self, event: Round) -> None:
+        """Sum a decode round's verify forward by width (a round that carried a prefill,
+        `fed` beyond its drafts and one, is left out)."""
+        width = event.drafted + 1
+        if event.fed and event.fed != width:
+            return
+        rounds, contexts, seconds = self.forwards.get(width, (0, 0, 0.0))
+        context = self.prompt_tokens + self.spec.tokens
+        self.forwards[width] = (rounds + 1, contexts + context, seconds + event.verify_s)
+        drafted, draft_s = self.drafting
+        self.drafting = (drafted + event.drafted, draft_s + event.draft_s)
 
     def _window_rate(self) -> float | None:
         if len(self.recent) < 2:
@@ -87,4 +107,6 @@ class AnswerMetrics:
             p99_token_ms=None if p99 is None else p99 * 1000, k=self.k,
             prompt_tokens=self.prompt_tokens, first_round_tokens=self.first_round_tokens,
             decode_tokens=decode_tokens, decode_s=decode_s, alpha=spec.alpha,
-            drafting_rounds=spec.drafting_rounds, k_in_use=spec.k_in_use)
+            drafting_rounds=spec.drafting_rounds, k_in_use=spec.k_in_use,
+            target_forwards=tuple((width, *sums) for width, sums in sorted(self.forwards.items())),
+            decode_drafting=self.drafting)

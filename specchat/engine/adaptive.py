@@ -22,6 +22,12 @@ slower than a plain step (learned from rounds that fed one token), the policy st
 speculating, and probes with one drafting round after every `probe_every` plain
 rounds, an interval that doubles while probes keep being rejected and starts over
 after a probe whose drafts were all accepted, so it comes back when acceptance rises.
+Where the costs alone rule speculation out (no k would beat a plain step even if every
+draft were accepted: a verify of n tokens costing about n plain steps, as llama.cpp's
+on a small CPU), acceptance cannot bring it back, so probes only re-check the costs,
+once in `CANNOT_PAY_PROBE_EVERY` plain rounds. Before the costs are trusted, a plain
+round measures the one-token step (otherwise only the widths in use are measured, and a
+plain step's cost is a guess from the prior slope).
 
 Torch-free bookkeeping; knows nothing about models or text. Every decision uses
 past rounds only, never the round it decides (that would bias the output).
@@ -41,6 +47,8 @@ PROBE_START = 4
 """Plain rounds before the first probe once speculation stopped paying."""
 PROBE_MAX = 64
 """The longest run of plain rounds between two probes."""
+CANNOT_PAY_PROBE_EVERY = 256
+"""Plain rounds between probes where no k could pay even at full acceptance."""
 
 
 @dataclass
@@ -80,6 +88,9 @@ class CostModel:
             (w0, v0), = known.items()
             return v0 * (1 + PRIOR_VERIFY_SLOPE * (width - 1)) / (1 + PRIOR_VERIFY_SLOPE * (w0 - 1))
         return max(fit_line(known)(width), 1e-9)
+
+    def measured_widths(self) -> set[int]:
+        return {w for w, m in self.verify.items() if m.value is not None}
 
     def round_cost(self, k: int) -> float | None:
         verify = self.verify_cost(k + 1)
@@ -142,8 +153,11 @@ class AdaptiveK:
         rates = self.rates()
         if rates is None:
             return self.k_start
+        if self.k_min == 0 and 1 not in self.costs.measured_widths():
+            return 0  # measure a plain step before comparing with it
         best = max(rates, key=rates.get)
-        self._probing = best == 0 and self._plain_run >= self.probe_every
+        every = self.probe_every if self.can_pay() else CANNOT_PAY_PROBE_EVERY
+        self._probing = best == 0 and self._plain_run >= every
         if best > 0:
             self.probe_every = PROBE_START
         elif self._probing:
@@ -160,6 +174,15 @@ class AdaptiveK:
                 return None
             out[k] = expected_tokens_per_round(alpha, k) / cost
         return out
+
+    def can_pay(self) -> bool:
+        """Whether some k >= 1 would beat a plain step if every draft were accepted (True
+        until verify costs are measured at two widths: the prior is no evidence)."""
+        if len(self.costs.measured_widths()) < 2:
+            return True
+        plain = self.costs.round_cost(0)
+        return any((k + 1) * plain > self.costs.round_cost(k)
+                   for k in range(max(1, self.k_min), self.k_max + 1))
 
     def observe(self, event) -> None:
         """Learn from a `Round`: its acceptance and its draft and verify times."""

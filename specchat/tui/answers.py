@@ -155,16 +155,19 @@ class Conversation(VerticalScroll):
     def on_round_arrived(self, message: RoundArrived) -> None:
         if not self._current(message.job_id):
             return
-        update = message.update
-        if isinstance(self.job, AnswerJob):  # committed before the round can reach the screen
-            self.recorder.spans(update.spans)
+        updates = message.updates
+        if isinstance(self.job, AnswerJob):  # committed before the rounds can reach the screen
+            for update in updates:
+                self.recorder.spans(update.spans)
             self.recorder.flush()
-        self.gauges.push_round(len(update.accepted) + (1 if update.token else 0))
-        if self.pacing.step and update.accepted + update.rejected:
-            self.answer_view.tokens.append((), pending=update.accepted + update.rejected)
-            self.held_round = update
+        self.gauges.push_rounds([len(u.accepted) + (1 if u.token else 0) for u in updates])
+        last = updates[-1]
+        if self.pacing.step and last.accepted + last.rejected:
+            self.answer_view.tokens.append(_spans(updates[:-1]),
+                                           pending=last.accepted + last.rejected)
+            self.held_round = last
             return
-        self.answer_view.tokens.append(update.spans)
+        self.answer_view.tokens.append(_spans(updates))
 
     def on_context_notice(self, message: ContextNotice) -> None:
         if not self._current(message.job_id):
@@ -396,3 +399,8 @@ class Conversation(VerticalScroll):
             self.last_answer = view
         self.pending_turns = saved_turns(conversation)
         return True
+
+
+def _spans(updates) -> tuple:
+    """The spans of consecutive rounds, in order."""
+    return tuple(span for update in updates for span in update.spans)

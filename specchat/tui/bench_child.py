@@ -52,7 +52,7 @@ class TimedConversation(Conversation):
 
     # Textual calls these handlers and then the parent class's (each class in the MRO): no super().
     def on_round_arrived(self, message: RoundArrived) -> None:
-        self.app.handled.append(time.perf_counter())
+        self.app.handled.extend([time.perf_counter()] * len(message.updates))
         if not self.frame_pending:
             self.frame_pending = True
             self.call_after_refresh(self._frame_shown)

@@ -25,7 +25,6 @@ from specchat.chat.service import PairInfo
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
-SPARK_INTERVAL_S = 0.05
 BAR_WIDTH = 12
 
 
@@ -94,7 +93,15 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
         return f"speedup: – (measuring target-only speed{wanted} when idle…)"
     value = speedup_value(stats, baseline, mode)
     shown = "–" if value is None else f"{value:.2f}×"
-    return f"speedup: {shown} ({baseline_text(baseline, stats)})"
+    load = baseline.load_factor(stats)
+    load_text = "" if load is None else f"; load now ×{load:.2f} of idle, charged to both"
+    return f"speedup: {shown} ({baseline_text(baseline, stats)}{load_text})"
+
+
+def _height(text: str, width: int) -> int:
+    """Rows a plain text takes at this width (wrapping long lines), an upper bound."""
+    width = max(width, 1)
+    return sum(max(1, -(-len(line) // width)) for line in text.split("\n"))
 
 
 class Gauges(VerticalScroll):
@@ -119,8 +126,9 @@ class Gauges(VerticalScroll):
         super().__init__(**kwargs)
         self.job_id = -1
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
-        self._spark_due = False
         self._drawn = False
+        self._shown: dict[str, str] = {}
+        """What each child shows now: an unchanged value is not drawn again."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
@@ -144,12 +152,23 @@ class Gauges(VerticalScroll):
         self._show_pair()
         self.watch_status(self.status)
 
-    def _put(self, selector: str, value) -> None:
-        """Show a value in a child (Static or Digits); a no-op while the app shuts down."""
+    def _put(self, selector: str, value: str) -> None:
+        """Show a value in a child (Static or Digits); a no-op while the app shuts down.
+        Unchanged values are skipped, and a new layout is asked for only when the value's
+        height may change (a layout refresh redraws the whole screen)."""
+        before = self._shown.get(selector)
+        if value == before:
+            return
         try:
-            self.query_one(selector).update(value)
+            child = self.query_one(selector)
         except NoMatches:
-            pass
+            return
+        self._shown[selector] = value
+        if isinstance(child, Static):
+            width = child.content_size.width
+            child.update(value, layout=before is None or _height(before, width) != _height(value, width))
+        else:
+            child.update(value)
 
     def start_job(self, job_id: int) -> None:
         """A new answer: forget the previous one's rounds."""
@@ -158,15 +177,13 @@ class Gauges(VerticalScroll):
         for spark in self.query("#g-spark").results(Sparkline):
             spark.data = []
 
-    def push_round(self, committed: int) -> None:
-        """Record a round's committed tokens; the sparkline redraws at most 20 times a second."""
-        self.per_round.append(committed)
-        if not self._spark_due:
-            self._spark_due = True
-            self.set_timer(SPARK_INTERVAL_S, self._draw_spark)
+    def push_rounds(self, committed: list[int]) -> None:
+        """Record rounds' committed tokens (a batch: tui/worker.py sends at most one per
+        frame) and redraw the sparkline in the same frame."""
+        self.per_round.extend(committed)
+        self._draw_spark()
 
     def _draw_spark(self) -> None:
-        self._spark_due = False
         for spark in self.query("#g-spark").results(Sparkline):
             spark.data = list(self.per_round)
 

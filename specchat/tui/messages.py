@@ -63,10 +63,11 @@ class IdentityChecked(Message, bubble=False):
 
 @dataclass
 class RoundArrived(Message, bubble=False):
-    """One verify round of an answer, as coloured spans."""
+    """Verify rounds of an answer, in order: one, or the few that ended within one frame
+    (tui/worker.py batches rounds faster than `FRAME_S`)."""
 
     job_id: int
-    update: RoundUpdate
+    updates: tuple[RoundUpdate, ...]
 
 
 @dataclass

@@ -71,11 +71,20 @@ class TokenText(Widget):
         if self._pieces is not None:
             self._draw(spans)
         self.pending = pending
-        self.refresh(layout=True)
+        self._refresh_grown()
 
     def resolve_pending(self) -> None:
         self.pending = ()
         self.refresh(layout=True)
+
+    def _refresh_grown(self) -> None:
+        """Redraw after new text; ask for a new layout (which reflows the whole screen) only
+        when the wrapped text no longer takes the rows it has."""
+        width, rows = self.content_size
+        if width and self.render().get_height(self.styles, width) == rows:
+            self.refresh()
+        else:
+            self.refresh(layout=True)
 
     def restyle(self) -> None:
         """Theme changed: recolour everything."""

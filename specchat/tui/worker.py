@@ -4,6 +4,12 @@ loading a pair. Only `post_message` reaches the UI from here, and `should_stop`
 
 Step mode and slow motion are read from a shared `Pacing` at every round, so
 toggling them applies from the next round.
+
+Rounds reach the UI in batches of at most one frame (`FRAME_S`): a fast pair ends dozens
+of rounds a second, and a screen update for each costs the main thread more than a
+round costs the model (on 2 cores the model's threads then lose a core to drawing).
+A round that ends after a quiet spell is posted at once, so a slow pair streams round by
+round; paced rounds (step mode, slow motion) are always posted one by one.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, Con
                                    RoundArrived, StatsUpdated)
 
 POLL_S = 0.02
+FRAME_S = 0.1
+"""Rounds ending within this long of the last post wait and go in one batch."""
 
 
 @dataclass
@@ -81,17 +89,45 @@ def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Sho
         app.post_message(AnswerFailed(job.id, describe_error(error)))
 
 
+@dataclass
+class RoundBatch:
+    """Rounds waiting to be posted: at most one batch per `FRAME_S`."""
+
+    job: Job
+    app: MessagePump
+    gauges: MessagePump
+    waiting: list[RoundUpdate] = field(default_factory=list)
+    posted_at: float = float("-inf")
+
+    def add(self, update: RoundUpdate) -> None:
+        self.waiting.append(update)
+        paced = self.job.pacing.step or self.job.pacing.slow_ms > 0
+        if paced or time.perf_counter() - self.posted_at >= FRAME_S:
+            self.post()
+
+    def post(self) -> None:
+        if not self.waiting:
+            return
+        updates, self.waiting = tuple(self.waiting), []
+        self.app.post_message(RoundArrived(self.job.id, updates))
+        self.gauges.post_message(StatsUpdated(self.job.id, updates[-1].stats))
+        self.posted_at = time.perf_counter()
+
+
 def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
+    batch = RoundBatch(job, app, gauges)
     for event in job.events(should_stop):
         if isinstance(event, RoundUpdate):
-            app.post_message(RoundArrived(job.id, event))
+            batch.add(event)
             _pause(job, bool(event.accepted or event.rejected), should_stop)
-            gauges.post_message(StatsUpdated(job.id, event.stats))
-        elif isinstance(event, ContextTrimmed):
+            continue
+        batch.post()
+        if isinstance(event, ContextTrimmed):
             app.post_message(ContextNotice(job.id, event))
         elif isinstance(event, AnswerDone):
             gauges.post_message(StatsUpdated(job.id, event.stats))
             app.post_message(AnswerFinished(job.id, event))
+    batch.post()
 
 
 def _pause(job: Job, drafted: bool, should_stop: ShouldStop) -> None:
