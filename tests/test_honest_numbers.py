@@ -303,6 +303,17 @@ def test_a_near_tie_in_bfloat16_is_named_rounding_and_a_clear_choice_a_bug():
     assert "bug" in describe_texts(in_float32)
 
 
+def test_a_near_tie_on_llama_cpp_is_named_its_kernels_and_a_clear_choice_a_bug():
+    """Seen in the chat on the default pair (Q4_1): parting at margins 0.016 and 0.103."""
+    spec = done_with([1, 2, 3, 4], [3.0, 2.0, 0.016, 1.0])
+    plain = done_with([1, 2, 9, 4], [3.0, 2.0, 0.103, 1.0])
+    text = describe_texts(race_verdict(spec, plain, 0.9, greedy=True, dtype="Q4_1"))
+    assert "near-tie" in text and "llama.cpp (Q4_1)" in text and "not a bug" in text
+    clear = race_verdict(done_with([1, 2, 3], [3.0, 2.0, 1.5]), done_with([1, 2, 9], [3.0, 2.0, 1.4]),
+                         None, greedy=True, dtype="Q4_1")
+    assert "this is a bug" in describe_texts(clear)
+
+
 def test_identical_texts_and_sampled_runs_are_said_for_what_they_are():
     same = done_with([1, 2, 3], [1.0, 1.0, 1.0])
     assert first_parting(same, same) is None

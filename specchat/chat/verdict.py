@@ -7,6 +7,9 @@ differently from a one-token step and flip a near-tie (DESIGN.md §3). So when t
 texts differ, the verdict names the first token where they part and the target's
 top-two logit margin there in both runs: both margins within `NEAR_TIE` of a tie is
 rounding; anything else is a bug. A float32 replay settles it (they must be identical).
+llama.cpp (a GGUF target: its dtype is a GGUF type such as Q4_1) verifies several tokens
+with matrix-matrix kernels and decodes one with matrix-vector ones, activations quantized
+per batch, so its logits differ by a few hundredths between the two as well.
 
 Pure functions over the chat layer's events: no torch, no widgets.
 """
@@ -21,6 +24,20 @@ NEAR_TIE = 0.25
 """Logit margin below which a half-precision flip is rounding: about two bfloat16 steps at
 typical logit sizes (16–32, where one step is 0.125)."""
 HALF_PRECISION = ("bfloat16", "float16")
+TORCH_DTYPES = HALF_PRECISION + ("float32",)
+
+
+def may_round(dtype: str) -> bool:
+    """Whether a verify of several tokens can give other logits than a one-token step:
+    torch in half precision, and llama.cpp (GGUF types) in any."""
+    return dtype in HALF_PRECISION or dtype not in TORCH_DTYPES
+
+
+def _rounding_note(dtype: str) -> str:
+    if dtype in HALF_PRECISION:
+        return f"{dtype} rounding, not a bug; the float32 replay (palette) must be identical"
+    return (f"llama.cpp ({dtype}) computes a several-token verify with other kernels than a "
+            "one-token step, not a bug")
 
 
 def committed(spans: tuple[TokenSpan, ...]) -> list[TokenSpan]:
@@ -103,9 +120,8 @@ def describe_texts(verdict: RaceVerdict) -> str:
     if not verdict.greedy:
         return "texts differ: sampling at temperature > 0 differs run to run"
     where = f"texts part at token {parting.index + 1}: " + _choices(parting)
-    if verdict.dtype in HALF_PRECISION and parting.near_tie:
-        return (f"{where} — a near-tie, {verdict.dtype} rounding, not a bug; "
-                "the float32 replay (palette) must be identical")
+    if may_round(verdict.dtype) and parting.near_tie:
+        return f"{where} — a near-tie, {_rounding_note(verdict.dtype)}"
     return f"{where} — not a near-tie: this is a bug, please report it"
 
 
