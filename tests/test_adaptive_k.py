@@ -230,3 +230,17 @@ def test_auto_measures_a_plain_step_before_trusting_its_prior_for_one():
         ks.append(k)
         policy.observe(make_round(k, k, 0.001 * k, 0.010 * (k + 1), k, prefill=40 if i == 0 else 0))
     assert ks[:2] == [4, 4] and ks[2] == 0
+
+
+def test_a_plain_step_timed_on_a_busy_moment_does_not_keep_speculation_on():
+    """Plain steps timed 5x dear for a while (the machine was busy) make drafting look
+    worth it; verifying n tokens really costs n steps, so once a plain step is measured
+    afresh, speculation must stop."""
+    policy = AdaptiveK(k_max=4)
+    for i in range(400):
+        k = policy()
+        busy = i < 30 and k == 0
+        verify = 0.010 * (k + 1) * (5 if busy else 1)
+        policy.observe(make_round(k, k, 0.001 * k, verify, k, prefill=40 if i == 0 else 0))
+    assert policy.history[:30].count(0) < 10  # drafting looked worth it while plain was dear
+    assert policy.history[-100:].count(0) > 95

@@ -27,7 +27,10 @@ draft were accepted: a verify of n tokens costing about n plain steps, as llama.
 on a small CPU), acceptance cannot bring it back, so probes only re-check the costs,
 once in `CANNOT_PAY_PROBE_EVERY` plain rounds. Before the costs are trusted, a plain
 round measures the one-token step (otherwise only the widths in use are measured, and a
-plain step's cost is a guess from the prior slope).
+plain step's cost is a guess from the prior slope). While drafting, one plain round in
+`PLAIN_EVERY` measures it afresh (the old estimate is dropped): a plain step timed on a
+busy moment would otherwise keep speculation on long after it stopped paying, since
+drafting rounds never time a plain step.
 
 Torch-free bookkeeping; knows nothing about models or text. Every decision uses
 past rounds only, never the round it decides (that would bias the output).
@@ -48,6 +51,8 @@ PROBE_START = 4
 PROBE_MAX = 64
 """The longest run of plain rounds between two probes."""
 CANNOT_PAY_PROBE_EVERY = 256
+PLAIN_EVERY = 64
+"""Drafting rounds between two plain rounds that measure the one-token step afresh."""
 """Plain rounds between probes where no k could pay even at full acceptance."""
 
 
@@ -88,6 +93,10 @@ class CostModel:
             (w0, v0), = known.items()
             return v0 * (1 + PRIOR_VERIFY_SLOPE * (width - 1)) / (1 + PRIOR_VERIFY_SLOPE * (w0 - 1))
         return max(fit_line(known)(width), 1e-9)
+
+    def forget(self, width: int) -> None:
+        """Drop what was learned about verifying `width` tokens (the next round re-measures it)."""
+        self.verify.pop(width, None)
 
     def measured_widths(self) -> set[int]:
         return {w for w, m in self.verify.items() if m.value is not None}
@@ -143,6 +152,7 @@ class AdaptiveK:
         self._plain_run = 0
         self._probing = False
         self._drafted_last = False
+        self._drafting_run = 0
 
     def __call__(self) -> int:
         k = self.choose()
@@ -156,6 +166,8 @@ class AdaptiveK:
         if self.k_min == 0 and 1 not in self.costs.measured_widths():
             return 0  # measure a plain step before comparing with it
         best = max(rates, key=rates.get)
+        if best > 0 and self.k_min == 0 and self._drafting_run >= PLAIN_EVERY:
+            return 0  # measure afresh the plain step that speculation is compared with
         every = self.probe_every if self.can_pay() else CANNOT_PAY_PROBE_EVERY
         self._probing = best == 0 and self._plain_run >= every
         if best > 0:
@@ -187,11 +199,14 @@ class AdaptiveK:
     def observe(self, event) -> None:
         """Learn from a `Round`: its acceptance and its draft and verify times."""
         prefill = event.fed > event.drafted + 1
+        if not event.drafted and self._drafting_run >= PLAIN_EVERY:
+            self.costs.forget(1)
         self.costs.observe(event.drafted, event.draft_s, event.verify_s, learn_verify=not prefill,
                            learn_draft=not prefill and self._drafted_last)
         self.acceptance.observe(event.drafted, len(event.accepted))
         self._drafted_last = event.drafted > 0
         self._plain_run = 0 if event.drafted else self._plain_run + 1
+        self._drafting_run = self._drafting_run + 1 if event.drafted else 0
         if self._probing and event.drafted:
             full = len(event.accepted) == event.drafted
             self.probe_every = PROBE_START if full else min(2 * self.probe_every, PROBE_MAX)
