@@ -51,7 +51,7 @@ def contexts_for(needed: int, context_length: int) -> tuple[int, ...]:
     return tuple(sorted({min(p, limit) for p in points if p > 0}))
 
 
-def step_seconds(pair, prompt: list[int], params: SamplingParams, steps: int,
+def step_costs(pair, prompt: list[int], params: SamplingParams, steps: int,
                  should_stop: ShouldStop) -> tuple[float, float] | None:
     """(seconds per target-only token, seconds of its target forward) after `prompt`, timed
     over `steps` rounds after the first."""
@@ -78,10 +78,10 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     started = time.perf_counter()
     seed = pair.tokenizer.encode(FILLER_TEXT)
     contexts = contexts or contexts_for(0, pair.context_length)
-    step_seconds(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
+    step_costs(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
     points, forwards = [], []
     for length in contexts:
-        costs = step_seconds(pair, filler_ids(seed, length), params, STEPS, should_stop)
+        costs = step_costs(pair, filler_ids(seed, length), params, STEPS, should_stop)
         if costs is None:
             return None
         points.append((length, costs[0]))

@@ -56,7 +56,7 @@ class AnswerMetrics:
     def record(self, event: Round) -> None:
         now = self.now()
         if self.first_token_at is not None:
-            self._count_forward(event)
+            self._count_decode_round(event)
         if self.first_token_at is None and event.committed:
             self.first_token_at = now
             self.first_round_tokens = len(event.committed)
@@ -64,9 +64,9 @@ class AnswerMetrics:
         self.recent.append((now, len(event.committed)))
         self.k = event.k
 
-    def _count_forward(self, event: Round) -> None:
-        """Sum a decode round's verify forward by width (a round that carried a prefill,
-        `fed` beyond its drafts and one, is left out)."""
+    def _count_decode_round(self, event: Round) -> None:
+        """Sum a decode round's verify forward by width, and its drafting (a round that
+        carried a prefill, `fed` beyond its drafts and one, is left out)."""
         width = event.drafted + 1
         if event.fed and event.fed != width:
             return

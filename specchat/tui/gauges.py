@@ -81,9 +81,10 @@ def speedup_value(stats: StatsSnapshot | None, baseline: Baseline | None, mode: 
     return gauge_speedup(stats, baseline) if mode == "speculative" else None
 
 
-def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str = "speculative",
-                 sampling: SamplingKey | None = None) -> str:
-    """The speedup and what it is measured against; what the run is where none applies."""
+def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str,
+                 sampling: SamplingKey | None, value: float | None) -> str:
+    """The speedup (`value`, from `speedup_value`) and what it is measured against; what the
+    run is where none applies."""
     if mode == "race":
         return "race: target only — this run is the baseline (no speedup)"
     if mode == "target-only":
@@ -91,7 +92,6 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
     if baseline is None:
         wanted = "" if sampling is None else f" at {_sampling_text(sampling)}"
         return f"speedup: – (measuring target-only speed{wanted} when idle…)"
-    value = speedup_value(stats, baseline, mode)
     shown = "–" if value is None else f"{value:.2f}×"
     load = baseline.load_factor(stats)
     load_text = "" if load is None else f"; load now ×{load:.2f} of idle, charged to both"
@@ -213,8 +213,9 @@ class Gauges(VerticalScroll):
                          for i, v in enumerate(stats.per_position_acceptance))
 
     def _show_speedup(self) -> None:
-        self._put("#g-speedup", speedup_line(self.stats, self.calibration, self.mode, self.sampling))
-        value = speedup_value(self.stats, self.calibration, self.mode)
+        value = self.speedup()
+        self._put("#g-speedup", speedup_line(self.stats, self.calibration, self.mode,
+                                             self.sampling, value))
         self._put("#g-speedup-big", "-" if value is None else f"{value:.2f}x")
 
     def speedup(self) -> float | None:
