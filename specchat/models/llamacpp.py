@@ -123,6 +123,8 @@ class LlamaCppModel:
         self._ctx = self._new_context()
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
+        self._view: tuple[int, np.ndarray] | None = None
+        """(address, view) of llama.cpp's logits buffer as last seen."""
         self._views()
 
     def _new_context(self):
@@ -214,9 +216,17 @@ class LlamaCppModel:
 
     def _logits(self, rows: int) -> torch.Tensor:
         """The last decode's `rows` output rows: a view of llama.cpp's buffer, copied once."""
-        buffer = np.ctypeslib.as_array(self._lib.llama_get_logits(self._ctx),
-                                       shape=(rows, self.n_vocab))
-        return torch.from_numpy(buffer[:, :self.vocab_size]).clone()
+        return torch.from_numpy(self._logits_view(rows)[:, :self.vocab_size].copy())
+
+    def _logits_view(self, rows: int) -> np.ndarray:
+        """A numpy view of llama.cpp's logits buffer, rebuilt only when the buffer moved or
+        grew (building one costs more than the copy it serves, on every plain step)."""
+        pointer = self._lib.llama_get_logits(self._ctx)
+        address = ctypes.cast(pointer, ctypes.c_void_p).value
+        view = self._view
+        if view is None or view[0] != address or view[1].shape[0] < rows:
+            self._view = view = (address, np.ctypeslib.as_array(pointer, shape=(rows, self.n_vocab)))
+        return view[1][:rows]
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         """llama.cpp's own tokenization of `text` (to check a tokenizer agrees with it)."""
