@@ -244,3 +244,89 @@ def test_a_plain_step_timed_on_a_busy_moment_does_not_keep_speculation_on():
         policy.observe(make_round(k, k, 0.001 * k, verify, k, prefill=40 if i == 0 else 0))
     assert policy.history[:30].count(0) < 10  # drafting looked worth it while plain was dear
     assert policy.history[-100:].count(0) > 95
+
+
+# --- robust costs and a calibrated prior -------------------------------------------------
+
+from specchat.engine.adaptive import CostPrior  # noqa: E402
+
+
+def test_one_slow_moment_does_not_move_a_learned_cost():
+    """Eight plain steps of 10 ms and one of 40 ms (the machine was busy for a moment): the
+    cost stays 10 ms. A running mean would read 16 ms, enough to make speculation look
+    worth it where it is not."""
+    costs = CostModel()
+    for seconds in [0.010] * 8 + [0.040]:
+        costs.observe(0, 0.0, seconds)
+    assert costs.verify_cost(1) == pytest.approx(0.010)
+
+
+def test_a_prior_gives_untimed_widths_its_shape_at_the_live_level():
+    """Calibrated: v(1) = 10 ms, v(5) = 30 ms. The answer runs twice as slow (20 ms plain
+    steps, a longer context): a 5-token verify is expected at 60 ms, not the prior's 30."""
+    costs = CostModel(CostPrior({1: 0.010, 5: 0.030}, draft_step_s=0.004))
+    for _ in range(5):
+        costs.observe(0, 0.0, 0.020)
+    assert costs.verify_cost(5) == pytest.approx(0.060)
+    assert costs.draft_cost() == pytest.approx(0.008)  # the draft slowed down alike
+
+
+def test_a_width_timed_often_enough_costs_its_own_median_over_the_prior():
+    costs = CostModel(CostPrior({1: 0.010, 3: 0.012}))
+    for _ in range(3):
+        costs.observe(2, 0.002, 0.030)  # width 3 verifies really cost 30 ms
+    assert costs.verify_cost(3) == pytest.approx(0.030)
+
+
+def llama_cpp_like_prior() -> CostPrior:
+    """This CPU's default pair, calibrated (2026-11-23): v(n) = 1, 1.7, 2.4, ... steps,
+    a draft step 0.7 of a target step: no k pays even at full acceptance."""
+    step = 0.012
+    return CostPrior({n: step * (0.7 * n + 0.3) for n in range(1, 10)}, draft_step_s=0.7 * step)
+
+
+def test_with_a_prior_where_no_k_can_pay_an_answer_starts_plain_and_never_feeds_the_draft():
+    policy = AdaptiveK(k_max=8, prior=llama_cpp_like_prior())
+    ks = []
+    for i in range(200):
+        k = policy()
+        ks.append(k)
+        verify = llama_cpp_like_prior().verify_s[k + 1]
+        policy.observe(make_round(k, k, 0.0084 * k, verify, k, prefill=40 if i == 0 else 0))
+    assert ks == [0] * 200
+    assert not policy.can_pay()
+
+
+def test_with_a_prior_where_drafts_pay_an_answer_drafts_from_its_first_round():
+    cheap = CostPrior({n: 0.010 * (1 + 0.05 * (n - 1)) for n in range(1, 10)}, draft_step_s=0.0005)
+    policy = AdaptiveK(k_max=8, prior=cheap)
+    assert policy() >= 2
+
+
+def test_a_chat_with_k_auto_times_the_step_costs_once_before_its_first_answer(load_tiny, monkeypatch):
+    from specchat.chat import calibrate
+    from specchat.chat.session import ChatSession
+
+    pair = load_tiny("tiny")
+    timed = []
+    real = calibrate.measure_prior
+    monkeypatch.setattr(calibrate, "measure_prior", lambda *a, **kw: timed.append(1) or real(*a, **kw))
+    session = ChatSession(pair, settings=settings_for("auto", SamplingParams()), seed=0)
+    for question in ("hello", "and again"):
+        events = list(session.answer(question, max_new_tokens=12))
+        assert events[-1].stats.tokens > 0
+    assert timed == [1]
+    assert session.settings.k_policy.has_prior
+    assert session.settings_copy().k_policy.has_prior  # a race's fresh policy starts from it too
+
+
+def test_target_only_answers_and_fixed_k_time_no_step_costs(load_tiny, monkeypatch):
+    from specchat.chat import calibrate
+    from specchat.chat.session import ChatSession
+
+    pair = load_tiny("tiny")
+    monkeypatch.setattr(calibrate, "measure_prior", lambda *a, **kw: pytest.fail("timed costs"))
+    auto = ChatSession(pair, settings=settings_for("auto", SamplingParams()), seed=0)
+    auto.speculate = False
+    list(auto.answer("hello", max_new_tokens=6))
+    list(ChatSession(pair, settings=settings_for(2, SamplingParams()), seed=0).answer("hi", 6))

@@ -18,6 +18,7 @@ from typing import Protocol, Sequence
 
 import torch
 
+from specchat.chat.calibrate import start_auto_from_prior
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
 
@@ -78,6 +79,8 @@ class SpecchatArm:
         device = self.pair.target.device
         generator = torch.Generator(device=device).manual_seed(self.seed)
         settings = self.settings if self.speculative else Settings(0, self.settings.sampling)
+        if self.speculative:  # k = "auto" starts from timed step costs, as in a chat
+            start_auto_from_prior(self.pair, settings)
         result = ArmRun([], 0.0)
         ks: list[int] = []
         synchronize(device)

@@ -25,6 +25,7 @@ from specchat.chat.decoding import drafter_for
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
+from specchat.engine.adaptive import AdaptiveK, CostPrior
 from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs
 
 CONTEXTS = (64, 512, 1536)
@@ -88,10 +89,37 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
         forwards.append((length, costs[1]))
     if should_stop():
         return None
-    verify = verify_costs(pair.target, filler_ids(seed, VERIFY_CONTEXT), VERIFY_WIDTHS, repeats=3)
-    draft = drafter_for(pair)
-    draft_s = draft_step_cost(draft, filler_ids(seed, VERIFY_CONTEXT), 3) if draft else None
-    pair.target.reset()
-    return Baseline(sampling_key(params), tuple(points), tuple(sorted(verify.items())),
-                    VERIFY_CONTEXT, draft_s, time.time(), time.perf_counter() - started,
+    prior = measure_prior(pair)
+    return Baseline(sampling_key(params), tuple(points), tuple(sorted(prior.verify_s.items())),
+                    VERIFY_CONTEXT, prior.draft_step_s, time.time(), time.perf_counter() - started,
                     forward_points=tuple(forwards))
+
+
+def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS) -> CostPrior:
+    """One forward of each width and one draft step, timed at `VERIFY_CONTEXT` tokens: the
+    c and v(n) of the theory, and k = "auto"'s starting point (engine/adaptive.py)."""
+    context = filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
+    verify = verify_costs(pair.target, context, tuple(widths), repeats=3)
+    draft = drafter_for(pair)
+    draft_s = draft_step_cost(draft, context, 3) if draft else None
+    pair.target.reset()
+    return CostPrior(verify, draft_s)
+
+
+def start_auto_from_prior(pair, settings: Settings, prior: CostPrior | None = None) -> CostPrior | None:
+    """Hand a k = "auto" policy in `settings` the pair's step costs before its first round:
+    `prior` if given, else timed now (about a second, so before any answer's clock starts).
+    Returns the prior in use (None where there is no adaptive policy or no draft)."""
+    policy = settings.k_policy
+    if not isinstance(policy, AdaptiveK) or not pair.has_draft:
+        return prior
+    if policy.has_prior:
+        return policy.costs.prior
+    prior = prior or measure_prior(pair, range(1, policy.k_max + 2))
+    policy.use_prior(prior)
+    return prior
+
+
+def prior_of(baseline: Baseline) -> CostPrior:
+    """The step costs a calibration timed, as k = "auto"'s starting point."""
+    return CostPrior(dict(baseline.verify_s), baseline.draft_step_s)

@@ -25,7 +25,7 @@ from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
-from specchat.engine.adaptive import settings_for
+from specchat.engine.adaptive import AdaptiveK, CostPrior, settings_for
 from specchat.errors import ContextFull
 
 
@@ -70,6 +70,8 @@ class ChatSession:
         """The sampling seed: given, or drawn from the OS (an unseeded Generator always
         starts from the same state, which is not random)."""
         self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
+        self.prior: CostPrior | None = None
+        """Step costs timed for k = "auto" (by the calibration, or before the first answer)."""
 
     def decoder(self) -> Decoder:
         return decoder_for(self.pair, self.speculate)
@@ -85,6 +87,10 @@ class ChatSession:
             raise
 
     def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
+        if self.speculate:  # k = "auto" starts from the pair's timed step costs
+            from specchat.chat.calibrate import start_auto_from_prior
+
+            self.prior = start_auto_from_prior(self.pair, self.settings, self.prior)
         started = self.clock()
         context = self.pair.context_length
         prompt, dropped = fit_prompt(self.conversation, self.pair.tokenizer, context,
@@ -143,15 +149,23 @@ class ChatSession:
     def settings_copy(self) -> Settings:
         """The same k and sampling, with a fresh adaptive policy if k is "auto"."""
         config_k = "auto" if self.settings.k_policy is not None else self.settings.k
-        return settings_for(config_k, self.settings.sampling)
+        return settings_for(config_k, self.settings.sampling, prior=self.prior)
 
     def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
         """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
         covering contexts up to `needed_context`; None if stopped first."""
         from specchat.chat.calibrate import contexts_for, measure_baseline
 
+        from specchat.chat.calibrate import prior_of
+
         contexts = contexts_for(needed_context, self.pair.context_length)
-        return measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
+        baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
+        if baseline is not None and baseline.verify_s:
+            self.prior = prior_of(baseline)
+            policy = self.settings.k_policy
+            if isinstance(policy, AdaptiveK):
+                policy.use_prior(self.prior)  # the latest timing wins over an older one
+        return baseline
 
 
 @dataclass(frozen=True)

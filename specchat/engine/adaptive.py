@@ -9,9 +9,14 @@ learned online from the engine's own `Round` events (the decoder calls
 the conversation: long k on text that repeats, k = 1 on open chat.
 
 α is the maximum-likelihood per-token acceptance of a geometric model: accepted
-drafts over accepted drafts plus rejections. Verify cost per width is a running
-mean where measured and a least-squares line through the measured widths
-elsewhere. Costs are learned only from rounds without prefill: a verify that also
+drafts over accepted drafts plus rejections. Each cost is the median of its recent
+samples: single timings on a shared machine scatter by a quarter, and a running mean
+let one slow plain step switch speculation on where it loses. With a `CostPrior` (step
+costs timed before the answer), widths not yet timed often enough cost the prior's
+figure at the machine's present level, so the first rounds already know what a verify
+of each width and a draft step cost relative to a plain step: where the prior says no
+k can pay, the answer starts plain and the draft is never fed. Without one, a
+width's cost is its median where measured and a least-squares line elsewhere. Costs are learned only from rounds without prefill: a verify that also
 carried the prompt (`Round.fed` above drafted + 1) teaches nothing about verify
 widths, and the draft's first proposal after such a round, or after plain rounds,
 also feeds what its cache lacked, so its step cost is learned only from a round
@@ -38,6 +43,8 @@ past rounds only, never the round it decides (that would bias the output).
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 from specchat.engine.stats import expected_tokens_per_round
@@ -51,39 +58,83 @@ PROBE_START = 4
 PROBE_MAX = 64
 """The longest run of plain rounds between two probes."""
 CANNOT_PAY_PROBE_EVERY = 256
+"""Plain rounds between probes where no k could pay even at full acceptance."""
 PLAIN_EVERY = 64
 """Drafting rounds between two plain rounds that measure the one-token step afresh."""
-"""Plain rounds between probes where no k could pay even at full acceptance."""
+
+
+WINDOW = 9
+"""Recent samples kept per cost; an estimate is their median (one slow moment on a busy
+machine moves a median by one rank, a running mean by a fifth of the outlier)."""
+TRUSTED_SAMPLES = 3
+"""Samples of a width before its own median replaces the calibrated prior's shape."""
+
+
+@dataclass(frozen=True)
+class CostPrior:
+    """Step costs timed before the answer (the chat's calibration, or `bench`'s and `run`'s
+    own measurement, engine/costs.py): seconds of a verify of each width and of one draft
+    step. Its shape (how verify cost grows with width, what a draft step costs beside a
+    target step) holds on a machine; the live rounds set the level."""
+
+    verify_s: dict[int, float]
+    draft_step_s: float | None = None
 
 
 @dataclass
-class RunningMean:
-    """Exponentially weighted mean; `None` until the first sample."""
+class RecentMedian:
+    """The median of the last `WINDOW` samples; `None` before the first."""
 
-    decay: float = 0.8
-    value: float | None = None
+    samples: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     def add(self, sample: float) -> None:
-        self.value = sample if self.value is None else self.decay * self.value + (1 - self.decay) * sample
+        self.samples.append(sample)
+
+    @property
+    def value(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    def __len__(self) -> int:
+        return len(self.samples)
 
 
 @dataclass
 class CostModel:
-    """Seconds per draft token and per verify pass of each width, learned from rounds."""
+    """Seconds per draft token and per verify pass of each width, learned from rounds.
 
-    draft_step: RunningMean = field(default_factory=RunningMean)
-    verify: dict[int, RunningMean] = field(default_factory=dict)
+    With a `CostPrior`, a width with fewer than `TRUSTED_SAMPLES` samples of its own
+    costs the prior's figure scaled by the median ratio of recent live samples to the
+    prior (any width): the machine's present speed, the calibrated shape. Without one, a
+    measured width costs its median and the others a line fitted through them."""
+
+    prior: CostPrior | None = None
+    draft_step: RecentMedian = field(default_factory=RecentMedian)
+    verify: dict[int, RecentMedian] = field(default_factory=dict)
+    _scale: RecentMedian = field(default_factory=RecentMedian)
+    _draft_scale: RecentMedian = field(default_factory=RecentMedian)
 
     def observe(self, drafted: int, draft_s: float, verify_s: float,
                 learn_verify: bool = True, learn_draft: bool = True) -> None:
         """Learn from one round; `learn_*` False skips a time that carried a prefill."""
+        prior = self.prior
         if drafted and learn_draft:
             self.draft_step.add(draft_s / drafted)
+            if prior is not None and prior.draft_step_s:
+                self._draft_scale.add(draft_s / drafted / prior.draft_step_s)
         if learn_verify:
-            self.verify.setdefault(drafted + 1, RunningMean()).add(verify_s)
+            width = drafted + 1
+            self.verify.setdefault(width, RecentMedian()).add(verify_s)
+            if prior is not None and prior.verify_s.get(width):
+                self._scale.add(verify_s / prior.verify_s[width])
 
     def verify_cost(self, width: int) -> float | None:
-        """Seconds to verify `width` tokens: measured, else fitted, else None."""
+        """Seconds to verify `width` tokens: measured, else from the prior, else fitted, else None."""
+        own = self.verify.get(width)
+        trusted = TRUSTED_SAMPLES if self.prior is not None else 1
+        if own is not None and len(own) >= trusted:
+            return own.value
+        if self.prior is not None and width in self.prior.verify_s:
+            return self.prior.verify_s[width] * (self._scale.value or 1.0)
         known = {w: m.value for w, m in self.verify.items() if m.value is not None}
         if width in known:
             return known[width]
@@ -94,18 +145,28 @@ class CostModel:
             return v0 * (1 + PRIOR_VERIFY_SLOPE * (width - 1)) / (1 + PRIOR_VERIFY_SLOPE * (w0 - 1))
         return max(fit_line(known)(width), 1e-9)
 
+    def draft_cost(self) -> float:
+        """Seconds per draft token (0 before any is known: drafting looks free until timed)."""
+        prior = self.prior
+        if prior is None or not prior.draft_step_s or len(self.draft_step) >= TRUSTED_SAMPLES:
+            return self.draft_step.value or 0.0
+        scale = self._draft_scale.value or self._scale.value or 1.0
+        return prior.draft_step_s * scale
+
     def forget(self, width: int) -> None:
         """Drop what was learned about verifying `width` tokens (the next round re-measures it)."""
         self.verify.pop(width, None)
 
     def measured_widths(self) -> set[int]:
-        return {w for w, m in self.verify.items() if m.value is not None}
+        """Widths with a cost of their own or the prior's."""
+        own = {w for w, m in self.verify.items() if m.value is not None}
+        return own | (set(self.prior.verify_s) if self.prior is not None else set())
 
     def round_cost(self, k: int) -> float | None:
         verify = self.verify_cost(k + 1)
         if verify is None:
             return None
-        return k * (self.draft_step.value or 0.0) + verify
+        return k * self.draft_cost() + verify
 
 
 def fit_line(points: dict[int, float]):
@@ -142,9 +203,10 @@ class AcceptanceEstimate:
 class AdaptiveK:
     """The engine's `Settings.k_policy` for k = "auto": call it for k, feed it rounds."""
 
-    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 0):
+    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 0,
+                 prior: CostPrior | None = None):
         self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
-        self.costs = CostModel()
+        self.costs = CostModel(prior)
         self.acceptance = AcceptanceEstimate()
         self.history: list[int] = []
         self.probe_every = PROBE_START
@@ -153,6 +215,14 @@ class AdaptiveK:
         self._probing = False
         self._drafted_last = False
         self._drafting_run = 0
+
+    def use_prior(self, prior: CostPrior) -> None:
+        """Start from step costs timed before the answer (see `CostPrior`)."""
+        self.costs.prior = prior
+
+    @property
+    def has_prior(self) -> bool:
+        return self.costs.prior is not None
 
     def __call__(self) -> int:
         k = self.choose()
@@ -213,11 +283,12 @@ class AdaptiveK:
             self._probing = False
 
 
-def settings_for(k: int | str, sampling, k_max: int = 8):
-    """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy."""
+def settings_for(k: int | str, sampling, k_max: int = 8, prior: CostPrior | None = None):
+    """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy
+    (starting from `prior` when the step costs were timed before)."""
     from specchat.engine.decoder import Settings
 
     if k == "auto":
-        policy = AdaptiveK(k_max=k_max)
+        policy = AdaptiveK(k_max=k_max, prior=prior)
         return Settings(policy.k_start, sampling, policy)
     return Settings(int(k), sampling)
