@@ -105,3 +105,30 @@ def test_rotated_order_alternates_which_arm_runs_first():
     firsts = [rotated(arms, i)[0] for i in range(4)]
     assert firsts == arms
     assert sorted(rotated(arms, 5)) == arms
+
+
+def test_repeats_interleave_the_arms_and_keep_each_arms_median_run():
+    from specchat.bench.arms import ArmRun
+    from specchat.bench.prompts import BenchPrompt
+    from specchat.bench.runner import run_prompts
+
+    calls = []
+
+    class Timed:
+        def __init__(self, key, times):
+            self.key, self.label, self.speculative, self.times = key, key, False, iter(times)
+
+        def run(self, prompt, max_new_tokens):
+            calls.append(self.key)
+            seconds = 0.0 if max_new_tokens == 8 else next(self.times)  # the warm-up takes no time
+            return ArmRun([1] * 4, seconds)
+
+    class Tokenizer:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [1, 2, 3]}
+
+    arms = [Timed("a", [1.0, 9.0, 2.0]), Timed("b", [5.0, 4.0, 6.0])]
+    prompt = BenchPrompt("p1", "chat", "hello")
+    [result] = run_prompts(arms, Tokenizer(), [prompt], 96, repeats=3)
+    assert calls[2:] == ["a", "b", "b", "a", "a", "b"]  # interleaved, the rotation going on
+    assert result.runs["a"].seconds == 2.0 and result.runs["b"].seconds == 5.0

@@ -72,8 +72,13 @@ def header_lines(report: dict) -> list[str]:
     return [f"pair {report['pair']} ({report['draft']}, k={report['k']})  device {report['device']}"
              f"  dtype {report['dtype']}  max_new_tokens {report['max_new_tokens']}"
              f"  temperature {report['temperature']}",
-             f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}",
+             f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}"
+             + repeats_note(report.get("repeats", 1)),
              "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items())]
+
+
+def repeats_note(repeats: int) -> str:
+    return f", {repeats} interleaved answers per arm and prompt (median time kept)" if repeats > 1 else ""
 
 
 def format_report(report: dict) -> str:

@@ -8,6 +8,7 @@ click. The arms come from bench.arms, the decoders from chat.decoding.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from typing import Callable, Sequence
@@ -43,19 +44,19 @@ def sampling_of(pair_config):
 
 
 def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
-                   on_prompt: OnPrompt) -> ComparisonReport:
+                   on_prompt: OnPrompt, repeats: int = 1) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers) on every prompt."""
     from specchat.bench.comparison import comparison_arms
     from specchat.engine.adaptive import settings_for
 
     arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed)
-    meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt)
+    meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     return ComparisonReport(meta, tables)
 
 
 def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
               ks: list[int], on_prompt: OnPrompt, profile: bool = False,
-              note: Note = lambda _: None) -> SweepReport:
+              note: Note = lambda _: None, repeats: int = 1) -> SweepReport:
     """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic."""
     from specchat.bench.arms import sweep_arms
     from specchat.bench.sweep import sweep_section
@@ -63,7 +64,7 @@ def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, s
     if not pair.has_draft:
         raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
     arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
-    meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt)
+    meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     report = SweepReport(meta, tables, sweep_section(tables),
                          k_histogram(r.runs["auto"].ks for r in results))
     if profile:
@@ -107,15 +108,16 @@ def run_synthetic(sizes: str, dtype: str | None, layers: int | None) -> Syntheti
     return SyntheticReport(result)
 
 
-def measure(pair, arms, prompts, path, max_new_tokens: int,
-            on_prompt: OnPrompt) -> tuple[RunMeta, dict, list[PromptResult]]:
+def measure(pair, arms, prompts, path, max_new_tokens: int, on_prompt: OnPrompt,
+            repeats: int = 1) -> tuple[RunMeta, dict, list[PromptResult]]:
     from specchat.bench.tables import build_tables
     from specchat.bench.runner import run_prompts
 
-    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt)
+    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt, repeats)
     tables = build_tables({a.key: a.label for a in arms}, results,
                           greedy=pair.config.temperature == 0)
-    return run_meta(pair, path, max_new_tokens, len(prompts)), tables, results
+    meta = dataclasses.replace(run_meta(pair, path, max_new_tokens, len(prompts)), repeats=repeats)
+    return meta, tables, results
 
 
 def k_histogram(ks_per_answer) -> dict[int, int]:

@@ -35,6 +35,8 @@ class RunMeta:
     prompt_count: int
     backends: dict = field(default_factory=dict)
     """What computed each model's logits ({"target": "llama.cpp (...)", "draft": "torch (lean)"})."""
+    repeats: int = 1
+    """Answers per arm and prompt, interleaved; each arm's median-time run is reported."""
 
     def as_dict(self) -> dict:
         return asdict(self)

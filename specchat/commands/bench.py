@@ -53,6 +53,9 @@ def common_options(command):
                      help="Only prompts of this category (repeatable)."),
         click.option("--limit", type=click.IntRange(min=1), default=None,
                      help="Only the first N prompts."),
+        click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Answers per arm and prompt, interleaved; each arm's median-time "
+                          "run counts (3 or more on a busy or shared machine)."),
         threads_option, json_option,
         click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
                      help="A models.toml whose pairs win over the user's and the built-in ones."),
@@ -75,10 +78,11 @@ def prompt_set_command(name: str, extra=()):
         @bench.command(name, context_settings=CONTEXT, help=measure.__doc__)
         @common_options
         def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, backend, k,
-                    seed, categories, limit, threads, as_json, config_file, **more):
+                    seed, categories, limit, repeats, threads, as_json, config_file, **more):
             set_threads(threads)
             setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
                             limit, config_file)
+            setup.repeats = repeats
             print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json)
         for option in reversed(extra):
             command = option(command)
@@ -91,6 +95,7 @@ class Setup:
 
     def __init__(self, pair_config, prompts, path):
         self.pair_config, self.prompts, self.path = pair_config, prompts, path
+        self.repeats = 1
 
     def load(self, dtype):
         from specchat.bench.modes import load
@@ -121,7 +126,8 @@ def run_command(setup: Setup, max_new_tokens, dtype, seed):
 
     pair = setup.load(dtype)
     with prompt_bar(setup) as on_prompt:
-        return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt)
+        return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
+                              setup.repeats)
 
 
 @prompt_set_command("sweep", extra=(ks_option,))
@@ -166,7 +172,8 @@ def sweep(setup: Setup, max_new_tokens, dtype, seed, ks: str, profile: bool):
     pair = setup.load(dtype)
     with prompt_bar(setup) as on_prompt:
         return run_sweep(pair, setup.prompts, setup.path, max_new_tokens, seed, draft_lengths,
-                         on_prompt, profile, note=lambda text: click.echo(text, err=True))
+                         on_prompt, profile, note=lambda text: click.echo(text, err=True),
+                         repeats=setup.repeats)
 
 
 def set_threads(threads: int | None) -> None:
