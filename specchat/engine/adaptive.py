@@ -30,7 +30,9 @@ after a probe whose drafts were all accepted, so it comes back when acceptance r
 Where the costs alone rule speculation out (no k would beat a plain step even if every
 draft were accepted: a verify of n tokens costing about n plain steps, as llama.cpp's
 on a small CPU), acceptance cannot bring it back, so probes only re-check the costs,
-once in `CANNOT_PAY_PROBE_EVERY` plain rounds. Before the costs are trusted, a plain
+once in `CANNOT_PAY_PROBE_EVERY` plain rounds, and not at all when the costs were timed
+before the answer (a `CostPrior`): a probe first feeds the draft everything it lacks,
+and on the built-in pair that catch-up cost 3-5% of a plain answer's time. Before the costs are trusted, a plain
 round measures the one-token step (otherwise only the widths in use are measured, and a
 plain step's cost is a guess from the prior slope). While drafting, one plain round in
 `PLAIN_EVERY` measures it afresh (the old estimate is dropped): a plain step timed on a
@@ -86,13 +88,12 @@ class RecentMedian:
     """The median of the last `WINDOW` samples; `None` before the first."""
 
     samples: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    value: float | None = None
+    """The median, kept up to date by `add` (the policy reads it many times a round)."""
 
     def add(self, sample: float) -> None:
         self.samples.append(sample)
-
-    @property
-    def value(self) -> float | None:
-        return statistics.median(self.samples) if self.samples else None
+        self.value = statistics.median(self.samples)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -238,13 +239,21 @@ class AdaptiveK:
         best = max(rates, key=rates.get)
         if best > 0 and self.k_min == 0 and self._drafting_run >= PLAIN_EVERY:
             return 0  # measure afresh the plain step that speculation is compared with
-        every = self.probe_every if self.can_pay() else CANNOT_PAY_PROBE_EVERY
-        self._probing = best == 0 and self._plain_run >= every
+        every = self._probe_interval()
+        self._probing = best == 0 and every is not None and self._plain_run >= every
         if best > 0:
             self.probe_every = PROBE_START
         elif self._probing:
             return max((k for k in rates if k > 0), key=rates.get, default=0)
         return best
+
+    def _probe_interval(self) -> int | None:
+        """Plain rounds before the next probe; None for no probe at all. Where timed costs
+        rule speculation out, a probe could only re-check them, and would first feed the
+        draft everything it lacks (the whole conversation): more than it could find."""
+        if self.can_pay():
+            return self.probe_every
+        return None if self.costs.prior is not None else CANNOT_PAY_PROBE_EVERY
 
     def rates(self) -> dict[int, float] | None:
         """Expected tokens per second for each k, or None before any cost is known."""
@@ -259,7 +268,8 @@ class AdaptiveK:
 
     def can_pay(self) -> bool:
         """Whether some k >= 1 would beat a plain step if every draft were accepted (True
-        until verify costs are measured at two widths: the prior is no evidence)."""
+        until verify costs are known at two widths, timed live or by the prior: the slope
+        assumed without either is no evidence)."""
         if len(self.costs.measured_widths()) < 2:
             return True
         plain = self.costs.round_cost(0)
