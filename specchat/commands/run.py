@@ -53,10 +53,15 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
     notes = progress_printer()
     try:
         pair = load_pair(pair_config, dtype=dtype, progress=notes)
+        session = ChatSession(pair, system=system, seed=seed)
+        session.speculate = not no_spec
+        if session.speculate and session.settings.k_policy is not None:
+            from specchat.chat.calibrate import start_auto_from_prior
+
+            notes("timing step costs for k = auto")
+            session.prior = start_auto_from_prior(pair, session.settings)
     finally:
         notes.close()
-    session = ChatSession(pair, system=system, seed=seed)
-    session.speculate = not no_spec
     printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())
     failed = ""
     for event in session.answer(text, max_new_tokens=max_new_tokens):
