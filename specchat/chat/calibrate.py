@@ -6,8 +6,9 @@ settings, every round detokenized and counted as in an answer, the prompt's pref
 left out (only rounds after the first are timed). No EOS ends it early: the filler
 prompt only has to be long. The engine's own timing of each round's target forward
 (`Round.verify_s`) is kept beside it: the gauge compares an answer's forwards with it to
-see the load the answer ran under. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
-and one draft step are timed (engine/costs.py), the c and v(n) of the theory.
+see the load the answer ran under, with forwards of `GRID_WIDTHS` tokens at the same
+context lengths. Then one forward of n tokens for n = 1..VERIFY_WIDTHS and one draft
+step are timed (engine/costs.py), the c and v(n) of the theory.
 
 Runs in a worker thread and stops between rounds when `should_stop` says so.
 Knows nothing about widgets.
@@ -33,6 +34,9 @@ CONTEXTS = (64, 512, 1536)
 STEPS = 12
 VERIFY_WIDTHS = tuple(range(1, 10))
 VERIFY_CONTEXT = 256
+GRID_WIDTHS = (1, 3, 9)
+"""Verify widths also timed at every context point: at long contexts attention makes a
+wide verify dearer relative to a one-token step than at `VERIFY_CONTEXT`."""
 FILLER_TEXT = ("The sea was calm that morning, and the fishermen set out early to check "
                "their nets along the rocky coast before the wind came up. ")
 
@@ -80,19 +84,22 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     seed = pair.tokenizer.encode(FILLER_TEXT)
     contexts = contexts or contexts_for(0, pair.context_length)
     step_costs(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
-    points, forwards = [], []
+    points, forwards, grid = [], [], []
     for length in contexts:
         costs = step_costs(pair, filler_ids(seed, length), params, STEPS, should_stop)
-        if costs is None:
+        if costs is None or should_stop():
             return None
         points.append((length, costs[0]))
         forwards.append((length, costs[1]))
+        verify = verify_costs(pair.target, filler_ids(seed, length), GRID_WIDTHS, repeats=3)
+        grid += [(length, width, seconds) for width, seconds in verify.items()]
     if should_stop():
         return None
     prior = measure_prior(pair)
+    grid += [(VERIFY_CONTEXT, width, seconds) for width, seconds in prior.verify_s.items()]
     return Baseline(sampling_key(params), tuple(points), tuple(sorted(prior.verify_s.items())),
                     VERIFY_CONTEXT, prior.draft_step_s, time.time(), time.perf_counter() - started,
-                    forward_points=tuple(forwards))
+                    forward_points=tuple(forwards), verify_grid=tuple(sorted(grid)))
 
 
 def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS) -> CostPrior:
