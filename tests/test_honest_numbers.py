@@ -366,3 +366,16 @@ def test_each_committed_token_carries_the_targets_top_two_margin(load_tiny):
         top = logits.topk(2).values
         assert abs(span.margin - float(top[0] - top[1])) < 1e-3, i
     model.reset()
+
+
+def test_the_theory_line_says_when_no_k_can_pay_before_any_drafting():
+    from specchat.tui.gauges import theory_line
+
+    verify = tuple((n, 0.012 * (0.7 * n + 0.3)) for n in range(1, 10))
+    dear = Baseline((0.0, 0, 1.0), ((64, 0.012),), verify, 256,
+                    0.0084, 0.0)  # the default pair on llama.cpp, 2 cores: c 0.70, v(2) 1.70
+    cheap = dataclasses.replace(dear, draft_step_s=0.001,
+                                verify_s=((1, 0.012), (2, 0.013), (3, 0.014)))
+    plain = answer_stats(40, 50, decode_s=0.6)
+    assert "no k pays here" in theory_line(plain, dear) and "c 0.70" in theory_line(plain, dear)
+    assert theory_line(plain, cheap) == "theory: – (no drafting yet)"

@@ -118,6 +118,13 @@ class Baseline:
             live, idle = live + seconds, idle + expected
         return live / idle if idle > 0 and stats.target_forwards else None
 
+    def no_k_pays(self, k_max: int = 8) -> bool:
+        """Whether the timed costs rule speculation out: no k in 1..k_max beats a plain step
+        even if every draft were accepted (k = "auto" then never drafts)."""
+        if self.c is None:
+            return False
+        return best_k(1.0, self.c, self.v, k_max)[0] == 0
+
     @property
     def c(self) -> float | None:
         """Draft step cost relative to the target's one-token forward."""

@@ -27,7 +27,7 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK, CostPrior
-from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs
+from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs, verify_costs_here
 
 CONTEXTS = (64, 512, 1536)
 """Context lengths timed after load; a conversation that outgrows them is measured further."""
@@ -91,7 +91,7 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
             return None
         points.append((length, costs[0]))
         forwards.append((length, costs[1]))
-        verify = verify_costs(pair.target, filler_ids(seed, length), GRID_WIDTHS, repeats=3)
+        verify = verify_costs_here(pair.target, seed, GRID_WIDTHS, repeats=3)  # cache: ~length
         grid += [(length, width, seconds) for width, seconds in verify.items()]
     if should_stop():
         return None

@@ -50,6 +50,9 @@ def theory_line(stats: StatsSnapshot | None, baseline: Baseline | None) -> str:
     the draft and verify costs of timed forwards (chat/baseline.py): never from this
     answer's speed."""
     if stats is None or not stats.drafting_rounds or stats.alpha is None:
+        if baseline is not None and baseline.no_k_pays():
+            return (f"theory: no k pays here even if every draft were accepted "
+                    f"(draft step c {baseline.c:.2f}, verify of 2 v {baseline.v(2):.2f} steps)")
         return "theory: – (no drafting yet)"
     theory = theory_for(stats, baseline)
     if theory is None:
