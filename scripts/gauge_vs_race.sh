@@ -35,7 +35,7 @@ ask_and_race() {  # ask_and_race LABEL TEXT
 }
 wait_for "target-only measured" 400
 tmux capture-pane -p -t $S | grep -E "target-only measured|pair |·" | head -5 >> $OUT
-ask_and_race short "What is the capital of France? Answer in one sentence."
+ask_and_race short "In three sentences, explain why the sky is blue."
 ask_and_race long "Write a long story of about 400 words about a lighthouse keeper who finds a message in a bottle."
 ask_and_race history-building "Explain how a steam engine works, in detail."
 ask_and_race long-conversation "Now summarise everything we talked about in a few paragraphs."

@@ -379,3 +379,15 @@ def test_the_theory_line_says_when_no_k_can_pay_before_any_drafting():
     plain = answer_stats(40, 50, decode_s=0.6)
     assert "no k pays here" in theory_line(plain, dear) and "c 0.70" in theory_line(plain, dear)
     assert theory_line(plain, cheap) == "theory: – (no drafting yet)"
+
+
+def test_an_answer_decoded_in_under_a_second_shows_no_speedup_but_says_why():
+    from specchat.tui.gauges import speedup_line
+
+    prompt = 100
+    brief = answer_stats(prompt, 9, decode_s=0.4)   # 8 decode tokens in 0.4 s: noise, not a figure
+    longer = answer_stats(prompt, 60, decode_s=2.0)
+    assert gauge_speedup(brief, CURVE) is None
+    assert gauge_speedup(longer, CURVE) is not None
+    line = speedup_line(brief, CURVE, "speculative", None, None)
+    assert "too short to measure: 0.4 s of decoding" in line

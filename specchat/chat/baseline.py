@@ -54,6 +54,9 @@ class Baseline:
     forward_points: tuple[tuple[int, float], ...] = ()
     """(context length, seconds of the target's forward in a one-token decoding round, as
     the engine times it: `Round.verify_s`), measured with the step points."""
+    min_decode_s: float = 1.0
+    """Decoding time below which an answer's speedup against this baseline means nothing
+    (`too_short`); scripted backends, whose timings carry no noise, set 0."""
     verify_grid: tuple[tuple[int, int, float], ...] = ()
     """(context length, width, seconds of one forward of that many tokens) at several
     contexts and widths: how the cost of a wide verify relative to a one-token step
@@ -181,6 +184,13 @@ def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None
     return [rows[i][n] / rows[i][i] for i in range(n)]
 
 
+def too_short(stats: StatsSnapshot, baseline: Baseline) -> bool:
+    """Whether the answer decoded too briefly for its speedup to mean anything: a few rounds
+    timed on a shared machine say nothing (an 8-token answer raced at 1.91x and 1.02x
+    minutes apart while its gauge read 0.81x and 1.79x)."""
+    return stats.decode_s < baseline.min_decode_s
+
+
 def decode_span(stats: StatsSnapshot) -> tuple[int, int]:
     """Context lengths of the answer's decode tokens: after the first round, to the end."""
     start = stats.prompt_tokens + stats.first_round_tokens
@@ -192,6 +202,8 @@ def gauge_speedup(stats: StatsSnapshot | None, baseline: Baseline | None) -> flo
     load the answer ran under, over the time the answer took for them: the speedup a race
     of the same prompt would measure."""
     if stats is None or baseline is None or not stats.decode_s or stats.decode_tokens < 1:
+        return None
+    if too_short(stats, baseline):
         return None
     start, end = decode_span(stats)
     load = baseline.load_factor(stats) or 1.0

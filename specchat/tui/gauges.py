@@ -19,7 +19,8 @@ from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Digits, Sparkline, Static
 
-from specchat.chat.baseline import Baseline, SamplingKey, decode_span, gauge_speedup, theory_for
+from specchat.chat.baseline import (Baseline, SamplingKey, decode_span, gauge_speedup,
+                                    theory_for, too_short)
 from specchat.chat.events import StatsSnapshot
 from specchat.chat.service import PairInfo
 from specchat.tui.messages import StatsUpdated
@@ -95,6 +96,9 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
     if baseline is None:
         wanted = "" if sampling is None else f" at {_sampling_text(sampling)}"
         return f"speedup: – (measuring target-only speed{wanted} when idle…)"
+    if stats is not None and stats.decode_tokens and too_short(stats, baseline):
+        return (f"speedup: – (too short to measure: {stats.decode_s:.1f} s of decoding, "
+                f"{baseline.min_decode_s:g} s needed; {baseline_text(baseline, stats)})")
     shown = "–" if value is None else f"{value:.2f}×"
     load = baseline.load_factor(stats)
     load_text = "" if load is None else f"; load now ×{load:.2f} of idle, charged to both"
