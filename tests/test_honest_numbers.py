@@ -92,30 +92,6 @@ def test_a_load_that_lands_on_the_drafting_counts_too():
     assert gauge_speedup(stalled, LOADED) == pytest.approx(1.3)
 
 
-def attention_heavy(width: int, context: int) -> float:
-    """A forward whose attention grows with every query: at a long context a 3-token verify
-    costs nearly three one-token steps, at a short one little more than one."""
-    return 0.009 + 0.001 * (width - 1) + 1e-5 * width * context
-
-
-def test_a_wide_verify_at_a_long_context_is_charged_its_own_cost_not_the_short_contexts():
-    """The load factor compares an answer's verifies with their idle cost. v(3) timed at
-    256 tokens is too cheap for verifies at 1,800: an answer running at idle speed would
-    read as slowed down, and the gauge would charge target-only a load that was not there."""
-    grid = tuple((c, w, attention_heavy(w, c)) for c in (64, 512, 1536) for w in (1, 3, 9))
-    verify = tuple((w, attention_heavy(w, 256)) for w in (1, 2, 3))
-    forwards = ((64, attention_heavy(1, 64)), (2048, attention_heavy(1, 2048)))
-    with_grid = Baseline((0.0, 0, 1.0), ((64, 0.01), (2048, 0.03)), verify, 256, 0.001, 0.0,
-                         forward_points=forwards, verify_grid=grid)
-    without = dataclasses.replace(with_grid, verify_grid=())
-    contexts = [1800 + 3 * i for i in range(100)]
-    idle = answer_stats(1800, 301, decode_s=5.0, decode_drafting=(200, 0.2),
-                        target_forwards=((3, 100, sum(contexts),
-                                          sum(attention_heavy(3, c) for c in contexts)),))
-    assert with_grid.load_factor(idle) == pytest.approx(1.0, abs=0.01)
-    assert without.load_factor(idle) > 1.3
-
-
 def test_answer_metrics_sum_the_targets_decode_forwards_by_width():
     from specchat.chat.metrics import AnswerMetrics
 

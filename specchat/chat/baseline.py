@@ -57,10 +57,6 @@ class Baseline:
     min_decode_s: float = 1.0
     """Decoding time below which an answer's speedup against this baseline means nothing
     (`too_short`); scripted backends, whose timings carry no noise, set 0."""
-    verify_grid: tuple[tuple[int, int, float], ...] = ()
-    """(context length, width, seconds of one forward of that many tokens) at several
-    contexts and widths: how the cost of a wide verify relative to a one-token step
-    changes with context (`width_ratio`)."""
 
     @property
     def max_context(self) -> int:
@@ -84,26 +80,13 @@ class Baseline:
         table = dict(self.verify_s)
         return table[min(width, max(table))] / table[1]
 
-    def width_ratio(self, width: int, context: float) -> float:
-        """Seconds of a `width`-token forward over a one-token forward at this context: from
-        the bilinear fit of the verify grid where there is one, else v(width) at
-        `verify_context`."""
-        if width == 1:
-            return 1.0
-        fit = _bilinear(self.verify_grid) if self.verify_grid else None
-        if fit is None:
-            return self.v(width)
-        return max(fit(width, context) / max(fit(1, context), 1e-12), 1.0)
-
     def idle_forward_s(self, width: int, contexts: float, rounds: int) -> float | None:
         """Idle seconds of `rounds` target forwards of `width` tokens whose context lengths
-        sum to `contexts` (a line sums exactly; the width ratio is taken at their mean);
-        None where not measured."""
+        sum to `contexts` (a line sums exactly); None where not measured."""
         if not self.forward_points or (width > 1 and not self.verify_s):
             return None
         intercept, slope = _line(self.forward_points)
-        ratio = self.width_ratio(width, contexts / rounds) if rounds else 1.0
-        return (rounds * intercept + slope * contexts) * ratio
+        return (rounds * intercept + slope * contexts) * (self.v(width) if width > 1 else 1.0)
 
     def load_factor(self, stats: StatsSnapshot | None) -> float | None:
         """The answer's decode rounds' seconds (drafting and target forwards) over the same
@@ -147,41 +130,6 @@ def _line(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
     slope = max(slope, 0.0)
     return mean_y - slope * mean_x, slope
-
-
-def _bilinear(points: tuple[tuple[int, int, float], ...]):
-    """Least-squares t(width, context) = a + b·width + c·context + d·width·context (weights
-    cost about a + b·width, attention about (c + d·width)·context), as a function; None
-    with too few distinct widths and contexts to fit it."""
-    widths = {w for _, w, _ in points}
-    contexts = {c for c, _, _ in points}
-    if len(widths) < 2 or len(contexts) < 2:
-        return None
-    rows = [(1.0, w, c, w * c) for c, w, _ in points]
-    normal = [[sum(r[i] * r[j] for r in rows) for j in range(4)] for i in range(4)]
-    target = [sum(r[i] * t for r, (_, _, t) in zip(rows, points)) for i in range(4)]
-    coefficients = _solve(normal, target)
-    if coefficients is None:
-        return None
-    a, b, c, d = coefficients
-    return lambda width, context: a + b * width + c * context + d * width * context
-
-
-def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None:
-    """Gaussian elimination with partial pivoting; None for a singular system."""
-    n = len(vector)
-    rows = [list(map(float, row)) + [float(value)] for row, value in zip(matrix, vector)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
-        scale = max(abs(v) for row in rows for v in row[:n]) or 1.0
-        if abs(rows[pivot][col]) < 1e-12 * scale:
-            return None
-        rows[col], rows[pivot] = rows[pivot], rows[col]
-        for r in range(n):
-            if r != col:
-                factor = rows[r][col] / rows[col][col]
-                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[col])]
-    return [rows[i][n] / rows[i][i] for i in range(n)]
 
 
 def too_short(stats: StatsSnapshot, baseline: Baseline) -> bool:

@@ -6,9 +6,8 @@ settings, every round detokenized and counted as in an answer, the prompt's pref
 left out (only rounds after the first are timed). No EOS ends it early: the filler
 prompt only has to be long. The engine's own timing of each round's target forward
 (`Round.verify_s`) is kept beside it: the gauge compares an answer's forwards with it to
-see the load the answer ran under, with forwards of `GRID_WIDTHS` tokens at the same
-context lengths. Then one forward of n tokens for n = 1..VERIFY_WIDTHS and one draft
-step are timed (engine/costs.py), the c and v(n) of the theory.
+see the load the answer ran under. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
+and one draft step are timed (engine/costs.py), the c and v(n) of the theory.
 
 Runs in a worker thread and stops between rounds when `should_stop` says so.
 Knows nothing about widgets.
@@ -27,16 +26,13 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK, CostPrior
-from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs, verify_costs_here
+from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs
 
 CONTEXTS = (64, 512, 1536)
 """Context lengths timed after load; a conversation that outgrows them is measured further."""
 STEPS = 12
 VERIFY_WIDTHS = tuple(range(1, 10))
 VERIFY_CONTEXT = 256
-GRID_WIDTHS = (1, 3, 9)
-"""Verify widths also timed at every context point: at long contexts attention makes a
-wide verify dearer relative to a one-token step than at `VERIFY_CONTEXT`."""
 FILLER_TEXT = ("The sea was calm that morning, and the fishermen set out early to check "
                "their nets along the rocky coast before the wind came up. ")
 
@@ -84,22 +80,19 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     seed = pair.tokenizer.encode(FILLER_TEXT)
     contexts = contexts or contexts_for(0, pair.context_length)
     step_costs(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
-    points, forwards, grid = [], [], []
+    points, forwards = [], []
     for length in contexts:
         costs = step_costs(pair, filler_ids(seed, length), params, STEPS, should_stop)
-        if costs is None or should_stop():
+        if costs is None:
             return None
         points.append((length, costs[0]))
         forwards.append((length, costs[1]))
-        verify = verify_costs_here(pair.target, seed, GRID_WIDTHS, repeats=3)  # cache: ~length
-        grid += [(length, width, seconds) for width, seconds in verify.items()]
     if should_stop():
         return None
     prior = measure_prior(pair)
-    grid += [(VERIFY_CONTEXT, width, seconds) for width, seconds in prior.verify_s.items()]
     return Baseline(sampling_key(params), tuple(points), tuple(sorted(prior.verify_s.items())),
                     VERIFY_CONTEXT, prior.draft_step_s, time.time(), time.perf_counter() - started,
-                    forward_points=tuple(forwards), verify_grid=tuple(sorted(grid)))
+                    forward_points=tuple(forwards))
 
 
 def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS) -> CostPrior:

@@ -46,14 +46,8 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> 
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time."""
     model.reset()
     model.forward(torch.tensor(context, device=model.device))
-    return verify_costs_here(model, context, widths, repeats)
-
-
-def verify_costs_here(model, filler: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
-    """`verify_costs` after whatever the model's cache holds now (no new prefill), with
-    `filler` tokens as the verified ones; the cache is rolled back to where it was."""
     base = model.cache_length
-    ids = torch.tensor(filler_ids(filler, max(widths)), device=model.device)
+    ids = torch.tensor(filler_ids(context, max(widths)), device=model.device)
 
     def one(width: int):
         model.forward(ids[:width], keep=width)
