@@ -45,10 +45,11 @@ def filler_ids(context: list[int], length: int) -> list[int]:
 def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time.
 
-    The widths are timed in turn, `repeats` passes over all of them, so a busy moment on a
-    shared machine lands on every width alike rather than on one (which would bend the
-    curve: a 2-token verify once read 0.11 of a one-token step under a parallel test run);
-    a wider forward is never reported cheaper than a narrower one."""
+    Each width's repeats run back to back, as decoding runs them (llama.cpp reuses its
+    compute graph while the batch shape stays the same: timing the widths in turn made a
+    one-token step look as dear as a 2-token verify). A wider forward is never reported
+    cheaper than a narrower one (under a parallel test run a 2-token verify once read 0.11
+    of a one-token step)."""
     model.reset()
     model.forward(torch.tensor(context, device=model.device))
     base = model.cache_length
@@ -59,11 +60,7 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> 
         model.crop(base)
 
     one(max(widths))  # warm-up (and, on CUDA, graph capture) outside the timings
-    samples: dict[int, list[float]] = {w: [] for w in widths}
-    for _ in range(repeats):
-        for w in widths:
-            samples[w].append(median_seconds(lambda w=w: one(w), 1, model.device))
-    return monotone({w: statistics.median(times) for w, times in samples.items()})
+    return monotone({w: median_seconds(lambda w=w: one(w), repeats, model.device) for w in widths})
 
 
 def monotone(costs: dict[int, float]) -> dict[int, float]:
