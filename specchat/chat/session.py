@@ -154,9 +154,7 @@ class ChatSession:
     def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
         """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
         covering contexts up to `needed_context`; None if stopped first."""
-        from specchat.chat.calibrate import contexts_for, measure_baseline
-
-        from specchat.chat.calibrate import prior_of
+        from specchat.chat.calibrate import contexts_for, measure_baseline, prior_of
 
         contexts = contexts_for(needed_context, self.pair.context_length)
         baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)

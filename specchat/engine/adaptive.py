@@ -1,46 +1,46 @@
-"""Adaptive draft length (k = "auto"): pick k each round from the running
-acceptance α and the measured costs of drafting and verifying.
+"""Adaptive draft length (k = "auto"): pick k each round from the running acceptance α
+and the measured costs of drafting and verifying.
 
 The expected committed tokens of a round with k drafts are (1 − α^(k+1)) / (1 − α)
 (Leviathan et al.); its cost is k draft steps plus one verify of k + 1 tokens. The
-policy picks the k with the most tokens per second. Both α and the costs are
-learned online from the engine's own `Round` events (the decoder calls
-`observe` after every round), with exponential forgetting, so the choice follows
-the conversation: long k on text that repeats, k = 1 on open chat.
+policy picks the k with the most tokens per second. Both α and the costs are learned
+online from the engine's own `Round` events (the decoder calls `observe` after every
+round), with exponential forgetting, so the choice follows the conversation: long k on
+text that repeats, k = 1 on open chat.
 
-α is the maximum-likelihood per-token acceptance of a geometric model: accepted
-drafts over accepted drafts plus rejections. Each cost is the median of its recent
-samples: single timings on a shared machine scatter by a quarter, and a running mean
-let one slow plain step switch speculation on where it loses. With a `CostPrior` (step
-costs timed before the answer), widths not yet timed often enough cost the prior's
-figure at the machine's present level, so the first rounds already know what a verify
-of each width and a draft step cost relative to a plain step: where the prior says no
-k can pay, the answer starts plain and the draft is never fed. Without one, a
-width's cost is its median where measured and a least-squares line elsewhere. Costs are learned only from rounds without prefill: a verify that also
-carried the prompt (`Round.fed` above drafted + 1) teaches nothing about verify
-widths, and the draft's first proposal after such a round, or after plain rounds,
-also feeds what its cache lacked, so its step cost is learned only from a round
-that follows a drafting round.
+α is the maximum-likelihood per-token acceptance of a geometric model: accepted drafts
+over accepted drafts plus rejections. Each cost is the median of its recent samples:
+single timings on a shared machine scatter by a quarter, and a running mean let one slow
+plain step switch speculation on where it loses. With a `CostPrior` (step costs timed
+before the answer), widths not yet timed often enough cost the prior's figure at the
+machine's present level, so the first rounds already know what a verify of each width
+and a draft step cost relative to a plain step: where the prior says no k can pay, the
+answer starts plain and the draft is never fed. Without one, a width's cost is its
+median where measured and a least-squares line elsewhere. Costs are learned only from
+rounds without prefill: a verify that also carried the prompt (`Round.fed` above drafted
++ 1) teaches nothing about verify widths, and the draft's first proposal after such a
+round, or after plain rounds, also feeds what its cache lacked, so its step cost is
+learned only from a round that follows a drafting round.
 
 k = 0 (plain decoding) is one of the choices: where every k >= 1 is expected to be
 slower than a plain step (learned from rounds that fed one token), the policy stops
-speculating, and probes with one drafting round after every `probe_every` plain
-rounds, an interval that doubles while probes keep being rejected and starts over
-after a probe whose drafts were all accepted, so it comes back when acceptance rises.
-Where the costs alone rule speculation out (no k would beat a plain step even if every
-draft were accepted: a verify of n tokens costing about n plain steps, as llama.cpp's
-on a small CPU), acceptance cannot bring it back, so probes only re-check the costs,
-once in `CANNOT_PAY_PROBE_EVERY` plain rounds, and not at all when the costs were timed
-before the answer (a `CostPrior`): a probe first feeds the draft everything it lacks,
-and on the built-in pair that catch-up cost 3-5% of a plain answer's time. Before the costs are trusted, a plain
-round measures the one-token step (otherwise only the widths in use are measured, and a
-plain step's cost is a guess from the prior slope). While drafting, one plain round in
-`PLAIN_EVERY` measures it afresh (the old estimate is dropped): a plain step timed on a
-busy moment would otherwise keep speculation on long after it stopped paying, since
-drafting rounds never time a plain step.
+speculating, and probes with one drafting round after every `probe_every` plain rounds,
+an interval that doubles while probes keep being rejected and starts over after a probe
+whose drafts were all accepted, so it comes back when acceptance rises. Where the costs
+alone rule speculation out (no k would beat a plain step even if every draft were
+accepted: a verify of n tokens costing about n plain steps, as llama.cpp's on a small
+CPU), acceptance cannot bring it back, so probes only re-check the costs, once in
+`CANNOT_PAY_PROBE_EVERY` plain rounds, and not at all when the costs were timed before
+the answer (a `CostPrior`): a probe first feeds the draft everything it lacks, and on
+the built-in pair that catch-up cost 3-5% of a plain answer's time. Before the costs are
+trusted, a plain round measures the one-token step (otherwise only the widths in use are
+measured, and a plain step's cost is a guess from the prior slope). While drafting, one
+plain round in `PLAIN_EVERY` measures it afresh (the old estimate is dropped): a plain
+step timed on a busy moment would otherwise keep speculation on long after it stopped
+paying, since drafting rounds never time a plain step.
 
-Torch-free bookkeeping; knows nothing about models or text. Every decision uses
-past rounds only, never the round it decides (that would bias the output).
+Torch-free bookkeeping; knows nothing about models or text. Every decision uses past
+rounds only, never the round it decides (that would bias the output).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import torch
 from specchat.engine.drafters import Proposal, empty_proposal
 from specchat.engine.protocol import CausalModel
 from specchat.engine.sampling import SamplingParams
-from specchat.engine.verify import verify
+from specchat.engine.verify import numpy_friendly, verify
 
 TokenKind = Literal["resampled", "bonus", "target"]
 StopReason = Literal["eos", "max_tokens", "stopped"]
@@ -246,7 +246,7 @@ def top_two_margins(logits: torch.Tensor) -> torch.Tensor:
     """Per row, the gap between the largest and the second-largest logit."""
     if logits.shape[-1] < 2:
         return torch.full(logits.shape[:1], float("inf"), device=logits.device)
-    if logits.device.type == "cpu" and logits.dtype == torch.float32:
+    if numpy_friendly(logits):
         return _cpu_top_two_margins(logits)
     top = logits.float().topk(2, dim=-1).values
     return top[:, 0] - top[:, 1]
