@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from specchat.chat.baseline import Baseline, gauge_speedup, theory_for
+from specchat.chat.baseline import Baseline, gauge_speedup, merged, theory_for
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.chat.verdict import IdentityCheck, describe_texts, first_parting, race_verdict
 from specchat.engine import Round, SpecStats
@@ -90,6 +90,35 @@ def test_a_load_that_lands_on_the_drafting_counts_too():
                                "decode_s": 1.5 * answer.decode_s})
     assert LOADED.load_factor(stalled) == pytest.approx(1.5)
     assert gauge_speedup(stalled, LOADED) == pytest.approx(1.3)
+
+
+def one_pass(slow_at: int | None = None, factor: float = 1.0) -> Baseline:
+    """A calibration pass of `LOADED`'s target; the contexts at `slow_at` read `factor`
+    times dearer (a spell of another program's load during that part of the pass)."""
+    def scaled(points):
+        return tuple((c, s * (factor if c == slow_at else 1.0)) for c, s in points)
+    return dataclasses.replace(LOADED, step_points=scaled(LOADED.step_points),
+                               forward_points=scaled(LOADED.forward_points))
+
+
+def test_one_slow_pass_at_a_context_does_not_move_the_merged_step_cost():
+    baseline = one_pass()
+    for slow in (one_pass(slow_at=2048, factor=1.6), one_pass()):
+        baseline = merged(baseline, slow)
+    assert baseline.passes == 3 and baseline.settled
+    assert abs(baseline.step_s(2048) - step_at(2048)) < 1e-9
+    assert abs(baseline.idle_forward_s(1, 2048, 1) - forward_at(2048)) < 1e-9
+
+
+def test_merged_passes_average_the_verify_and_draft_costs_and_keep_the_newer_date():
+    older = dataclasses.replace(LOADED, measured_at=1.0)
+    newer = dataclasses.replace(LOADED, measured_at=2.0, draft_step_s=0.003,
+                                verify_s=((1, 0.012), (2, 0.015), (3, 0.018), (4, 0.020)))
+    both = merged(merged(older, older), newer)  # two passes of the older, one of the newer
+    assert both.measured_at == 2.0 and not dataclasses.replace(both, passes=2).settled
+    assert abs(both.draft_step_s - (2 * 0.001 + 0.003) / 3) < 1e-12
+    assert abs(dict(both.verify_s)[1] - (2 * 0.010 + 0.012) / 3) < 1e-12
+    assert dict(both.verify_s)[4] == 0.020  # a width only one pass timed keeps its timing
 
 
 def test_answer_metrics_sum_the_targets_decode_forwards_by_width():

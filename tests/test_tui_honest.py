@@ -61,6 +61,21 @@ async def test_a_new_temperature_gets_its_own_target_only_measurement():
         assert "T=0.1" in shown(app, "#g-speedup")
 
 
+async def test_an_idle_chat_refines_its_baseline_until_settled_and_then_stops_measuring():
+    config = FakeConfig(name="fake", calibration_passes=3)
+    app = make_app({"fake": config})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: app.gauges.calibration.passes == 3)
+        backend = app.backends["fake"]
+        assert backend.calibrations_started == 3
+        await wait_for(pilot, lambda: "(3 passes)" in app.gauges.status)
+        await ask(pilot)
+        assert "3 passes" in shown(app, "#g-speedup")
+        await pilot.pause(0.2)
+        assert backend.calibrations_started == 3  # settled: an idle chat measures no more
+
+
 async def test_the_float32_replay_reports_its_verdict_in_the_transcript():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -4,7 +4,9 @@ A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
 plain decoding step at several context lengths (the real target-only loop, with the
 answer's sampling settings), fitted as a line (a decoding step reads every weight once
 and attends over the context, so its cost grows linearly with the context), plus timed
-forwards of n-token verifies and one draft step.
+forwards of n-token verifies and one draft step. The chat measures it again while idle
+until `settled_passes` passes are `merged`: one pass on a shared machine can be off at
+every context at once.
 
 From it:
 - `gauge_speedup`: target-only time over the answer's own decode span (the same context
@@ -26,7 +28,8 @@ about models or widgets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 
 from specchat.chat.events import StatsSnapshot
 from specchat.engine.theory import best_k, speedup_at
@@ -57,6 +60,14 @@ class Baseline:
     min_decode_s: float = 1.0
     """Decoding time below which an answer's speedup against this baseline means nothing
     (`too_short`); scripted backends, whose timings carry no noise, set 0."""
+    passes: int = 1
+    """Measurements merged into this baseline (`merged`)."""
+    settled_passes: int = 3
+    """Passes after which it stops being refined when idle; scripted backends set 1."""
+
+    @property
+    def settled(self) -> bool:
+        return self.passes >= self.settled_passes
 
     @property
     def max_context(self) -> int:
@@ -119,8 +130,43 @@ class Baseline:
         return self.draft_step_s / dict(self.verify_s)[1]
 
 
+def merged(older: Baseline, newer: Baseline) -> Baseline:
+    """Two measurements of the same costs as one: every pass's step and forward points kept
+    (the line goes through each context's median, so one slow pass at a context does not
+    move it), verify and draft costs averaged over the passes; dated by the newer.
+
+    One pass on a shared machine can be off by a fifth at every context at once (a run
+    whose gauges all read 0.8 of their races); the chat merges passes while it is idle."""
+    weight, total = older.passes, older.passes + newer.passes
+
+    def mean(old: float, new: float) -> float:
+        return (old * weight + new * newer.passes) / total
+
+    old_verify, new_verify = dict(older.verify_s), dict(newer.verify_s)
+    verify = tuple((n, mean(old_verify[n], new_verify[n]) if n in old_verify and n in new_verify
+                    else new_verify.get(n, old_verify.get(n)))
+                   for n in sorted(set(old_verify) | set(new_verify)))
+    draft = newer.draft_step_s if older.draft_step_s is None else (
+        older.draft_step_s if newer.draft_step_s is None
+        else mean(older.draft_step_s, newer.draft_step_s))
+    return replace(newer, step_points=tuple(sorted(older.step_points + newer.step_points)),
+                   forward_points=tuple(sorted(older.forward_points + newer.forward_points)),
+                   verify_s=verify, draft_step_s=draft, passes=total,
+                   measure_s=older.measure_s + newer.measure_s)
+
+
+def _medians(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+    """One point per context length: the median of its measurements."""
+    by_length: dict[int, list[float]] = {}
+    for length, seconds in points:
+        by_length.setdefault(length, []).append(seconds)
+    return tuple((length, statistics.median(values)) for length, values in sorted(by_length.items()))
+
+
 def _line(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line; a flat line through one point."""
+    """(intercept, slope) of the least-squares line through each context length's median; a
+    flat line through one point."""
+    points = _medians(points)
     n = len(points)
     mean_x = sum(x for x, _ in points) / n
     mean_y = sum(y for _, y in points) / n

@@ -98,9 +98,11 @@ class FakeConfig:
     """Raise RuntimeError before this round (0-based) of every answer."""
     calibration_tokens_per_s: float | None = 20.0
     calibrated_at: float | None = None
+    """Reported time of the calibration (None: now)."""
     calibration_s: float = 0.0
     """How long calibrating takes (it stops early when asked to)."""
-    """Reported time of the calibration (None: now)."""
+    calibration_passes: int = 1
+    """Passes a baseline takes to settle (a real pair's: 3); scripted timings carry no noise."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
     memory_bytes: int = 270_000_000
@@ -147,7 +149,7 @@ class ScriptedBackend:
         return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
                         ((1, step), (2, 1.3 * step), (3, 1.5 * step), (4, 1.7 * step),
                          (5, 1.9 * step)), 256, SCRIPTED_DRAFT_S, when, self.config.calibration_s,
-                        min_decode_s=0.0)  # scripted timings carry no noise
+                        min_decode_s=0.0, settled_passes=self.config.calibration_passes)
 
     def sampling_key(self) -> SamplingKey:
         return (float(self.temperature), 0, 1.0)

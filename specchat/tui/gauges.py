@@ -76,8 +76,9 @@ def baseline_text(baseline: Baseline, stats: StatsSnapshot | None = None) -> str
     reach = f"{min(lengths)}–{max(lengths)}"
     if stats is not None and decode_span(stats)[1] > baseline.max_context * 1.25:
         reach += ", extrapolated beyond"
+    passes = f", {baseline.passes} passes" if baseline.passes > 1 else ""
     return (f"target-only at the same context lengths, {_sampling_text(baseline.sampling)}; "
-            f"cost curve {reach} tokens measured {when}")
+            f"cost curve {reach} tokens measured {when}{passes}")
 
 
 def speedup_value(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str) -> float | None:

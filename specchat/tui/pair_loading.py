@@ -2,7 +2,8 @@
 
 `PairLoading` starts the load and calibration workers (thread workers of the app),
 numbers the loads so stale messages can be told apart, and keeps the baselines
-measured per (load, sampling settings). It never touches a widget: workers post
+measured per (load, sampling settings), each refined by further passes while the chat
+is idle until it is settled (chat/baseline.py `merged`). It never touches a widget: workers post
 `LoadProgress`, `LoadFailed`, `PairLoaded` and `Calibrated` to the app, which
 decides what the screen shows. Textual only; never imports models or torch.
 """
@@ -15,7 +16,7 @@ from typing import Callable
 from textual.app import App
 from textual.worker import get_current_worker
 
-from specchat.chat.baseline import Baseline
+from specchat.chat.baseline import Baseline, merged
 from specchat.chat.service import ConversationService, describe_error
 from specchat.tui.messages import Calibrated, LoadFailed
 from specchat.tui.worker import calibrate_backend, load_backend
@@ -77,7 +78,8 @@ class PairLoading:
         """Measure target-only costs in a worker (`Calibrated`) unless a fresh baseline exists
         or a measurement runs; the caller makes sure that no answer is streaming."""
         baseline = self.baseline(service)
-        fresh = baseline is not None and self.needed_context <= baseline.max_context * 1.25
+        fresh = (baseline is not None and baseline.settled
+                 and self.needed_context <= baseline.max_context * 1.25)
         if self.calibrating or fresh:
             return
         self.calibrating = True
@@ -94,10 +96,14 @@ class PairLoading:
             self.app.workers.cancel_group(self.app, "calibrate")
 
     def calibrated(self, message: Calibrated) -> bool:
-        """Keep a measured baseline; whether it belongs to the pair answering now."""
+        """Keep a measured baseline, merged with the earlier passes of the same settings;
+        whether it belongs to the pair answering now."""
         self.calibrating = False
         if message.calibration is not None:
-            self.calibrations[(message.load_id, message.calibration.sampling)] = message.calibration
+            key = (message.load_id, message.calibration.sampling)
+            earlier = self.calibrations.get(key)
+            self.calibrations[key] = (message.calibration if earlier is None
+                                      else merged(earlier, message.calibration))
         return message.load_id == self.current_load_id
 
     def _key(self, service: ConversationService | None) -> tuple:

@@ -117,9 +117,10 @@ class PairSwitch:
         if message.calibration is None:
             gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
             return
-        gauges.calibration = self.baseline()
-        gauges.status = f"ready · target-only measured in {message.calibration.measure_s:.1f} s"
-        self.maybe_calibrate()  # the settings may have changed meanwhile
+        baseline = gauges.calibration = self.baseline()
+        gauges.status = f"ready · target-only measured in {message.calibration.measure_s:.1f} s" + (
+            "" if baseline is None else passes_text(baseline))
+        self.maybe_calibrate()  # a further pass, or the settings changed meanwhile
 
     # ----- baselines -----------------------------------------------------------------------
 
@@ -145,3 +146,10 @@ class PairSwitch:
             return
         self.loading.forget(self.app.service)
         self.maybe_calibrate()
+
+
+def passes_text(baseline: Baseline) -> str:
+    """How settled a baseline is, for the status line."""
+    if baseline.settled:
+        return f" ({baseline.passes} passes)" if baseline.passes > 1 else ""
+    return f" (pass {baseline.passes} of {baseline.settled_passes}; refining while idle)"
