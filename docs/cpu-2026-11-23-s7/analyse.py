@@ -1,44 +1,49 @@
-import json, sys
-from specchat.chat.baseline import Baseline, gauge_speedup, decode_span
+"""Recompute the gauge-vs-race figures of docs/benchmarks.md "Gauge vs race, session 7"
+from dumped answer statistics: python analyse.py stats2.jsonl
+
+Each line of the dump is {"race": bool, "stats": StatsSnapshot, "baseline": Baseline}
+as dataclasses.asdict wrote them; a race follows the speculative answer it replays."""
+import json
+import sys
+
+from specchat.chat.baseline import Baseline, decode_span, gauge_speedup
 from specchat.chat.events import StatsSnapshot
-rows=[json.loads(l) for l in open(sys.argv[1])]
-def snap(d):
-    d=dict(d)
-    for k in ('per_position_acceptance','histogram'): d[k]=tuple(d[k])
-    d['target_forwards']=tuple(tuple(x) for x in d['target_forwards']); d['decode_drafting']=tuple(d['decode_drafting'])
-    return StatsSnapshot(**d)
-def base(b):
-    b=dict(b); b['sampling']=tuple(b['sampling'])
-    for k in ('step_points','verify_s','forward_points'): b[k]=tuple(tuple(x) for x in b[k])
-    return Baseline(**b)
-prev=None
-for r in rows:
-    s=snap(r['stats']); b=base(r['baseline'])
-    if not r['race']:
-        prev=(s,b); continue
-    a,b=prev
-    race=s.decode_tokens/s.decode_s and (a.decode_tokens/a.decode_s)/(s.decode_tokens/s.decode_s)
-    g=gauge_speedup(a,b)
-    start,end=decode_span(a); plain=b.plain_seconds(start,end)
-    load=b.load_factor(a)
-    # additive: overhead seconds = live model+gap - idle expected
-    dd=a.decode_drafting; idle=(dd[0]*b.draft_step_s)+sum(b.idle_forward_s(w,c,n) for w,n,c,_ in a.target_forwards)
-    over=a.decode_s-idle
-    add=(plain+over)/a.decode_s
-    # race's own load
-    rl=b.load_factor(s)
-    print(f"tok {a.decode_tokens} ctx {start}-{end} race {race:.3f} gauge {g:.3f} ({g/race:.2f}) additive {add:.3f} ({add/race:.2f}) load {load:.2f} race-load {rl:.2f} plain_idle {plain:.2f} race_s {s.decode_s:.2f} over {over:.2f}")
-print("forward-only load")
-prev=None
-for r in rows:
-    s=snap(r['stats']); b=base(r['baseline'])
-    if not r['race']:
-        prev=(s,b); continue
-    a,b=prev
-    race=(a.decode_tokens/a.decode_s)/(s.decode_tokens/s.decode_s)
-    live=sum(x[3] for x in a.target_forwards); idle=sum(b.idle_forward_s(w,c,n) for w,n,c,_ in a.target_forwards)
-    fl=live/idle
-    start,end=decode_span(a); plain=b.plain_seconds(start,end)
-    g=fl*plain/a.decode_s
-    dd=a.decode_drafting
-    print(f"fwd-load {fl:.2f} race-load {b.load_factor(s):.2f} draft-load {dd[1]/(dd[0]*b.draft_step_s):.2f} gauge_fwd {g:.3f} ({g/race:.2f})")
+
+
+def tuples(value):
+    return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def answers_and_races(path):
+    """(speculative answer, its race, the baseline the answer was gauged with)."""
+    answer = None
+    for line in open(path):
+        row = json.loads(line)
+        stats = StatsSnapshot(**{k: tuples(v) for k, v in row["stats"].items()})
+        baseline = Baseline(**{k: tuples(v) for k, v in row["baseline"].items()})
+        if row["race"]:
+            yield answer[0], stats, answer[1]
+        else:
+            answer = stats, baseline
+
+
+def rate(stats):
+    return stats.decode_tokens / stats.decode_s
+
+
+for answer, race, baseline in answers_and_races(sys.argv[1]):
+    ratio = rate(answer) / rate(race)
+    gauge = gauge_speedup(answer, baseline)
+    start, end = decode_span(answer)
+    plain = baseline.plain_seconds(start, end)
+    idle_forwards = sum(baseline.idle_forward_s(w, c, n) for w, n, c, _ in answer.target_forwards)
+    drafted, draft_s = answer.decode_drafting
+    idle = drafted * baseline.draft_step_s + idle_forwards
+    additive = (plain + answer.decode_s - idle) / answer.decode_s
+    forward_load = sum(f[3] for f in answer.target_forwards) / idle_forwards
+    forward_gauge = forward_load * plain / answer.decode_s
+    print(f"tok {answer.decode_tokens} ctx {start}-{end} race {ratio:.3f} "
+          f"gauge {gauge:.3f} ({gauge / ratio:.2f}) additive {additive:.3f} ({additive / ratio:.2f}) "
+          f"load {baseline.load_factor(answer):.2f} race-load {baseline.load_factor(race):.2f} "
+          f"fwd-load {forward_load:.2f} draft-load {draft_s / (drafted * baseline.draft_step_s):.2f} "
+          f"gauge_fwd {forward_gauge:.3f} ({forward_gauge / ratio:.2f})")

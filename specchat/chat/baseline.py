@@ -137,18 +137,18 @@ def merged(older: Baseline, newer: Baseline) -> Baseline:
 
     One pass on a shared machine can be off by a fifth at every context at once (a run
     whose gauges all read 0.8 of their races); the chat merges passes while it is idle."""
-    weight, total = older.passes, older.passes + newer.passes
+    total = older.passes + newer.passes
 
-    def mean(old: float, new: float) -> float:
-        return (old * weight + new * newer.passes) / total
+    def pooled(old: float | None, new: float | None) -> float | None:
+        """The passes' mean where both timed it, else whichever did."""
+        if old is None or new is None:
+            return new if old is None else old
+        return (old * older.passes + new * newer.passes) / total
 
     old_verify, new_verify = dict(older.verify_s), dict(newer.verify_s)
-    verify = tuple((n, mean(old_verify[n], new_verify[n]) if n in old_verify and n in new_verify
-                    else new_verify.get(n, old_verify.get(n)))
+    verify = tuple((n, pooled(old_verify.get(n), new_verify.get(n)))
                    for n in sorted(set(old_verify) | set(new_verify)))
-    draft = newer.draft_step_s if older.draft_step_s is None else (
-        older.draft_step_s if newer.draft_step_s is None
-        else mean(older.draft_step_s, newer.draft_step_s))
+    draft = pooled(older.draft_step_s, newer.draft_step_s)
     return replace(newer, step_points=tuple(sorted(older.step_points + newer.step_points)),
                    forward_points=tuple(sorted(older.forward_points + newer.forward_points)),
                    verify_s=verify, draft_step_s=draft, passes=total,
