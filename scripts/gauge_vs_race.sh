@@ -16,24 +16,28 @@ wait_for() {  # wait_for PATTERN TIMEOUT
   done
   echo "TIMEOUT waiting for $1" >> $OUT; return 1
 }
-count() { tmux capture-pane -p -J -t $S -S -50000 | grep -c -- "$1"; }
+status_ready() { tmux capture-pane -p -t $S | grep -q "▏ ready"; }
+wait_busy_then_ready() {  # a job started (the status left "ready") and ended (it is back)
+  local end=$((SECONDS + 30))
+  while [ $SECONDS -lt $end ] && status_ready; do sleep 0.5; done
+  end=$((SECONDS + 400))
+  while [ $SECONDS -lt $end ] && ! status_ready; do sleep 1; done
+  status_ready || echo "TIMEOUT waiting for ready" >> $OUT
+}
 ask_and_race() {  # ask_and_race LABEL TEXT
-  local label=$1 text=$2 n_done n_race
-  n_done=$(count " tokens · ")
-  n_race=$(count "race: speculative")
+  local label=$1 text=$2
   tmux send-keys -t $S "$text" Enter
-  local end=$((SECONDS + 300))
-  while [ $SECONDS -lt $end ] && [ "$(count ' tokens · ')" -le "$n_done" ]; do sleep 1; done
+  wait_busy_then_ready
   sleep 3
   tmux send-keys -t $S F5
-  end=$((SECONDS + 300))
-  while [ $SECONDS -lt $end ] && [ "$(count 'race: speculative')" -le "$n_race" ]; do sleep 1; done
-  sleep 1
+  wait_busy_then_ready
+  sleep 13  # let the toast (12 s) go, so the transcript's own notice line is read whole
   echo "== $label" >> $OUT
-  tmux capture-pane -p -t $S -S -50000 -J | grep -A3 -- "race: speculative" | tail -4 >> $OUT
+  tmux capture-pane -p -t $S -S -50000 -J | grep -- "█ race: speculative" | tail -1 >> $OUT
   tmux capture-pane -p -t $S -S -50000 -J | grep -- "tokens · .*tok/s" | tail -2 >> $OUT
 }
 wait_for "target-only measured" 400
+wait_for "passes)" 400  # the baseline is settled: "(3 passes)", possibly wrapped before "passes)"
 tmux capture-pane -p -t $S | grep -E "target-only measured|pair |·" | head -5 >> $OUT
 ask_and_race short "In three sentences, explain why the sky is blue."
 ask_and_race long "Write a long story of about 400 words about a lighthouse keeper who finds a message in a bottle."

@@ -15,7 +15,8 @@ import torch
 
 from specchat.chat.baseline import Baseline, gauge_speedup, merged, theory_for
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
-from specchat.chat.verdict import IdentityCheck, describe_texts, first_parting, race_verdict
+from specchat.chat.verdict import (IdentityCheck, describe, describe_texts, first_parting,
+                                   race_verdict)
 from specchat.engine import Round, SpecStats
 from specchat.engine.theory import best_k, break_even_alpha, speedup_at
 from toy import TableModel
@@ -343,6 +344,37 @@ def test_a_near_tie_on_llama_cpp_is_named_its_kernels_and_a_clear_choice_a_bug()
     clear = race_verdict(done_with([1, 2, 3], [3.0, 2.0, 1.5]), done_with([1, 2, 9], [3.0, 2.0, 1.4]),
                          None, greedy=True, dtype="Q4_1")
     assert "this is a bug" in describe_texts(clear)
+
+
+def run_under_load(load: float, speculative: bool) -> AnswerDone:
+    """An answer whose rounds ran `load` times slower than LOADS_BASELINE measured them idle:
+    ten 3-token verifies and twenty draft steps, or thirty one-token steps (a race)."""
+    if speculative:
+        forwards, drafting = ((3, 10, 640, 10 * 0.080 * load),), (20, 20 * 0.010 * load)
+    else:
+        forwards, drafting = ((1, 30, 1920, 30 * 0.050 * load),), (0, 0.0)
+    stats = StatsSnapshot(tokens_per_s=10.0, target_forwards=forwards, decode_drafting=drafting)
+    return AnswerDone("", "eos", stats, done_with([1, 2], [1.0, 1.0]).spans)
+
+
+LOADS_BASELINE = Baseline((0.0, 0, 1.0), ((64, 0.050),), ((1, 0.050), (2, 0.065), (3, 0.080)),
+                          64, 0.010, forward_points=((64, 0.050),))
+
+
+def test_a_race_names_the_load_each_run_ran_under_and_says_when_it_moved():
+    """Seen in the chat: a short answer gauged 0.65x ran at load 1.67 of idle, its race at
+    2.53, and raced 0.97x; the gauge charges target-only the answer's load."""
+    steady = race_verdict(run_under_load(1.6, True), run_under_load(1.7, False), 0.7, True,
+                          "float32", LOADS_BASELINE)
+    assert steady.answer_load == pytest.approx(1.6) and steady.race_load == pytest.approx(1.7)
+    assert "load ×1.60 of idle; the race ran at ×1.70" in describe(steady)
+    assert "moved" not in describe(steady)
+    moved = race_verdict(run_under_load(1.67, True), run_under_load(2.53, False), 0.65, True,
+                         "float32", LOADS_BASELINE)
+    assert "×2.53" in describe(moved) and "load moved" in describe(moved)
+    unknown = race_verdict(run_under_load(1.0, True), run_under_load(2.0, False), 0.65, True,
+                           "float32")
+    assert "(the gauge estimated 0.65×)" in describe(unknown)
 
 
 def test_identical_texts_and_sampled_runs_are_said_for_what_they_are():

@@ -44,6 +44,7 @@ async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_be
         assert app.gauges.query_one("#g-speedup-big").value == "-"
         notice = str(app.query(Notice).last().render())
         assert f"the gauge estimated {gauge:.2f}×" in notice and "identical ✓" in notice
+        assert "the race ran at ×" in notice  # both runs' loads, against the gauge's baseline
 
 
 async def test_a_new_temperature_gets_its_own_target_only_measurement():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specchat.chat.baseline import Baseline
 from specchat.chat.events import AnswerDone, TokenSpan
 
 NEAR_TIE = 0.25
@@ -25,6 +26,10 @@ NEAR_TIE = 0.25
 typical logit sizes (16–32, where one step is 0.125)."""
 HALF_PRECISION = ("bfloat16", "float16")
 TORCH_DTYPES = HALF_PRECISION + ("float32",)
+LOAD_MOVED = 1.15
+"""Ratio of the two runs' load factors beyond which the verdict says the machine's load moved
+between the answer and its race: the gauge, which charges target-only the answer's load,
+then misses the race by about that ratio."""
 
 
 def may_round(dtype: str) -> bool:
@@ -87,6 +92,17 @@ class RaceVerdict:
     greedy: bool
     dtype: str
     parting: Parting | None
+    answer_load: float | None = None
+    """How much slower than idle the speculative answer's rounds ran (`Baseline.load_factor`)."""
+    race_load: float | None = None
+    """The same for the race's target-only rounds."""
+
+    @property
+    def load_moved(self) -> bool:
+        """Whether the machine ran the race under another load than the answer."""
+        if not self.answer_load or not self.race_load:
+            return False
+        return max(self.answer_load, self.race_load) / min(self.answer_load, self.race_load) > LOAD_MOVED
 
     @property
     def ratio(self) -> float | None:
@@ -96,9 +112,12 @@ class RaceVerdict:
 
 
 def race_verdict(spec: AnswerDone, plain: AnswerDone, gauge: float | None, greedy: bool,
-                 dtype: str) -> RaceVerdict:
+                 dtype: str, baseline: Baseline | None = None) -> RaceVerdict:
+    """`baseline`: the one the gauge used; with it the verdict names both runs' loads."""
+    loads = ((None, None) if baseline is None
+             else (baseline.load_factor(spec.stats), baseline.load_factor(plain.stats)))
     return RaceVerdict(spec.stats.tokens_per_s, plain.stats.tokens_per_s, gauge, greedy, dtype,
-                       first_parting(spec, plain))
+                       first_parting(spec, plain), *loads)
 
 
 def _rate(value: float | None) -> str:
@@ -107,9 +126,21 @@ def _rate(value: float | None) -> str:
 
 def describe_speed(verdict: RaceVerdict) -> str:
     ratio = "–" if verdict.ratio is None else f"{verdict.ratio:.2f}×"
-    gauge = "" if verdict.gauge is None else f" (the gauge estimated {verdict.gauge:.2f}×)"
     return (f"race: speculative {_rate(verdict.spec_tokens_per_s)} tok/s vs target-only "
-            f"{_rate(verdict.plain_tokens_per_s)} tok/s → {ratio}{gauge}")
+            f"{_rate(verdict.plain_tokens_per_s)} tok/s → {ratio}{_gauge_note(verdict)}")
+
+
+def _gauge_note(verdict: RaceVerdict) -> str:
+    """The gauge's estimate, and the load each run ran under where the baseline timed both."""
+    if verdict.gauge is None:
+        return ""
+    estimate = f"the gauge estimated {verdict.gauge:.2f}×"
+    if not verdict.answer_load or not verdict.race_load:
+        return f" ({estimate})"
+    loads = (f"{estimate} at load ×{verdict.answer_load:.2f} of idle; "
+             f"the race ran at ×{verdict.race_load:.2f}")
+    moved = ": the machine's load moved between them, race again (F5)" if verdict.load_moved else ""
+    return f" ({loads}{moved})"
 
 
 def describe_texts(verdict: RaceVerdict) -> str:

@@ -34,7 +34,14 @@ ACCEPT_PATTERN = (4, 2, 0, 3, 4, 1, 4, 2)
 SCRIPTED_DRAFT_S = 0.005
 """Reported draft time per drafted token (the wall clock is not used for it)."""
 SCRIPTED_VERIFY_S = 0.065
-"""Reported verify time per round."""
+"""Reported time of a one-token target forward."""
+SCRIPTED_VERIFY_COST = (1.0, 1.3, 1.5, 1.7, 1.9)
+"""Cost of a verify of 1, 2, … tokens relative to one token (wider ones cost the last): the
+calibration reports the same, so scripted answers run at load ×1.00 of idle."""
+
+
+def scripted_verify_s(width: int) -> float:
+    return SCRIPTED_VERIFY_S * SCRIPTED_VERIFY_COST[min(width, len(SCRIPTED_VERIFY_COST)) - 1]
 
 
 @dataclass(frozen=True)
@@ -146,10 +153,11 @@ class ScriptedBackend:
         if rate is None:
             return None
         step = 1.0 / rate
+        verify = tuple((n, cost * step) for n, cost in enumerate(SCRIPTED_VERIFY_COST, 1))
         return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
-                        ((1, step), (2, 1.3 * step), (3, 1.5 * step), (4, 1.7 * step),
-                         (5, 1.9 * step)), 256, SCRIPTED_DRAFT_S, when, self.config.calibration_s,
-                        min_decode_s=0.0, settled_passes=self.config.calibration_passes)
+                        verify, 256, SCRIPTED_DRAFT_S, when, self.config.calibration_s,
+                        forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,
+                        settled_passes=self.config.calibration_passes)
 
     def sampling_key(self) -> SamplingKey:
         return (float(self.temperature), 0, 1.0)
@@ -251,19 +259,27 @@ class _Counter:
         self.tried = 0
         self.first_tokens = 0
         self.k_used: dict[int, int] = {}
+        self.forwards: dict[int, tuple[int, int, float]] = {}
+        """Decode rounds' target forwards by width: (rounds, summed context lengths, seconds)."""
+        self.decode_drafted = 0
 
     def record(self, accepted: int, rejected: int, token: int, k: int) -> None:
         drafted = accepted + rejected
         if self.first_at is None:
             self.first_at = self.clock()
             self.first_tokens = accepted + token
+        else:  # a decode round: timed like the engine's (`StatsSnapshot.target_forwards`)
+            rounds, contexts, seconds = self.forwards.get(drafted + 1, (0, 0, 0.0))
+            self.forwards[drafted + 1] = (rounds + 1, contexts + self.tokens,
+                                          seconds + scripted_verify_s(drafted + 1))
+            self.decode_drafted += drafted
         self.rounds += 1
         self.drafted += drafted
         self.accepted += accepted
         self.tokens += accepted + token
         self.k = k
         self.draft_s += SCRIPTED_DRAFT_S * drafted
-        self.verify_s += SCRIPTED_VERIFY_S
+        self.verify_s += scripted_verify_s(drafted + 1)
         if drafted:
             self.tried += min(drafted, accepted + 1)
             self.k_used[k] = self.k_used.get(k, 0) + 1
@@ -291,7 +307,9 @@ class _Counter:
             first_round_tokens=self.first_tokens, decode_tokens=decode, decode_s=elapsed,
             alpha=self.accepted / self.tried if self.tried else None,
             drafting_rounds=sum(self.histogram),
-            k_in_use=max(self.k_used, key=self.k_used.get) if self.k_used else None)
+            k_in_use=max(self.k_used, key=self.k_used.get) if self.k_used else None,
+            target_forwards=tuple((width, *timed) for width, timed in sorted(self.forwards.items())),
+            decode_drafting=(self.decode_drafted, SCRIPTED_DRAFT_S * self.decode_drafted))
 
 
 def _bump(counts: list[int], index: int) -> None:
