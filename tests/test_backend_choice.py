@@ -89,6 +89,13 @@ def test_an_unknown_backend_key_names_the_key_and_the_allowed_values(tmp_path):
     assert "'backend'" in message and "auto, torch, llama.cpp" in message and "\n" not in message
 
 
+def test_negative_threads_are_a_one_line_error_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        parse_pair("p", {"target": GGUF, "threads": -1}, tmp_path / "models.toml")
+    assert "'threads'" in str(error.value) and "[pairs.p]" in str(error.value)
+    assert parse_pair("p", {"target": GGUF, "threads": 1}, tmp_path / "models.toml").threads == 1
+
+
 def test_debugging_overrides_switch_the_torch_forward(monkeypatch):
     monkeypatch.setenv(adapters.FAST_PATH_ENV, "1")
     assert adapters.static_wanted("cpu")

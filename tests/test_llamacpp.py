@@ -273,6 +273,17 @@ def test_loaded_pair_reports_context_eos_and_size_from_llamacpp(loaded):
     assert pair.memory_bytes > 0 and pair.device == "cpu"
 
 
+def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(config, loaded):
+    from specchat.commands.chat import chat_threads
+
+    assert loaded("gguf-plain", threads=3).target.threads == 3
+    pair = dataclasses.replace(load_catalog(config).get("gguf-plain"), threads=3)
+    assert load_pair(pair, threads=2).target.threads == 2  # the chat's choice wins
+    assert loaded("gguf-plain", threads=1).backends["target"].endswith("1 thread)")
+    assert chat_threads(0, cores=2) == 1 and chat_threads(0, cores=1) == 1  # the screen's core
+    assert chat_threads(0, cores=16) == 15 and chat_threads(2, cores=16) == 2
+
+
 # --- χ²: sampled speculative decoding on llama.cpp follows the target ------------------
 
 

@@ -55,6 +55,9 @@ class PairConfig:
     for a GGUF target when llama-cpp-python is installed and no CUDA device is configured."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
+    threads: int = 0
+    """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
+    one fewer in the chat, whose screen needs a core of its own to draw on."""
     description: str = ""
     source: str = ""
     """The file this pair came from."""
@@ -146,7 +149,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
           "quantization": str, "draft_quantization": str, "max_memory": dict, "backend": str,
-          "ngram_n": int, "description": str}
+          "ngram_n": int, "threads": int, "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -176,6 +179,8 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:
         problem = "'ngram_n' must be at least 1"
+    if problem is None and pair.threads < 0:
+        problem = "'threads' must be 0 (choose) or a number of CPU threads"
     if problem:
         raise ConfigError(f"{where}: {problem}")
 

@@ -110,8 +110,9 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def load_pair(pair: PairConfig, dtype: str | None = None,
-              progress: Progress = lambda _: None) -> LoadedPair:
-    """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models)."""
+              progress: Progress = lambda _: None, threads: int | None = None) -> LoadedPair:
+    """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models),
+    `threads` the pair's `threads` (a llama.cpp target; neither: every physical core)."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
@@ -126,7 +127,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
         target_folder = model_folder(target_ref, progress)
         check_draft_size(pair, target_folder, draft_folder(pair, progress))
         placement = plan_for(pair, target_folder, torch_dtype)
-    raw, tokenizer = load_target(pair, backends.target, torch_dtype, placement, progress)
+    raw, tokenizer = load_target(pair, backends.target, torch_dtype, placement, progress,
+                                 threads or pair.threads or None)
     device = main_device(raw, placement.device) if backends.target == "torch" else device
     draft, draft_label = None, None
     if pair.draft:
@@ -156,15 +158,17 @@ def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> t
     return target.weights, why_gguf
 
 
-def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, progress: Progress):
+def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, progress: Progress,
+                threads: int | None = None):
     """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
     ref = parse_ref(pair.target)
     if backend == "llama.cpp":
-        return load_llamacpp(ref, progress)
+        return load_llamacpp(ref, progress, threads)
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 
-def load_llamacpp(ref: ModelRef, progress: Progress) -> tuple[LlamaCppModel, Any]:
+def load_llamacpp(ref: ModelRef, progress: Progress,
+                  threads: int | None = None) -> tuple[LlamaCppModel, Any]:
     """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
     `specchat distill` draft runs from its GGUF form, written on first use)."""
     from specchat.models.draft_gguf import gguf_file
@@ -173,7 +177,7 @@ def load_llamacpp(ref: ModelRef, progress: Progress) -> tuple[LlamaCppModel, Any
     if path is None:
         raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
                         "backend)")
-    model = LlamaCppModel(path)
+    model = LlamaCppModel(path, threads)
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
         raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
@@ -190,7 +194,8 @@ def target_adapter(raw, device: str, vocab_size: int, quantized: bool):
 
 
 def llamacpp_label(model: LlamaCppModel) -> str:
-    return f"llama.cpp ({model.description}, {model.threads} threads)"
+    plural = "" if model.threads == 1 else "s"
+    return f"llama.cpp ({model.description}, {model.threads} thread{plural})"
 
 
 def target_eos(raw, tokenizer) -> set[int]:
