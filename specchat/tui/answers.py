@@ -67,8 +67,8 @@ class Conversation(VerticalScroll):
         self.answer_view: AnswerView | None = None
         self.last_answer: AnswerView | None = None
         self.last_speculative = None
-        """(AnswerDone, gauge speedup, the baseline it used) of the last speculative answer:
-        what a race compares."""
+        """(AnswerDone, the baseline its gauge used) of the last speculative answer: what a
+        race compares."""
         self.held_round = None
         self.failed: tuple[AnswerView, str] | None = None
         """The last answer if it failed, and its message, so that regenerate retries it."""
@@ -196,8 +196,7 @@ class Conversation(VerticalScroll):
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
             if job.speculate:
-                baseline = self.gauges.calibration
-                self.last_speculative = (done, gauge_speedup(done.stats, baseline), baseline)
+                self.last_speculative = (done, self.gauges.calibration)
         self._job_ended()
 
     def on_answer_failed(self, message: AnswerFailed) -> None:
@@ -233,10 +232,10 @@ class Conversation(VerticalScroll):
 
     def _race_result(self, done) -> None:
         host = self.host
-        spec, gauge, baseline = self.last_speculative
+        spec, baseline = self.last_speculative
         greedy = host.service.sampling_key()[0] == 0
-        verdict = race_verdict(spec, done, gauge, greedy, host.info.dtype if host.info else "",
-                               baseline)
+        verdict = race_verdict(spec, done, gauge_speedup(spec.stats, baseline), greedy,
+                               host.info.dtype if host.info else "", baseline)
         self._announce(describe(verdict))
 
     def _announce(self, text: str) -> None:

@@ -265,13 +265,13 @@ class _Counter:
 
     def record(self, accepted: int, rejected: int, token: int, k: int) -> None:
         drafted = accepted + rejected
+        forward_s = scripted_verify_s(drafted + 1)
         if self.first_at is None:
             self.first_at = self.clock()
             self.first_tokens = accepted + token
         else:  # a decode round: timed like the engine's (`StatsSnapshot.target_forwards`)
             rounds, contexts, seconds = self.forwards.get(drafted + 1, (0, 0, 0.0))
-            self.forwards[drafted + 1] = (rounds + 1, contexts + self.tokens,
-                                          seconds + scripted_verify_s(drafted + 1))
+            self.forwards[drafted + 1] = (rounds + 1, contexts + self.tokens, seconds + forward_s)
             self.decode_drafted += drafted
         self.rounds += 1
         self.drafted += drafted
@@ -279,7 +279,7 @@ class _Counter:
         self.tokens += accepted + token
         self.k = k
         self.draft_s += SCRIPTED_DRAFT_S * drafted
-        self.verify_s += scripted_verify_s(drafted + 1)
+        self.verify_s += forward_s
         if drafted:
             self.tried += min(drafted, accepted + 1)
             self.k_used[k] = self.k_used.get(k, 0) + 1
