@@ -17,7 +17,7 @@ import torch
 
 from specchat.distill.teacher import generate_shards, read_prompts
 from specchat.models.loader import eos_token_ids, load_model
-from specchat.models.refs import parse_ref
+from specchat.models.config.refs import parse_ref
 
 out, tokens, threads = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 128

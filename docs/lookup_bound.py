@@ -24,7 +24,7 @@ from specchat.bench.runner import prompt_ids
 import dataclasses
 
 from specchat.engine.decoder import Decoder, Round, Settings
-from specchat.models.config import load_catalog
+from specchat.models.config.pairs import load_catalog
 from specchat.models.loader import load_pair
 
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from specchat.chat.events import AnswerDone
 from specchat.chat.session import ChatSession
-from specchat.models.config import load_catalog
+from specchat.models.config.pairs import load_catalog
 from specchat.models.loader import load_pair
 
 

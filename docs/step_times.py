@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from specchat.models.config import load_catalog
-from specchat.models.hf import HFCausalModel
-from specchat.models.lean import LeanLlama
+from specchat.models.config.pairs import load_catalog
+from specchat.models.torch_backend.hf import HFCausalModel
+from specchat.models.torch_backend.lean import LeanLlama
 from specchat.models.loader import load_pair
-from specchat.models.reduced_vocab import ReducedVocabModel
+from specchat.models.torch_backend.reduced_vocab import ReducedVocabModel
 
 
 def step_ms(models: dict, context: int, repeats: int) -> dict[str, float]:

@@ -31,7 +31,7 @@ def main() -> None:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
     from specchat.bench.runner import prompt_ids
     from specchat.engine import SamplingParams, Settings
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     pair = load_pair(load_catalog().get(args.pair), dtype=args.dtype)

@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from specchat.models.loader import assembled_draft as ensure_assembled
-from specchat.models.shipped_draft import DraftSpec
-from specchat.models.gguf_export import outside_row_error
-from specchat.models.draft_gguf import export_draft, target_file
-from specchat.models.refs import builtin_draft
+from specchat.models.torch_backend.shipped_draft import DraftSpec
+from specchat.models.gguf.export import outside_row_error
+from specchat.models.gguf.drafts import export_draft, target_file
+from specchat.models.config.refs import builtin_draft
 
 
 

@@ -107,8 +107,8 @@ def random_llama(shape: str, device: str, tiny: bool):
     """A random-weight Llama of `shape`'s real dimensions, built on `device` in bfloat16."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specchat.models.synthetic import VOCAB
-    from specchat.models.synthetic import shape as real_shape
+    from specchat.models.torch_backend.synthetic import VOCAB
+    from specchat.models.torch_backend.synthetic import shape as real_shape
 
     dims = TINY[shape] if tiny else real_shape(shape)
     config = LlamaConfig(vocab_size=TINY_VOCAB if tiny else VOCAB, max_position_embeddings=8192,
@@ -163,7 +163,7 @@ def bytes_per_token(model) -> int:
 
 def own_adapter(model, buckets: bool):
     """specchat's own static forward; on CUDA its steps are captured as CUDA graphs."""
-    from specchat.models.static_llama import StaticLlama
+    from specchat.models.torch_backend.static_llama import StaticLlama
 
     return StaticLlama(model, max_length=1024, buckets=buckets)
 

@@ -11,7 +11,7 @@
 set -eu
 LB=$1; GGUF=$2; N=${3:-8}; TOKENS=${4:-128}
 cd "$(dirname "$0")/.."
-THREADS=$(.venv/bin/python -c "from specchat.models.llamacpp import physical_cores; print(physical_cores())")
+THREADS=$(.venv/bin/python -c "from specchat.models.llamacpp.model import physical_cores; print(physical_cores())")
 Q="Write a long story of about 400 words about a lighthouse keeper who finds a message in a bottle."
 run() { .venv/bin/specchat run -k 0 --temperature 0 --max-new-tokens "$TOKENS" --jsonl "$Q" 2>/dev/null | tail -1; }
 P=$(run | python3 -c "import json,sys; print(json.load(sys.stdin)['stats']['prompt_tokens'])")

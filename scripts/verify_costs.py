@@ -66,7 +66,7 @@ def main() -> None:
     import torch
 
     from specchat.bench.llamacpp_profile import cost_table
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     if args.threads:

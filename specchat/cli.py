@@ -71,8 +71,8 @@ def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
 def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
           measure: bool) -> None:
     """List the pairs in models.toml and whether each model is available offline."""
-    from specchat.models.config import load_catalog
-    from specchat.models.refs import availability, parse_ref
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.config.refs import availability, parse_ref
 
     catalog = load_catalog(config_from(ctx, config_file))
     if check_name is not None:

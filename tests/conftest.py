@@ -40,7 +40,7 @@ def tiny_config(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def load_tiny(tiny_config):
     """load_tiny(name) -> LoadedPair, cached per pair name for the session."""
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     loaded = {}

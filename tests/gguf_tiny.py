@@ -109,9 +109,9 @@ def write_tiny_draft(target: Path, folder: Path, int8: bool = True, vocab_every:
     import torch
 
     from specchat.distill.draft import pick_layers, save_shipped
-    from specchat.models.shipped_draft import DraftSpec, build_draft
+    from specchat.models.torch_backend.shipped_draft import DraftSpec, build_draft
     from specchat.models.loader import load_model
-    from specchat.models.refs import parse_ref
+    from specchat.models.config.refs import parse_ref
 
     model, tokenizer = load_model(parse_ref(str(target)), torch.float32, "cpu", "none")
     layers = pick_layers(model.config.num_hidden_layers, 2)

@@ -103,7 +103,7 @@ def test_auto_k_keeps_greedy_output_identical_to_target_only(load_tiny):
 
 def test_models_toml_accepts_k_auto_and_rejects_other_words(tmp_path, tiny_config):
     from specchat.errors import ConfigError
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
 
     good = tmp_path / "good.toml"
     good.write_text('[pairs.a]\ntarget = "x"\nk = "auto"\n')

@@ -10,8 +10,9 @@ import dataclasses
 import pytest
 
 from specchat.errors import ConfigError, PairError
-from specchat.models import adapters, llamacpp
-from specchat.models.config import PairConfig, parse_pair
+from specchat.models import adapters
+from specchat.models.llamacpp import model as llamacpp
+from specchat.models.config.pairs import PairConfig, parse_pair
 
 GGUF = "/models/target.gguf"
 
@@ -96,12 +97,18 @@ def test_negative_threads_are_a_one_line_error_naming_the_key(tmp_path):
     assert parse_pair("p", {"target": GGUF, "threads": 1}, tmp_path / "models.toml").threads == 1
 
 
-def test_debugging_overrides_switch_the_torch_forward(monkeypatch):
-    monkeypatch.setenv(adapters.FAST_PATH_ENV, "1")
-    assert adapters.static_wanted("cpu")
-    monkeypatch.setenv(adapters.FAST_PATH_ENV, "0")
-    assert not adapters.static_wanted("cuda")
-    monkeypatch.delenv(adapters.FAST_PATH_ENV)
-    assert adapters.static_wanted("cuda") and not adapters.static_wanted("cpu")
-    monkeypatch.setenv(adapters.LEAN_ENV, "0")
-    assert not adapters.lean_wanted()
+def test_the_torch_forward_is_chosen_by_the_pair_keys_not_the_environment(tmp_path, monkeypatch):
+    from specchat.models.torch_backend.adapter import TorchForward, lean_wanted, static_wanted
+
+    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
+    monkeypatch.setenv("SPECCHAT_LEAN", "0")
+    assert static_wanted("cuda", TorchForward()) and not static_wanted("cpu", TorchForward())
+    assert lean_wanted(TorchForward())
+    assert static_wanted("cpu", TorchForward("static"))
+    assert not static_wanted("cuda", TorchForward("lean")) and not lean_wanted(TorchForward("eager"))
+    pair = parse_pair("p", {"target": GGUF, "torch_forward": "eager", "cuda_graphs": "none"},
+                      tmp_path / "models.toml")
+    assert (pair.torch_forward, pair.cuda_graphs) == ("eager", "none")
+    with pytest.raises(ConfigError) as error:
+        parse_pair("p", {"target": GGUF, "torch_forward": "fast"}, tmp_path / "models.toml")
+    assert "'torch_forward'" in str(error.value) and "lean" in str(error.value)

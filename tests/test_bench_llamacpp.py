@@ -35,7 +35,7 @@ def gguf_pairs(tmp_path_factory) -> Path:
 
 
 def load(toml: Path, name: str):
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     return load_pair(load_catalog(toml).get(name))
@@ -76,7 +76,7 @@ def test_llama_cpp_draft_hook_drafts_k_tokens_from_the_gguf_draft(gguf_pairs):
     import numpy as np
 
     from specchat.bench.llamacpp_arms import gguf_path
-    from specchat.models.llamacpp_baselines import gguf_draft_model, llama_generate, open_llama
+    from specchat.models.llamacpp.baselines import gguf_draft_model, llama_generate, open_llama
 
     pair = load(gguf_pairs, "g-draft")
     path = gguf_path(pair.config.draft)
@@ -95,7 +95,7 @@ def test_bench_picks_llama_cpp_baselines_only_for_a_llama_cpp_pair(load_tiny):
     pair = load_tiny("tiny-ngram")  # a transformers folder: always the torch backend
     assert not is_llamacpp_pair(pair)
     assert [a.key for a in bench_arms(pair, settings(pair))] == ["spec", "target", "hf", "hf_spec"]
-    fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp"})()
+    fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp.model"})()
     assert is_llamacpp_pair(SimpleNamespace(target=fake_target))
 
 
@@ -103,7 +103,7 @@ def test_bench_gives_a_llama_cpp_pair_specchat_arms_then_llama_cpp_arms(gguf_pai
     from specchat.bench.llamacpp_arms import bench_arms
 
     pair = load(gguf_pairs, "g-ngram")
-    fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp"})()
+    fake_target = type("LlamaCppModel", (), {"__module__": "specchat.models.llamacpp.model"})()
     as_llama = SimpleNamespace(**{**vars(pair), "target": fake_target})
     as_llama.eos_ids, as_llama.has_draft = pair.eos_ids, pair.has_draft  # properties of LoadedPair
     keys = [a.key for a in bench_arms(as_llama, settings(pair))]
@@ -165,7 +165,7 @@ def test_timing_a_forward_leaves_the_cache_at_the_context(gguf_pairs):
     import numpy as np
 
     from specchat.bench.llamacpp_arms import gguf_path
-    from specchat.models.llamacpp_baselines import forward_seconds, open_llama
+    from specchat.models.llamacpp.baselines import forward_seconds, open_llama
 
     path = gguf_path(load(gguf_pairs, "g-ngram").config.target)
     context = list(range(3, 40))

@@ -60,7 +60,7 @@ def test_profile_text_names_the_best_k(tiny_config, prompts_file):
 
 
 def test_synthetic_profile_builds_real_shapes_without_downloads(monkeypatch):
-    from specchat.models import synthetic
+    from specchat.models.torch_backend import synthetic
 
     small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                  num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specchat.errors import ConfigError, OutOfMemory, PairError
-from specchat.models.placement import (GiB, Inventory, layer_summary, parse_max_memory,
+from specchat.models.device.placement import (GiB, Inventory, layer_summary, parse_max_memory,
                                        plan_placement)
 
 
@@ -61,7 +61,7 @@ def test_layer_summary_counts_layers_per_device():
 
 
 def test_sizes_from_safetensors_headers_match_the_loaded_model(load_tiny, tiny_config):
-    from specchat.models.estimate import model_size, size_from_config
+    from specchat.models.device.estimate import model_size, size_from_config
 
     pair = load_tiny("tiny")
     folder = pair.config.target
@@ -102,7 +102,7 @@ def test_accelerate_spreads_a_tiny_target_when_max_memory_forces_it(load_tiny, m
 
     limits = {"cpu": 250_000, "disk": 10**9}
     reference = load_tiny("tiny-ngram")
-    monkeypatch.setattr("specchat.models.memory.current_inventory", lambda: Inventory({0: 0}, 0))
+    monkeypatch.setattr("specchat.models.device.memory.current_inventory", lambda: Inventory({0: 0}, 0))
     pair = load_pair(tiny_variant(load_tiny, "tiny-ngram", max_memory=limits))
     devices = set(pair.target.model.hf_device_map.values())
     assert {"cpu", "disk"} <= devices, pair.target.model.hf_device_map
@@ -195,7 +195,7 @@ def test_a_failed_round_in_run_prints_the_answer_then_exits_2(tiny_config, monke
 
 
 def test_max_memory_and_draft_quantization_are_read_from_models_toml(tmp_path):
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
 
     file = tmp_path / "models.toml"
     file.write_text('[pairs.big]\ntarget = "t"\ndraft = "d"\ndraft_quantization = "8bit"\n'

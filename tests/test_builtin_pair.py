@@ -20,7 +20,7 @@ def builtin_pair():
     """On torch, in float32 (`auto` would pick llama.cpp and its own GGUF weights)."""
     import dataclasses
 
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     config = dataclasses.replace(load_catalog().get("smollm2-135m-ngram"), backend="torch")

@@ -56,7 +56,7 @@ def pair_toml(folder: Path, target: Path, draft: Path) -> Path:
 
 @pytest.fixture
 def distilled_pair(distilled, target_dir, tmp_path):
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     return load_pair(load_catalog(pair_toml(tmp_path, target_dir, distilled)).get("d"))
@@ -76,7 +76,7 @@ def test_shipped_draft_holds_only_its_own_layers_not_the_targets_embeddings(dist
 def test_draft_layers_start_as_copies_of_the_chosen_target_layers(target_dir):
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.shipped_draft import build_draft
+    from specchat.models.torch_backend.shipped_draft import build_draft
 
     target = AutoModelForCausalLM.from_pretrained(target_dir)
     draft = build_draft(target, [0, 1])
@@ -91,7 +91,7 @@ def test_distilled_draft_is_a_full_transformers_model_usable_for_assisted_genera
     from transformers import AutoModelForCausalLM
 
     from specchat.models.loader import model_folder
-    from specchat.models.refs import parse_ref
+    from specchat.models.config.refs import parse_ref
 
     folder = model_folder(parse_ref(str(distilled)))
     assert (Path(folder) / "config.json").is_file() and (Path(folder) / "tokenizer.json").is_file()
@@ -118,7 +118,7 @@ def test_pair_with_the_distilled_draft_uses_its_reduced_vocabulary(distilled_pai
 
 
 def test_reduced_vocab_logits_equal_the_full_models_on_the_allowed_tokens(distilled_pair):
-    from specchat.models.hf import HFCausalModel
+    from specchat.models.torch_backend.hf import HFCausalModel
 
     reduced = distilled_pair.draft_model
     full = HFCausalModel(reduced.model)
@@ -222,7 +222,7 @@ def test_a_grown_draft_starts_out_computing_exactly_what_the_smaller_one_did(dis
     from transformers import AutoModelForCausalLM
 
     from specchat.distill.draft import grow_from
-    from specchat.models.shipped_draft import build_draft, load_own_weights
+    from specchat.models.torch_backend.shipped_draft import build_draft, load_own_weights
 
     target = AutoModelForCausalLM.from_pretrained(target_dir)
     small = build_draft(target, [1])
@@ -239,7 +239,7 @@ def test_distill_can_grow_a_deeper_int8_draft_that_stays_lossless(distilled, tar
                                                                   tmp_path):
     from safetensors.torch import load_file
 
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
     from test_pair_lossless import answer, committed_ids
 
@@ -260,7 +260,7 @@ def test_distill_can_grow_a_deeper_int8_draft_that_stays_lossless(distilled, tar
 
 def test_int8_weights_round_trip_within_half_a_step_per_row():
     from specchat.distill.draft import quantize_int8
-    from specchat.models.shipped_draft import dequantize
+    from specchat.models.torch_backend.shipped_draft import dequantize
 
     state = {"w": torch.randn(6, 40) * torch.linspace(0.01, 3, 6)[:, None], "norm": torch.rand(40)}
     packed = quantize_int8(state)

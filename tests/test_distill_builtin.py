@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 def test_shipped_draft_is_under_20_megabytes_and_holds_no_embeddings():
     from safetensors import safe_open
 
-    from specchat.models.refs import builtin_draft
+    from specchat.models.config.refs import builtin_draft
 
     folder = builtin_draft("smollm2-135m-draft")
     assert folder is not None
@@ -27,7 +27,7 @@ def test_default_pair_uses_the_distilled_draft_and_is_lossless_in_float32():
 
     from test_pair_lossless import answer, committed_ids
 
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
     # a fixed k: whether k = "auto" drafts depends on this machine's timed costs
     config = dataclasses.replace(load_catalog().get("smollm2-135m"), backend="torch", k=3)

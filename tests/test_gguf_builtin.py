@@ -18,8 +18,8 @@ NEAR_TIE = 0.1
 
 @pytest.fixture(scope="module")
 def built():
-    from specchat.models.draft_gguf import gguf_file
-    from specchat.models.refs import parse_ref
+    from specchat.models.gguf.drafts import gguf_file
+    from specchat.models.config.refs import parse_ref
 
     return gguf_file(parse_ref("builtin:smollm2-135m-draft.gguf"))
 
@@ -33,11 +33,11 @@ def real_text_ids(tokenizer) -> list[int]:
 
 def test_llama_cpp_would_accept_the_builtin_gguf_draft_for_its_target(built):
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from specchat.models.refs import builtin_gguf
+    from specchat.models.config.refs import builtin_gguf
 
     draft = llama_cpp.Llama(str(built), n_ctx=64, verbose=False)
     target = llama_cpp.Llama(str(builtin_gguf("smollm2-135m-instruct")), n_ctx=64, verbose=False)
-    from specchat.models.llamacpp_baselines import speculation_incompatibility
+    from specchat.models.llamacpp.baselines import speculation_incompatibility
 
     assert draft.n_vocab() == target.n_vocab()
     assert speculation_incompatibility(target, draft) is None
@@ -48,8 +48,8 @@ def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from specchat.models.loader import assembled_draft as ensure_assembled
-    from specchat.models.shipped_draft import DraftSpec
-    from specchat.models.refs import builtin_draft
+    from specchat.models.torch_backend.shipped_draft import DraftSpec
+    from specchat.models.config.refs import builtin_draft
 
     folder = builtin_draft("smollm2-135m-draft")
     assembled = ensure_assembled(folder)

@@ -21,7 +21,7 @@ def files(tmp_path_factory):
     """Target GGUF, draft folder, and the draft exported as f32 and q8_0."""
     from gguf_tiny import write_tiny_draft, write_tiny_gguf
 
-    from specchat.models.draft_gguf import export_draft
+    from specchat.models.gguf.drafts import export_draft
 
     root = tmp_path_factory.mktemp("gguf-export")
     with pytest.MonkeyPatch.context() as patch:
@@ -39,7 +39,7 @@ def torch_draft(files, tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
     from specchat.models.loader import assembled_draft as ensure_assembled
-    from specchat.models.shipped_draft import DraftSpec
+    from specchat.models.torch_backend.shipped_draft import DraftSpec
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path_factory.mktemp("assembled")))
@@ -124,7 +124,7 @@ def test_a_bfloat16_draft_with_the_full_vocabulary_keeps_the_tied_output(files, 
     from transformers import AutoModelForCausalLM
 
     from specchat.models.loader import assembled_draft as ensure_assembled
-    from specchat.models.draft_gguf import export_draft
+    from specchat.models.gguf.drafts import export_draft
 
     folder = write_tiny_draft(files["target"], tmp_path / "full", int8=False, vocab_every=0)
     path = export_draft(folder, tmp_path / "full.gguf", gguf_type="f32").path
@@ -157,7 +157,7 @@ def test_llama_cpp_loads_the_export_with_the_targets_vocabulary_and_special_ids(
 def test_llama_cpp_speculation_would_accept_the_export_for_its_target_only(files, tmp_path):
     from gguf_tiny import write_tiny_gguf
 
-    from specchat.models.llamacpp_baselines import speculation_incompatibility
+    from specchat.models.llamacpp.baselines import speculation_incompatibility
 
     target, draft = llama(files["target"]), llama(files["q8_0"])
     assert speculation_incompatibility(target, draft) is None
@@ -190,7 +190,7 @@ def test_llama_cpp_q8_0_proposals_stay_in_the_vocabulary_and_mostly_agree(files,
 
 
 def test_the_gguf_form_of_a_draft_is_built_once_and_rebuilt_when_the_draft_changes(files):
-    from specchat.models.draft_gguf import ensure_draft_gguf
+    from specchat.models.gguf.drafts import ensure_draft_gguf
 
     first = ensure_draft_gguf(files["draft"])
     stamp = first.stat().st_mtime_ns
@@ -202,7 +202,7 @@ def test_the_gguf_form_of_a_draft_is_built_once_and_rebuilt_when_the_draft_chang
 
 def test_builtin_gguf_draft_ref_names_the_shipped_draft_and_is_listed():
     from specchat.errors import ModelNotFound
-    from specchat.models.refs import availability, builtin_draft_gguf, builtin_gguf, parse_ref
+    from specchat.models.config.refs import availability, builtin_draft_gguf, builtin_gguf, parse_ref
 
     assert builtin_draft_gguf("smollm2-135m-draft.gguf").name == "smollm2-135m-draft"
     assert builtin_draft_gguf("smollm2-135m-draft") is None
@@ -216,9 +216,9 @@ def test_a_builtin_gguf_draft_runs_on_torch_as_the_reduced_draft_and_on_llama_cp
         files, tmp_path, monkeypatch):
     import shutil
 
-    from specchat.models import refs
-    from specchat.models.config import load_catalog
-    from specchat.models.draft_gguf import gguf_file
+    from specchat.models.config import refs
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.gguf.drafts import gguf_file
     from specchat.models.loader import load_pair
 
     monkeypatch.setattr(refs, "BUILTIN_DRAFTS_DIR", tmp_path / "drafts")
@@ -248,7 +248,7 @@ def test_distill_with_gguf_writes_the_trained_draft_as_a_gguf_file(files, tmp_pa
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     fields = gguf_fields(gguf_out)
-    from specchat.models.shipped_draft import DraftSpec
+    from specchat.models.torch_backend.shipped_draft import DraftSpec
 
     assert fields["specchat.draft.vocab"] == sorted(DraftSpec.load(out).vocab)
     assert fields["llama.block_count"] == 1 and "-md" in result.output
@@ -278,7 +278,7 @@ def test_export_command_writes_a_file_and_says_how_to_use_it(files, tmp_path):
     result = CliRunner().invoke(main, export_args(files["draft"], tmp_path / "d.gguf"))
     assert result.exit_code == 0, result.output
     assert (tmp_path / "d.gguf").is_file() and "-md" in result.output
-    from specchat.models.shipped_draft import DraftSpec
+    from specchat.models.torch_backend.shipped_draft import DraftSpec
 
     reduced = len(DraftSpec.load(files["draft"]).vocab)
     assert f"proposes from {reduced} of 320 tokens" in result.output
@@ -304,7 +304,7 @@ def test_export_against_another_target_is_a_one_line_error(files, tmp_path):
 
 
 def test_export_of_a_draft_of_a_non_gguf_target_is_a_one_line_error(files, tmp_path):
-    from specchat.models.shipped_draft import DraftSpec
+    from specchat.models.torch_backend.shipped_draft import DraftSpec
 
     folder = tmp_path / "draft"
     folder.mkdir()

@@ -21,19 +21,16 @@ pytestmark = [pytest.mark.gpu,
 @pytest.fixture(scope="module")
 def cuda_pairs(tiny_config):
     """The tiny pair loaded eagerly and through the fast path, both on CUDA in float32."""
-    import os
-
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     catalog = load_catalog(tiny_config)
     loaded = {}
-    for mode in ("0", "1"):
-        os.environ["SPECCHAT_FAST_PATH"] = mode
+    for mode, forward in (("0", "eager"), ("1", "static")):
         for name in ("tiny", "tiny-ngram"):
-            pair = dataclasses.replace(catalog.get(name), device="cuda", dtype="float32")
+            pair = dataclasses.replace(catalog.get(name), device="cuda", dtype="float32",
+                                       torch_forward=forward)
             loaded[(name, mode)] = load_pair(pair)
-    os.environ.pop("SPECCHAT_FAST_PATH")
     return loaded
 
 
@@ -44,7 +41,7 @@ def greedy(pair, k, prompt, budget=40):
 
 
 def test_fast_path_is_selected_automatically_on_cuda(cuda_pairs):
-    from specchat.models.static import StaticCausalModel
+    from specchat.models.torch_backend.static import StaticCausalModel
 
     fast = cuda_pairs[("tiny", "1")]
     assert isinstance(fast.target, StaticCausalModel) and fast.target.compiled
@@ -70,7 +67,7 @@ def test_quantized_target_loads_and_answers(tiny_config, quantization):
     if importlib.util.find_spec("bitsandbytes") is None:
         pytest.skip("bitsandbytes is not installed")
     from specchat.chat.session import ChatSession
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     config = dataclasses.replace(load_catalog(tiny_config).get("tiny-ngram"), device="cuda",
@@ -82,7 +79,7 @@ def test_quantized_target_loads_and_answers(tiny_config, quantization):
 
 
 def test_own_forward_is_captured_as_cuda_graphs_and_keeps_greedy_identity(cuda_pairs):
-    from specchat.models.static_llama import GraphSteps, StaticLlama
+    from specchat.models.torch_backend.static_llama import GraphSteps, StaticLlama
 
     eager = cuda_pairs[("tiny", "0")]
     target = StaticLlama(eager.target.model, eager.target.vocab_size, max_length=256)
@@ -119,7 +116,7 @@ def test_a_speculative_round_syncs_the_host_once(cuda_pairs):
 def test_quantized_target_speculative_greedy_equals_its_own_target_only(tiny_config, quantization):
     if importlib.util.find_spec("bitsandbytes") is None:
         pytest.skip("bitsandbytes is not installed")
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     config = dataclasses.replace(load_catalog(tiny_config).get("tiny"), device="cuda",
@@ -139,7 +136,7 @@ def test_quantized_target_speculative_greedy_equals_its_own_target_only(tiny_con
 
 def test_a_small_max_memory_offloads_part_of_the_target_to_cpu(tiny_config):
     from specchat.chat.session import ChatSession
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     config = dataclasses.replace(load_catalog(tiny_config).get("tiny-ngram"), device="auto",

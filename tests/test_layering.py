@@ -47,7 +47,7 @@ FORBIDDEN_PACKAGES: dict[str, set[str]] = {
     "tui": HEAVY | {"click"},
     "bench": {"textual", "click"},
     "base": HEAVY | {"textual", "click", "rich"},
-    "cli": set(),
+    "cli": {"transformers", "gguf", "bitsandbytes", "llama_cpp", "safetensors", "accelerate"},
 }
 
 
@@ -192,6 +192,56 @@ def test_the_checker_sees_forbidden_imports(tmp_path):
     assert not allowed("tui", "models.loader") and allowed("tui", "chat.events")
     assert not allowed("engine", "theory") and allowed("models", "engine.protocol")
     assert not allowed("models", "engine.drafters") and package_violation("engine", "numpy")
+
+
+MODEL_ROOMS: dict[str, set[str]] = {
+    "config": {"device"},
+    "device": set(),
+    "torch_backend": {"config", "device"},
+    "llamacpp": set(),
+    "gguf": {"config", "torch_backend"},
+}
+"""The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
+backends never import each other; only models/loader.py and models/adapters.py, outside
+every room, compose them."""
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module under specchat.models (None for the package's own modules)."""
+    parts = module.split(".")
+    if parts[:2] != ["specchat", "models"] or len(parts) < 4:
+        return None
+    return parts[2]
+
+
+def room_violations() -> list[str]:
+    found = []
+    for file in source_files():
+        room = room_of(module_name(file))
+        if room is None:
+            continue
+        for name in sorted(imported_modules(file)):
+            target = room_of(name) if name.startswith("specchat.models.") else None
+            if name.startswith("specchat.models.") and target is None:
+                found.append(f"{file.relative_to(PACKAGE)} imports {name} (outside every room)")
+            elif target not in (None, room) and target not in MODEL_ROOMS[room]:
+                found.append(f"{file.relative_to(PACKAGE)} imports {name}")
+    return found
+
+
+def test_models_is_rooms_by_role_and_the_backends_never_import_each_other():
+    rooms = {p.name for p in (PACKAGE / "models").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(MODEL_ROOMS)
+    assert room_violations() == []
+
+
+def test_the_room_checker_sees_a_backend_importing_another(tmp_path, monkeypatch):
+    fake = tmp_path / "specchat"
+    (fake / "models" / "llamacpp").mkdir(parents=True)
+    (fake / "models" / "llamacpp" / "model.py").write_text(
+        "from specchat.models.torch_backend.lean import LeanLlama\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert room_violations() == ["models/llamacpp/model.py imports specchat.models.torch_backend.lean"]
 
 
 def test_help_and_chat_events_load_without_torch():

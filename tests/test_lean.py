@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, SamplingParams, Settings
-from specchat.models import lean
-from specchat.models.adapters import adapter_for
-from specchat.models.hf import HFCausalModel
-from specchat.models.lean import LeanLlama, lean_problem
-from specchat.models.reduced_vocab import ReducedVocabModel
+from specchat.models.torch_backend import lean
+from specchat.models.torch_backend.adapter import TorchForward, adapter_for
+from specchat.models.torch_backend.hf import HFCausalModel
+from specchat.models.torch_backend.lean import LeanLlama, lean_problem
+from specchat.models.torch_backend.reduced_vocab import ReducedVocabModel
 
 CLOSE = dict(atol=2e-4, rtol=2e-4)
 
@@ -103,10 +103,11 @@ def test_models_the_lean_forward_cannot_run_fall_back_to_transformers():
     assert isinstance(adapter_for(tiny_llama(), "cpu"), LeanLlama)
 
 
-def test_the_environment_switch_turns_the_lean_forward_off(monkeypatch):
-    monkeypatch.setenv("SPECCHAT_LEAN", "0")
-    assert isinstance(adapter_for(tiny_llama(), "cpu"), HFCausalModel)
-    assert isinstance(adapter_for(tiny_llama(), "cpu", head_ids=[1, 2, 3]), ReducedVocabModel)
+def test_torch_forward_eager_turns_the_lean_forward_off():
+    eager = TorchForward("eager")
+    assert isinstance(adapter_for(tiny_llama(), "cpu", how=eager), HFCausalModel)
+    assert isinstance(adapter_for(tiny_llama(), "cpu", head_ids=[1, 2, 3], how=eager),
+                      ReducedVocabModel)
 
 
 def greedy_ids(target, draft, k: int, prompt) -> list[int]:

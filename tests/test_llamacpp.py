@@ -15,8 +15,8 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make
 
 from specchat.chat.decoding import drafter_for  # noqa: E402
 from specchat.engine import Decoder, Finished, ModelDrafter, Round, SamplingParams, Settings  # noqa: E402
-from specchat.models.config import load_catalog  # noqa: E402
-from specchat.models.llamacpp import LlamaCppModel  # noqa: E402
+from specchat.models.config.pairs import load_catalog  # noqa: E402
+from specchat.models.llamacpp.model import LlamaCppModel  # noqa: E402
 from specchat.models.loader import load_pair  # noqa: E402
 
 PROMPT = [5, 17, 42, 99, 7, 250, 13, 64, 128, 31]
@@ -185,7 +185,7 @@ def test_reset_empties_the_cache(files):
 
 
 def test_llamacpp_reads_the_same_vocabulary_as_the_transformers_tokenizer(files):
-    from specchat.models.gguf_cache import load_tokenizer
+    from specchat.models.gguf.cache import load_tokenizer
 
     model, tokenizer = llama(files["target"]), load_tokenizer(files["target"])
     assert model.n_vocab == len(tokenizer)

@@ -25,7 +25,7 @@ NEAR_TIE = 0.05
 
 @pytest.fixture(scope="module")
 def pairs():
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     catalog, loaded = load_catalog(), {}

@@ -98,7 +98,7 @@ def test_half_precision_may_flip_only_near_ties(tiny_config):
     """In bfloat16 a batched verify can round differently from one-token decoding.
     This test says so: where speculative and plain greedy first differ, the target's
     top-2 logit margin at that position must be small (a near-tie), else it fails."""
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     pair = load_pair(load_catalog(tiny_config).get("tiny"), dtype="bfloat16")

@@ -5,13 +5,15 @@ with CUDA graphs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, NgramDrafter, SamplingParams, Settings
-from specchat.models.adapters import adapter_for
-from specchat.models.hf import HFCausalModel
-from specchat.models.static import StaticCausalModel
+from specchat.models.torch_backend.adapter import TorchForward, adapter_for
+from specchat.models.torch_backend.hf import HFCausalModel
+from specchat.models.torch_backend.static import StaticCausalModel
 
 
 def static_twin(adapter: HFCausalModel, buckets: bool = False) -> StaticCausalModel:
@@ -78,15 +80,13 @@ def test_greedy_ngram_through_the_static_cache_equals_eager(load_tiny):
     assert greedy_ids(fast, NgramDrafter(3), pair.eos_ids, prompt, 6, budget=40) == reference
 
 
-def test_cpu_keeps_the_static_cache_off_unless_forced(load_tiny, monkeypatch):
-    from specchat.models.lean import LeanLlama
+def test_cpu_keeps_the_static_cache_off_unless_forced(load_tiny):
+    from specchat.models.torch_backend.lean import LeanLlama
 
     model = load_tiny("tiny").target.model
-    monkeypatch.delenv("SPECCHAT_FAST_PATH", raising=False)
     assert type(adapter_for(model, "cpu")) is LeanLlama
     assert isinstance(adapter_for(model, "cuda"), StaticCausalModel) or not torch.cuda.is_available()
-    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
-    assert isinstance(adapter_for(model, "cpu"), StaticCausalModel)
+    assert isinstance(adapter_for(model, "cpu", how=TorchForward("static")), StaticCausalModel)
     assert type(adapter_for(model, "cpu", quantized=True)) is HFCausalModel
 
 
@@ -127,13 +127,13 @@ def test_a_full_cache_is_a_named_error_and_the_model_recovers(load_tiny):
 
 def test_the_pair_context_is_the_static_cache_size(tiny_config, monkeypatch):
     """The session budgets by the same number of tokens the static cache holds."""
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
-    from specchat.models.static import DEFAULT_MAX_LENGTH
+    from specchat.models.torch_backend.static import DEFAULT_MAX_LENGTH
 
-    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
-    monkeypatch.setattr("specchat.models.static.DEFAULT_MAX_LENGTH", 40)
-    pair = load_pair(load_catalog(tiny_config).get("tiny"))
+    monkeypatch.setattr("specchat.models.torch_backend.static.DEFAULT_MAX_LENGTH", 40)
+    pair = load_pair(replace(load_catalog(tiny_config).get("tiny"), torch_forward="static"))
+    assert "static cache" in pair.backends["target"] and "torch_forward = static" in pair.backends["target"]
     assert DEFAULT_MAX_LENGTH > 40 and pair.target.config.max_position_embeddings > 40
     assert pair.context_length == pair.target.max_length == 40
     assert pair.draft_model.max_length == 40
@@ -143,12 +143,12 @@ def test_a_long_chat_on_the_static_cache_keeps_answering(tiny_config, monkeypatc
     """Past the cache's size the oldest exchanges are dropped, answer after answer."""
     from specchat.chat.events import AnswerDone, ContextTrimmed
     from specchat.chat.session import ChatSession
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
-    monkeypatch.setenv("SPECCHAT_FAST_PATH", "1")
-    monkeypatch.setattr("specchat.models.static.DEFAULT_MAX_LENGTH", 96)
-    session = ChatSession(load_pair(load_catalog(tiny_config).get("tiny")))
+    monkeypatch.setattr("specchat.models.torch_backend.static.DEFAULT_MAX_LENGTH", 96)
+    session = ChatSession(load_pair(replace(load_catalog(tiny_config).get("tiny"),
+                                            torch_forward="static")))
     trimmed = 0
     for turn in range(5):
         events = list(session.answer(f"tell me about the fox, part {turn}", max_new_tokens=24))

@@ -1,4 +1,4 @@
-"""specchat's own static-cache Llama forward (models/static_llama.py), on the CPU in
+"""specchat's own static-cache Llama forward (models/torch_backend/static_llama.py), on the CPU in
 float32: the same logits as transformers, rollback by position only, greedy decoding
 identical to the eager path, and chosen for the Llama family only. CUDA graph capture
 is exercised in tests/test_gpu.py."""
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, SamplingParams, Settings
-from specchat.models.adapters import static_adapter
-from specchat.models.static import StaticCausalModel
-from specchat.models.static_llama import StaticLlama, owned_problem
+from specchat.models.torch_backend.adapter import static_adapter
+from specchat.models.torch_backend.static import StaticCausalModel
+from specchat.models.torch_backend.static_llama import StaticLlama, owned_problem
 
 CLOSE = dict(atol=1e-4, rtol=1e-4)
 

@@ -7,7 +7,7 @@ import pytest
 from tui_support import answers, last_answer, streaming, wait_for
 
 from specchat.commands.chat import pair_service
-from specchat.models.config import load_catalog
+from specchat.models.config.pairs import load_catalog
 from specchat.tui.app import create_app
 from specchat.tui.commands import palette_entries
 from specchat.tui.transcript import Notice

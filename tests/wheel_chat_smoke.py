@@ -30,7 +30,7 @@ def finished_answer():
 
 async def smoke(models_toml: Path, pair: str, timeout: float = 240.0) -> int:
     from specchat.commands.chat import build_app
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
 
     catalog = load_catalog(models_toml)
     app = build_app(catalog, catalog.get(pair), None, None, 8, None)

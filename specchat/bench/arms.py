@@ -116,7 +116,7 @@ class TransformersArm:
         self.speculative = speculation is not None
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
-        from specchat.models.baselines import BaselineSettings, hf_generate
+        from specchat.models.torch_backend.baselines import BaselineSettings, hf_generate
 
         settings = BaselineSettings(max_new_tokens, tuple(sorted(self.pair.eos_ids)),
                                     self.sampling.temperature, self.sampling.top_k,
@@ -131,7 +131,7 @@ class TransformersArm:
 
 def transformers_speculation(pair, k: int, schedule: str = "constant"):
     """transformers' counterpart of the pair's drafter, or None for a plain pair."""
-    from specchat.models.baselines import Speculation
+    from specchat.models.torch_backend.baselines import Speculation
 
     if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
         return Speculation(lookup_tokens=k, ngram_size=pair.draft.max_ngram)

@@ -32,7 +32,7 @@ class LlamaCppArm:
         self.speculative = speculative
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
-        from specchat.models.llamacpp_baselines import llama_generate
+        from specchat.models.llamacpp.baselines import llama_generate
 
         started = time.perf_counter()
         tokens = llama_generate(self.llm, prompt, max_new_tokens, self.eos_ids, self.sampling)
@@ -40,13 +40,13 @@ class LlamaCppArm:
 
 
 def is_llamacpp_pair(pair) -> bool:
-    """Whether the pair's target decodes through the llama.cpp backend (models/llamacpp.py)."""
-    return type(pair.target).__module__.rsplit(".", 1)[-1].startswith("llamacpp")
+    """Whether the pair's target decodes through the llama.cpp backend (models/llamacpp/model.py)."""
+    return type(pair.target).__module__.startswith("specchat.models.llamacpp.")
 
 
 def gguf_path(ref: str) -> Path | None:
-    from specchat.models.draft_gguf import gguf_file
-    from specchat.models.refs import parse_ref
+    from specchat.models.gguf.drafts import gguf_file
+    from specchat.models.config.refs import parse_ref
 
     return gguf_file(parse_ref(ref))
 
@@ -56,7 +56,7 @@ def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None =
     import torch
 
     from specchat.errors import UsageError
-    from specchat.models.llamacpp_baselines import LlamaSampling, open_llama
+    from specchat.models.llamacpp.baselines import LlamaSampling, open_llama
 
     target = getattr(pair.target, "path", None) or gguf_path(pair.config.target)
     if target is None:
@@ -76,7 +76,7 @@ def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None =
 
 def llamacpp_drafter(pair, k: int, threads: int):
     """(the bindings' draft hook for the pair's drafter, its label), or (None, "")."""
-    from specchat.models.llamacpp_baselines import gguf_draft_model, prompt_lookup
+    from specchat.models.llamacpp.baselines import gguf_draft_model, prompt_lookup
 
     if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
         return prompt_lookup(k, pair.draft.max_ngram), "llama.cpp prompt lookup"

@@ -25,7 +25,7 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
                    drafter=None, widths=WIDTHS, repeats: int = 5) -> Costs:
     """Step and verify costs of the GGUF `target` on llama.cpp; the draft's from the GGUF
     `draft` on llama.cpp, or from `drafter` (an engine drafter such as n-gram lookup)."""
-    from specchat.models.llamacpp_baselines import forward_seconds, open_llama
+    from specchat.models.llamacpp.baselines import forward_seconds, open_llama
 
     n_ctx = len(context) + max(widths) + 16
     llm = open_llama(target, threads, n_ctx=n_ctx, logits_all=True)

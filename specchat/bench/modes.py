@@ -25,7 +25,7 @@ OnPrompt = Callable[[PromptResult], None]
 
 def load(pair_config, dtype: str | None, note: Note):
     """The pair, loaded and (for a static cache) with every step shape captured before timing."""
-    from specchat.models.baselines import quiet_generation_warnings
+    from specchat.models.torch_backend.baselines import quiet_generation_warnings
     from specchat.models.loader import load_pair
 
     pair = load_pair(pair_config, dtype=dtype, progress=note)
@@ -96,7 +96,7 @@ def run_overhead(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int
 def run_synthetic(sizes: str, dtype: str | None, layers: int | None) -> SyntheticReport:
     """`bench synthetic`: random-weight models of real Llama shapes (2 layers on a CPU)."""
     from specchat.bench.synthetic import profile_synthetic
-    from specchat.models.hardware import resolve_device, resolve_dtype
+    from specchat.models.device.hardware import resolve_device, resolve_dtype
 
     device, _ = resolve_device("auto")
     torch_dtype, _ = resolve_dtype(dtype or "auto", device)
@@ -144,9 +144,7 @@ def adapter_description(model) -> str:
     name = type(model).__name__
     if not hasattr(model, "compiled"):
         return name
-    from specchat.models.static import compile_mode
-
-    return f"{name} ({'CUDA graphs: ' + compile_mode() if model.compiled else 'not captured'})"
+    return f"{name} ({'CUDA graphs: ' + model.capture if model.compiled else 'not captured'})"
 
 
 def device_name(device: str) -> str:

@@ -18,7 +18,7 @@ CONTEXT_TOKENS = 256
 
 def profile_synthetic(names: list[str], device: str, dtype: torch.dtype, layers: int | None,
                       repeats: int = 3) -> dict:
-    from specchat.models.synthetic import synthetic_model
+    from specchat.models.torch_backend.synthetic import synthetic_model
 
     models = {}
     for name in names:

@@ -116,7 +116,7 @@ def model_facts(role: str, ref: str, folder: Path | str, dtype: torch.dtype,
                 quantization: str) -> ModelFacts | None:
     import json
 
-    from specchat.models.estimate import kv_bytes_per_token, model_size
+    from specchat.models.device.estimate import kv_bytes_per_token, model_size
 
     size = model_size(folder)
     if size is None:
@@ -145,7 +145,7 @@ def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:
     """The draft's held-out acceptance where `specchat distill` recorded it."""
     if folder is None:
         return None, ""
-    from specchat.models.shipped_draft import SPEC_FILE, DraftSpec
+    from specchat.models.torch_backend.shipped_draft import SPEC_FILE, DraftSpec
 
     if not (Path(folder) / SPEC_FILE).is_file():
         return None, ""
@@ -155,9 +155,9 @@ def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:
 
 def check_lines(pair, measure: bool = False, progress=lambda _: None) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine."""
-    from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
-    from specchat.models.loader import draft_folder, model_folder
-    from specchat.models.refs import parse_ref
+    from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
+    from specchat.models.loader import context_tokens, draft_folder, model_folder
+    from specchat.models.config.refs import parse_ref
 
     device, why = resolve_device(pair.device)
     dtype, _ = resolve_dtype(pair.dtype, device)
@@ -184,21 +184,9 @@ def check_lines(pair, measure: bool = False, progress=lambda _: None) -> list[st
     return lines + verdict_lines(k, costs, alpha, alpha_why)
 
 
-def context_tokens(folder: Path | str, device: str) -> int:
-    """The context the pair budgets by: the static cache's size on CUDA, the model's elsewhere."""
-    from transformers import AutoConfig
-
-    from specchat.models.static import static_length
-
-    config = AutoConfig.from_pretrained(folder)
-    if device.startswith("cuda"):
-        return static_length(config)
-    return int(getattr(config, "max_position_embeddings", 2048) or 2048)
-
-
 def memory_lines(pair, target: ModelFacts, draft: ModelFacts | None, context: int) -> list[str]:
     from specchat.errors import OutOfMemory
-    from specchat.models.placement import (automatic_limits, current_inventory, describe,
+    from specchat.models.device.placement import (automatic_limits, current_inventory, describe,
                                            plan_placement)
 
     models = [m for m in (target, draft) if m is not None]

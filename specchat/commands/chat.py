@@ -40,7 +40,7 @@ def chat(ctx, pair_name, theme, k, temperature, dtype, backend, system, max_new_
         app.run()
         leave(app.return_code or 0)
         return
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
     from specchat.theme_files import available_themes
 
     catalog = load_catalog(config_file or (ctx.obj or {}).get("config"))
@@ -74,7 +74,7 @@ def pair_service(config, system, max_new_tokens: int, dtype: str | None):
     from specchat.chat.pair_service import PairService
 
     def load(override: str | None, progress):
-        from specchat.models.llamacpp import physical_cores
+        from specchat.models.llamacpp.model import physical_cores
         from specchat.models.loader import load_pair
 
         return load_pair(config, dtype=override or dtype, progress=progress,

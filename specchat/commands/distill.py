@@ -76,14 +76,14 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
                f"best held-out acceptance {summary['best_acceptance']:.3f}")
     click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml")
     if gguf:
-        from specchat.models.draft_gguf import export_draft
+        from specchat.models.gguf.drafts import export_draft
 
         report(export_draft(out, gguf, None, gguf_type))
 
 
 def check_gguf_export(target: str, gguf: Path) -> None:
     """Before training: `--gguf` needs a GGUF target and a .gguf file name."""
-    from specchat.models.draft_gguf import check_out, gguf_target
+    from specchat.models.gguf.drafts import check_out, gguf_target
 
     check_out(gguf)
     gguf_target(target, "--gguf")

@@ -1,8 +1,8 @@
 """`specchat export-gguf`: write a trained draft as a GGUF file llama.cpp runs as a draft.
 
 Parses the options, prints where the file went and how to use it. The checks
-and the writing are in `specchat.models.draft_gguf` and
-`specchat.models.gguf_export`.
+and the writing are in `specchat.models.gguf.drafts` and
+`specchat.models.gguf.export`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ type_option = click.option(
 @type_option
 def export_gguf(draft_dir, out, target, gguf_type):
     """Write a trained draft as a GGUF file for llama.cpp (same tokenizer and vocabulary)."""
-    from specchat.models.draft_gguf import export_draft
+    from specchat.models.gguf.drafts import export_draft
 
     report(export_draft(draft_dir, out, target, gguf_type))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from specchat.errors import UsageError
-from specchat.models.config import BACKENDS, DTYPES, PairConfig, decoding_problem
+from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, decoding_problem
 
 
 def pair_option(function):
@@ -70,6 +70,6 @@ def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float |
 
 
 def load_pair_config(config: Path | None, name: str | None) -> PairConfig:
-    from specchat.models.config import load_catalog
+    from specchat.models.config.pairs import load_catalog
 
     return load_catalog(config).get(name)

@@ -7,7 +7,7 @@ frozen. What is the draft's own, and therefore all that ships, is the layers
 and the final norm (`draft.safetensors`) plus `specchat-draft.json`, which
 names the target, the layers copied, and the optional reduced output
 vocabulary (the format, and rebuilding the full transformers folder from those
-parts and the target, are specchat.models.shipped_draft's). The weights ship in bfloat16, or in int8 with
+parts and the target, are specchat.models.torch_backend.shipped_draft's). The weights ship in bfloat16, or in int8 with
 one scale per output row when a deeper draft must stay small. A draft can grow
 from an earlier, smaller one: layers copied from the same target layer keep
 their trained weights, new ones enter as the identity (zeroed output
@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from specchat.errors import UsageError
-from specchat.models.int8 import quantize_rows
-from specchat.models.shipped_draft import (INT8_SCALE, SHARED_PREFIXES, SPEC_FILE, WEIGHTS_FILE,
+from specchat.models.torch_backend.int8 import quantize_rows
+from specchat.models.torch_backend.shipped_draft import (INT8_SCALE, SHARED_PREFIXES, SPEC_FILE, WEIGHTS_FILE,
                                            DraftSpec, is_draft_folder, own_state, read_own_weights)
 
 OUTPUT_PROJECTIONS = ("self_attn.o_proj.", "mlp.down_proj.")

@@ -22,7 +22,7 @@ import torch
 from specchat.distill import draft as drafts
 from specchat.distill import teacher, train
 from specchat.errors import UsageError
-from specchat.models.shipped_draft import DraftSpec, build_draft
+from specchat.models.torch_backend.shipped_draft import DraftSpec, build_draft
 
 
 @dataclass
@@ -72,9 +72,9 @@ def check_out_folder(out: Path, resume: bool) -> None:
 
 def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> dict:
     """Run (or resume) a distillation; returns a summary for the report."""
-    from specchat.models.hardware import resolve_device
+    from specchat.models.device.hardware import resolve_device
     from specchat.models.loader import eos_token_ids, load_model
-    from specchat.models.refs import parse_ref
+    from specchat.models.config.refs import parse_ref
 
     out = Path(options.out)
     check_out_folder(out, options.resume)
@@ -109,7 +109,7 @@ def generate(target, tokenizer, eos, prompts, options: DistillOptions, callbacks
     if folder.exists() and teacher.answer_tokens(teacher.load_shards(folder)) >= options.tokens:
         return
     callbacks.message(f"generating {options.tokens} answer tokens with the target")
-    from specchat.models.hardware import resolve_dtype
+    from specchat.models.device.hardware import resolve_dtype
 
     dtype, _ = resolve_dtype("auto", str(next(target.parameters()).device))
     fast = copy.deepcopy(target).to(dtype)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from specchat.distill.draft import trainable_parameters
-from specchat.models.shipped_draft import own_state
+from specchat.models.torch_backend.shipped_draft import own_state
 from specchat.distill.teacher import Sample
 
 HELDOUT_EVERY = 20

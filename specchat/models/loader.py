@@ -21,16 +21,17 @@ import torch
 from specchat import paths
 from specchat.engine.protocol import CausalModel
 from specchat.errors import ModelNotFound, OutOfMemory, PairError
-from specchat.models import gguf_cache
-from specchat.models.adapters import choose_backends, torch_adapter
-from specchat.models.config import PairConfig
-from specchat.models.hardware import dtype_name, resolve_device, resolve_dtype
-from specchat.models.hf import HFCausalModel
-from specchat.models.llamacpp import LlamaCppModel
-from specchat.models.memory import (MemoryReport, check_draft_size, main_device, memory_report,
+from specchat.models.gguf import cache as gguf_cache
+from specchat.models.adapters import choose_backends
+from specchat.models.torch_backend.adapter import TorchForward, torch_adapter
+from specchat.models.config.pairs import PairConfig
+from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
+from specchat.models.torch_backend.hf import HFCausalModel
+from specchat.models.llamacpp.model import LlamaCppModel
+from specchat.models.device.memory import (MemoryReport, check_draft_size, main_device, memory_report,
                                     plan_for, reset_peak)
-from specchat.models.placement import Placement, layer_summary
-from specchat.models.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
+from specchat.models.device.placement import Placement, layer_summary
+from specchat.models.config.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
                                   hub_reachable, hub_snapshot, parse_ref)
 
 Progress = Callable[[str], None]
@@ -135,7 +136,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
         draft, draft_label = load_draft(pair, backends.draft, torch_dtype, device, tokenizer,
                                         progress)
     quantized = pair.quantization != "none" or placement.device_map is not None
-    target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized)
+    target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized,
+                                          torch_forward(pair))
     if draft is not None and not isinstance(draft, NgramLookup):
         draft.vocab_size = target.vocab_size
     reset_peak(device)
@@ -171,7 +173,7 @@ def load_llamacpp(ref: ModelRef, progress: Progress,
                   threads: int | None = None) -> tuple[LlamaCppModel, Any]:
     """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
     `specchat distill` draft runs from its GGUF form, written on first use)."""
-    from specchat.models.draft_gguf import gguf_file
+    from specchat.models.gguf.drafts import gguf_file
 
     path = gguf_file(ref, progress)
     if path is None:
@@ -185,12 +187,18 @@ def load_llamacpp(ref: ModelRef, progress: Progress,
     return model, tokenizer
 
 
-def target_adapter(raw, device: str, vocab_size: int, quantized: bool):
+def torch_forward(pair: PairConfig) -> TorchForward:
+    """The pair's choice of torch forward (keys `torch_forward`, `cuda_graphs`)."""
+    return TorchForward(pair.torch_forward, pair.cuda_graphs)
+
+
+def target_adapter(raw, device: str, vocab_size: int, quantized: bool,
+                   how: TorchForward = TorchForward()):
     """(the engine adapter, its label) for a loaded target."""
     if isinstance(raw, LlamaCppModel):
         raw.vocab_size = vocab_size
         return raw, llamacpp_label(raw)
-    return torch_adapter(raw, device, vocab_size, quantized=quantized)
+    return torch_adapter(raw, device, vocab_size, quantized=quantized, how=how)
 
 
 def llamacpp_label(model: LlamaCppModel) -> str:
@@ -225,7 +233,7 @@ def load_draft(pair: PairConfig, backend: str | None, dtype, device, target_toke
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)
     vocab, int8 = distill_facts(model_folder(ref, progress))
-    adapter, label = torch_adapter(model, device, head_ids=vocab, int8=int8,
+    adapter, label = torch_adapter(model, device, head_ids=vocab, int8=int8, how=torch_forward(pair),
                                    quantized=quantization != "none")
     return adapter, label
 
@@ -239,7 +247,7 @@ def draft_folder(pair: PairConfig, progress: Progress) -> Path | str | None:
 def distill_facts(folder: Path | str) -> tuple[list[int] | None, bool]:
     """A `specchat distill` draft's reduced vocabulary and whether it shipped as int8
     (then it is multiplied by its int8 weights); (None, False) for any other model."""
-    from specchat.models.shipped_draft import SPEC_FILE, DraftSpec
+    from specchat.models.torch_backend.shipped_draft import SPEC_FILE, DraftSpec
 
     if not (Path(folder) / SPEC_FILE).is_file():
         return None, False
@@ -308,7 +316,7 @@ def is_shipped_draft(folder: Path) -> bool:
 
 
 def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
-    from specchat.models.shipped_draft import ensure_assembled
+    from specchat.models.torch_backend.shipped_draft import ensure_assembled
 
     return ensure_assembled(folder, float32_cpu_model, progress)
 
@@ -387,3 +395,15 @@ def bnb_config(quantization: str, compute_dtype: torch.dtype, cpu_offload: bool 
 def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
+
+
+def context_tokens(folder: Path | str, device: str) -> int:
+    """The context the pair budgets by: the static cache's size on CUDA, the model's elsewhere."""
+    from transformers import AutoConfig
+
+    from specchat.models.torch_backend.static import static_length
+
+    config = AutoConfig.from_pretrained(folder)
+    if device.startswith("cuda"):
+        return static_length(config)
+    return int(getattr(config, "max_position_embeddings", 2048) or 2048)

@@ -17,8 +17,8 @@ from typing import Callable
 
 from specchat import paths
 from specchat.errors import ModelNotFound, SpecchatError
-from specchat.models.cache_build import build_once, is_built
-from specchat.models.refs import ModelRef, builtin_gguf
+from specchat.models.config.cache_build import build_once, is_built
+from specchat.models.config.refs import ModelRef, builtin_gguf
 
 
 def cache_key(gguf: Path) -> str:

@@ -1,7 +1,7 @@
 """Drafts as GGUF files: the export's input checks, and drafts' files built on first use.
 
 `export_draft` checks what a user hands `specchat export-gguf` (a draft folder,
-its target) and writes the file (models/gguf_export.py). `ensure_draft_gguf`
+its target) and writes the file (models/gguf/export.py). `ensure_draft_gguf`
 builds the GGUF form of a draft folder once under the user cache, keyed by the
 draft's files, the target file and the encoding, the way assembled drafts are
 built (`builtin:smollm2-135m-draft.gguf` is the shipped draft's). `gguf_file`
@@ -17,9 +17,9 @@ from typing import Callable
 
 from specchat import paths
 from specchat.errors import ModelNotFound, PairError, UsageError
-from specchat.models.cache_build import build_once, is_built
-from specchat.models.shipped_draft import SPEC_FILE, WEIGHTS_FILE, DraftSpec, is_draft_folder
-from specchat.models.refs import (BUILTINS, ModelRef, builtin_draft, builtin_draft_gguf,
+from specchat.models.config.cache_build import build_once, is_built
+from specchat.models.torch_backend.shipped_draft import SPEC_FILE, WEIGHTS_FILE, DraftSpec, is_draft_folder
+from specchat.models.config.refs import (BUILTINS, ModelRef, builtin_draft, builtin_draft_gguf,
                                   builtin_gguf, parse_ref)
 
 Progress = Callable[[str], None]
@@ -76,7 +76,7 @@ def same_file(ref: ModelRef, path: Path) -> bool:
 def export_draft(folder: Path, out: Path, target: str | None = None,
                  gguf_type: str = DEFAULT_TYPE):
     """Check the inputs, then write the draft in `folder` as the GGUF file `out`."""
-    from specchat.models.gguf_export import ggml_type, write_draft_gguf
+    from specchat.models.gguf.export import ggml_type, write_draft_gguf
 
     ggml_type(gguf_type)
     check_out(out)

@@ -25,7 +25,7 @@ import torch
 
 from specchat import paths
 from specchat.errors import ModelNotFound, UsageError
-from specchat.models.cache_build import build_once, is_built
+from specchat.models.config.cache_build import build_once, is_built
 
 SPEC_FILE = "specchat-draft.json"
 WEIGHTS_FILE = "draft.safetensors"

@@ -18,6 +18,8 @@ from specchat.errors import ConfigError
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
 BACKENDS = ("auto", "torch", "llama.cpp")
+TORCH_FORWARDS = ("auto", "static", "lean", "eager")
+CUDA_GRAPHS = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,12 @@ class PairConfig:
     backend: str = "auto"
     """What computes the logits: torch, llama.cpp (GGUF files on the CPU), or auto: llama.cpp
     for a GGUF target when llama-cpp-python is installed and no CUDA device is configured."""
+    torch_forward: str = "auto"
+    """Which torch forward computes a model: auto (the static cache on CUDA, the lean forward
+    on a CPU where the architecture allows, transformers' otherwise), static, lean or eager."""
+    cuda_graphs: str = "auto"
+    """How static-cache steps are captured on CUDA: auto, graphs, reduce-overhead,
+    cudagraphs or none."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
     threads: int = 0
@@ -149,7 +157,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
           "quantization": str, "draft_quantization": str, "max_memory": dict, "backend": str,
-          "ngram_n": int, "threads": int, "description": str}
+          "torch_forward": str, "cuda_graphs": str, "ngram_n": int, "threads": int, "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -158,7 +166,7 @@ def _typed(where: str, key: str, value):
         kind = expected.__name__ if isinstance(expected, type) else "number"
         raise ConfigError(f"{where}: '{key}' must be a {kind}, not {value!r}")
     if key == "max_memory":
-        from specchat.models.placement import parse_max_memory
+        from specchat.models.device.placement import parse_max_memory
 
         return parse_max_memory(value, f"{where}: 'max_memory'")
     return float(value) if key in ("temperature", "top_p") else value
@@ -175,6 +183,10 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = f"'draft_quantization' must be one of {', '.join(QUANTIZATIONS)}"
     if problem is None and pair.backend not in BACKENDS:
         problem = f"'backend' must be one of {', '.join(BACKENDS)} (got {pair.backend!r})"
+    if problem is None and pair.torch_forward not in TORCH_FORWARDS:
+        problem = f"'torch_forward' must be one of {', '.join(TORCH_FORWARDS)} (got {pair.torch_forward!r})"
+    if problem is None and pair.cuda_graphs not in CUDA_GRAPHS:
+        problem = f"'cuda_graphs' must be one of {', '.join(CUDA_GRAPHS)} (got {pair.cuda_graphs!r})"
     if problem is None and not _valid_device(pair.device):
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:

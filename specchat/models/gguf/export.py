@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from specchat.errors import ModelNotFound, PairError, UsageError
-from specchat.models.shipped_draft import INT8_SCALE, WEIGHTS_FILE, DraftSpec
+from specchat.models.torch_backend.shipped_draft import INT8_SCALE, WEIGHTS_FILE, DraftSpec
 
 GGUF_TYPES = ("q8_0", "f16", "f32")
 """Encodings of the draft's matrices (and of a reduced draft's output) in the file."""

@@ -12,8 +12,8 @@ nothing is copied.
 
 Every shape is fixed, so on CUDA each (step width, span) is captured once as an explicit
 `torch.cuda.CUDAGraph` (one memory pool for all; the time it took is kept in
-`capture_s`), and replayed with the new ids copied into its input buffer. With
-`SPECCHAT_COMPILE=reduce-overhead|cudagraphs` the same forward goes through
+`capture_s`), and replayed with the new ids copied into its input buffer. With the pair
+key `cuda_graphs = "reduce-overhead"` or `"cudagraphs"` the same forward goes through
 `torch.compile` instead, so the two can be measured against each other. On the CPU
 this forward runs eagerly (the tests compare it with transformers in float32).
 Other architectures keep transformers' forward over its StaticCache
@@ -27,8 +27,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from specchat.models.lean import rotate
-from specchat.models.static import StaticCausalModel, bucket, compile_mode
+from specchat.models.torch_backend.lean import rotate
+from specchat.models.torch_backend.static import StaticCausalModel, bucket
 
 FAMILY = ("llama", "mistral", "qwen2")
 FIRST_SPAN = 256
@@ -64,8 +64,11 @@ def owned_problem(model, max_length: int | None = None) -> str | None:
 class StaticLlama(StaticCausalModel):
     """A Llama-family model over specchat's static KV buffer; SDPA; CUDA graphs on CUDA."""
 
+    DEFAULT_CAPTURE = "graphs"
+
     def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
-                 compile_steps: bool | None = None, buckets: bool | None = None):
+                 compile_steps: bool | None = None, buckets: bool | None = None,
+                 capture: str = "auto"):
         body = model.get_decoder()
         self.body, self.head = body, model.get_output_embeddings()
         attn = body.layers[0].self_attn
@@ -76,7 +79,7 @@ class StaticLlama(StaticCausalModel):
         self._span = FIRST_SPAN
         self.capture_s = 0.0
         """Seconds spent capturing CUDA graphs (or compiling) so far."""
-        super().__init__(model, vocab_size, max_length, compile_steps, buckets)
+        super().__init__(model, vocab_size, max_length, compile_steps, buckets, capture)
         self.spans = spans_up_to(self.max_length)
 
     def reset(self) -> None:
@@ -95,7 +98,7 @@ class StaticLlama(StaticCausalModel):
         return 2 * self.keys.numel() * self.keys.element_size()
 
     def _compile(self):
-        how = compile_mode(default="graphs")
+        how = self.capture
         if how == "none":
             self.compiled = False
             return self._logits

@@ -33,7 +33,7 @@ def synthetic_model(name: str, device: str, dtype: torch.dtype, layers: int | No
     """(engine adapter, full layer count) for a random model of `name`'s shape."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specchat.models.adapters import adapter_for
+    from specchat.models.torch_backend.adapter import adapter_for
 
     dims = shape(name)
     full_layers = dims["num_hidden_layers"]

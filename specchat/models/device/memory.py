@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from specchat.errors import PairError
-from specchat.models.estimate import model_size
-from specchat.models.placement import Placement, current_inventory, gib, plan_placement
+from specchat.models.device.estimate import model_size
+from specchat.models.device.placement import Placement, current_inventory, gib, plan_placement
 
 
 @dataclass(frozen=True)

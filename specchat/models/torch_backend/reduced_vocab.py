@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from specchat.models.hf import HFCausalModel
+from specchat.models.torch_backend.hf import HFCausalModel
 
 
 class ReducedVocabModel(HFCausalModel):

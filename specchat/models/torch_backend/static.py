@@ -20,23 +20,22 @@ Knows nothing about decoding or text.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 
 from specchat.errors import ContextFull
-from specchat.models.hf import HFCausalModel
+from specchat.models.torch_backend.hf import HFCausalModel
 
 DEFAULT_MAX_LENGTH = 4096
 BUCKETS = (1, 2, 3, 5, 9, 17, 33)
 """Widths a compiled forward is captured at: one draft step, a catch-up, and k + 1 verifies."""
 PREFILL_EAGER_ABOVE = BUCKETS[-1]
-COMPILE_ENV = "SPECCHAT_COMPILE"
-"""How steps are captured on CUDA: graphs (explicit torch.cuda.CUDAGraph, the default for
-specchat's own Llama-family forward), reduce-overhead (inductor + CUDA graphs, the default
-for transformers' forward), cudagraphs (CUDA graphs of the traced model without inductor:
-much faster to start), none."""
+CAPTURE_MODES = ("graphs", "reduce-overhead", "cudagraphs", "none")
+"""How steps are captured on CUDA (the pair key `cuda_graphs`): graphs (explicit
+torch.cuda.CUDAGraph, the default for specchat's own Llama-family forward), reduce-overhead
+(inductor + CUDA graphs, the default for transformers' forward), cudagraphs (CUDA graphs of
+the traced model without inductor: much faster to start), none."""
 
 
 def bucket(width: int) -> int:
@@ -70,9 +69,14 @@ def positioned_cache(config, max_length: int, start: torch.Tensor):
 class StaticCausalModel(HFCausalModel):
     """A transformers model over a static KV cache; rollback = not advancing the position."""
 
+    DEFAULT_CAPTURE = "reduce-overhead"
+
     def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
-                 compile_steps: bool | None = None, buckets: bool | None = None):
+                 compile_steps: bool | None = None, buckets: bool | None = None,
+                 capture: str = "auto"):
         super().__init__(model, vocab_size)
+        self.capture = capture if capture in CAPTURE_MODES else self.DEFAULT_CAPTURE
+        """How steps are captured on CUDA (one of CAPTURE_MODES)."""
         self.max_length = max_length or static_length(self.config)
         """The tokens the cache holds: also the pair's context (`LoadedPair.context_length`)."""
         self.compiled = self.device.type == "cuda" if compile_steps is None else compile_steps
@@ -108,7 +112,7 @@ class StaticCausalModel(HFCausalModel):
         import torch._dynamo
 
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        how = compile_mode()
+        how = self.capture
         if how == "none":
             self.compiled = False
             return self._logits
@@ -195,10 +199,3 @@ def kv_bytes(config, tokens: int, dtype: torch.dtype) -> int:
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
     element = torch.empty((), dtype=dtype).element_size()
     return 2 * int(config.num_hidden_layers) * heads * head_dim * tokens * element
-
-
-def compile_mode(default: str = "reduce-overhead") -> str:
-    """How steps are captured: graphs (explicit CUDA graphs; specchat's own forward only),
-    reduce-overhead, cudagraphs or none; `default` where SPECCHAT_COMPILE is unset or unknown."""
-    how = os.environ.get(COMPILE_ENV, "").strip()
-    return how if how in ("graphs", "reduce-overhead", "cudagraphs", "none") else default
