@@ -1,7 +1,8 @@
 """The backend of each model is chosen in one place (models/adapters.py), with a reason:
-`auto` picks llama.cpp only for a GGUF target on the CPU with llama-cpp-python usable,
-and an impossible explicit choice is a one-line error. Needs no llama_cpp: whether it
-is usable is replaced by a stub."""
+`auto` picks llama.cpp for a GGUF target with llama-cpp-python usable (on a CUDA device
+only where the build offloads to it), llama.cpp's layers go to the GPU where the build
+supports it unless `gpu_layers` says otherwise, and an impossible explicit choice is a
+one-line error. Needs no llama_cpp: the bindings are replaced by fakes."""
 
 from __future__ import annotations
 
@@ -21,9 +22,47 @@ def pair(**keys) -> PairConfig:
     return dataclasses.replace(PairConfig(name="p", target=GGUF), **keys)
 
 
+class FakeBindings:
+    """What the backend asks llama-cpp-python about GPU offload, and the params it fills."""
+
+    def __init__(self, system_info: str | None):
+        self.system_info = system_info
+        self.loaded_with: list[int] = []
+
+    def llama_supports_gpu_offload(self) -> bool:
+        return self.system_info is not None
+
+    def llama_print_system_info(self) -> bytes:
+        return (self.system_info or "CPU : SSE3 = 1 | AVX2 = 1 | ").encode()
+
+    def llama_model_default_params(self):
+        return type("Params", (), {"n_gpu_layers": 999})()
+
+    def llama_model_load_from_file(self, path, params):
+        self.loaded_with.append(params.n_gpu_layers)
+        return object()
+
+
+CUDA_INFO = "CUDA : ARCHS = 900 | USE_GRAPHS = 1 | CPU : SSE3 = 1 | AVX2 = 1 | "
+METAL_INFO = "Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | ARM_FMA = 1 | "
+
+
+def fake_build(monkeypatch, system_info: str | None) -> FakeBindings:
+    fake = FakeBindings(system_info)
+    monkeypatch.setattr(llamacpp, "missing", lambda: None)
+    monkeypatch.setattr(llamacpp, "bindings", lambda: fake)
+    return fake
+
+
 @pytest.fixture
 def llama_usable(monkeypatch):
-    monkeypatch.setattr(llamacpp, "missing", lambda: None)
+    """A CPU-only build (as this machine's)."""
+    return fake_build(monkeypatch, None)
+
+
+@pytest.fixture
+def llama_cuda(monkeypatch):
+    return fake_build(monkeypatch, CUDA_INFO)
 
 
 @pytest.fixture
@@ -51,9 +90,65 @@ def test_auto_falls_back_to_torch_without_llamacpp_and_says_how_to_install_it(ll
     assert "not usable" in chosen.why and "specchat[llama]" in chosen.why
 
 
-def test_auto_keeps_a_cuda_device_on_torch(llama_usable):
+def test_auto_keeps_a_cuda_device_on_torch_when_the_build_cannot_offload(llama_usable):
     chosen = adapters.choose_backends(pair(), "cuda")
-    assert chosen.target == "torch" and "CUDA" in chosen.why
+    assert chosen.target == "torch" and "CUDA" in chosen.why and "-DGGML_CUDA=on" in chosen.why
+
+
+def test_auto_runs_a_gguf_target_on_llamacpp_on_cuda_when_the_build_offloads(llama_cuda):
+    chosen = adapters.choose_backends(pair(draft="/models/draft.gguf"), "cuda")
+    assert (chosen.target, chosen.draft) == ("llama.cpp", "llama.cpp")
+    assert (chosen.gpu_layers, chosen.gpu) == (-1, "CUDA")
+    assert "every layer on CUDA" in chosen.why
+
+
+def test_gpu_layers_zero_or_a_cpu_device_keep_llamacpp_on_the_cpu(llama_cuda):
+    for keys in ({"gpu_layers": 0}, {"device": "cpu"}):
+        chosen = adapters.choose_backends(pair(**keys), "cpu")
+        assert (chosen.target, chosen.gpu_layers, chosen.gpu) == ("llama.cpp", 0, None)
+        assert "keeps it on the CPU" in chosen.why
+    some = adapters.choose_backends(pair(gpu_layers=8), "cuda")
+    assert (some.gpu_layers, some.gpu) == (8, "CUDA") and "8 layers on CUDA" in some.why
+
+
+def test_a_metal_build_offloads_on_a_mac_whose_device_is_the_cpu(monkeypatch):
+    fake_build(monkeypatch, METAL_INFO)
+    chosen = adapters.choose_backends(pair(), "cpu")
+    assert (chosen.target, chosen.gpu_layers, chosen.gpu) == ("llama.cpp", -1, "Metal")
+
+
+def test_a_cpu_only_build_runs_on_the_cpu_and_says_why(llama_usable):
+    chosen = adapters.choose_backends(pair(), "cpu")
+    assert (chosen.gpu_layers, chosen.gpu) == (0, None) and "no GPU offload" in chosen.why
+
+
+def test_asking_a_cpu_only_build_for_gpu_layers_is_a_one_line_error(llama_usable):
+    with pytest.raises(PairError) as error:
+        adapters.choose_backends(pair(gpu_layers=8), "cpu")
+    message = str(error.value)
+    assert "gpu_layers = 8" in message and "-DGGML_CUDA=on" in message and "\n" not in message
+
+
+def test_the_offload_reaches_llamacpps_model_params(llama_cuda, tmp_path):
+    model_file = tmp_path / "m.gguf"
+    model_file.write_bytes(b"GGUF")
+    llamacpp.load_model(model_file, -1)
+    llamacpp.load_model(model_file)
+    assert llama_cuda.loaded_with == [-1, 0]
+
+
+def test_the_gpu_backend_is_named_from_llamacpps_system_info():
+    assert llamacpp.gpu_backend_name(CUDA_INFO) == "CUDA"
+    assert llamacpp.gpu_backend_name(METAL_INFO) == "Metal"
+    assert llamacpp.gpu_backend_name("CPU : AVX2 = 1 | ") == "GPU"
+
+
+def test_gpu_layers_must_be_all_or_a_count(tmp_path):
+    for bad in (-1, "some"):
+        with pytest.raises(ConfigError) as error:
+            parse_pair("p", {"target": GGUF, "gpu_layers": bad}, tmp_path / "models.toml")
+        assert "'gpu_layers'" in str(error.value)
+    assert parse_pair("p", {"target": GGUF, "gpu_layers": 12}, tmp_path / "m.toml").gpu_layers == 12
 
 
 def test_auto_keeps_a_folder_target_on_torch(llama_usable):
@@ -78,9 +173,14 @@ def test_explicit_llamacpp_without_the_package_says_how_to_install_it(llama_miss
         adapters.choose_backends(pair(backend="llama.cpp"), "cpu")
 
 
-def test_explicit_llamacpp_on_a_configured_cuda_device_is_refused(llama_usable):
-    with pytest.raises(PairError, match="runs on the CPU"):
+def test_explicit_llamacpp_on_cuda_with_a_cpu_only_build_is_refused(llama_usable):
+    with pytest.raises(PairError, match="cannot offload to a CUDA device"):
         adapters.choose_backends(pair(backend="llama.cpp", device="cuda"), "cuda")
+
+
+def test_explicit_llamacpp_on_cuda_with_a_cuda_build_offloads(llama_cuda):
+    chosen = adapters.choose_backends(pair(backend="llama.cpp", device="cuda"), "cuda")
+    assert (chosen.target, chosen.gpu) == ("llama.cpp", "CUDA")
 
 
 def test_an_unknown_backend_key_names_the_key_and_the_allowed_values(tmp_path):

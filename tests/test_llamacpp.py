@@ -273,6 +273,14 @@ def test_loaded_pair_reports_context_eos_and_size_from_llamacpp(loaded):
     assert pair.memory_bytes > 0 and pair.device == "cpu"
 
 
+def test_this_cpu_only_build_keeps_every_layer_on_the_cpu_and_says_why(loaded):
+    """The real bindings of this machine's build (no GPU offload): gpu_layers = "all" falls
+    back to the CPU, and the reason says so."""
+    pair = loaded("gguf")
+    assert pair.target.gpu_layers == 0 and pair.draft.gpu_layers == 0
+    assert "no GPU offload" in pair.reasons["backend"] and pair.device_label == "cpu"
+
+
 def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(config, loaded):
     from specchat.commands.chat import chat_threads
 

@@ -133,7 +133,7 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
 
     config = pair.config
     return RunMeta("specchat " + shlex.join(sys.argv[1:]), config.name, config.target,
-                   config.draft or "none", config.k, device_name(pair.device), pair.dtype,
+                   config.draft or "none", config.k, shown_device(pair), pair.dtype,
                    adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
                    config.temperature, config.top_p, config.top_k, str(path), prompts,
                    dict(getattr(pair, "backends", {}) or {}))
@@ -145,6 +145,15 @@ def adapter_description(model) -> str:
     if not hasattr(model, "compiled"):
         return name
     return f"{name} ({'CUDA graphs: ' + model.capture if model.compiled else 'not captured'})"
+
+
+def shown_device(pair) -> str:
+    """The device the target computes on, with the GPU's name (a llama.cpp target offloaded to
+    CUDA keeps its logits, and so `pair.device`, on the CPU)."""
+    gpu = getattr(pair, "offloaded_to", None)
+    if gpu == "CUDA":
+        return f"{device_name('cuda')}, llama.cpp"
+    return pair.device_label if gpu else device_name(pair.device)
 
 
 def device_name(device: str) -> str:

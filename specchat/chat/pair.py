@@ -25,6 +25,10 @@ class Pair(Protocol):
     load_s: float
 
     @property
+    def device_label(self) -> str:
+        """Where the target computes, as shown ("cpu", "cuda", "CUDA (llama.cpp)")."""
+        ...
+    @property
     def eos_ids(self) -> set[int]: ...
     @property
     def has_draft(self) -> bool: ...

@@ -53,7 +53,7 @@ class PairService:
         pair = self.loader(None, progress)
         self.session = ChatSession(pair, system=self._system)  # seeded from the OS
         self.reset(self._system, self._pending_turns)
-        return PairInfo(self.name, pair.device, pair.dtype, pair.memory_bytes, pair.has_draft,
+        return PairInfo(self.name, pair.device_label, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
                         self.description, k_auto=self.k_auto, seed=self.session.seed,
                         engines=engines_text(getattr(pair, "backends", None) or {}))

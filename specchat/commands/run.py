@@ -149,7 +149,7 @@ class TextPrinter:
         mode = f"speculative, k={k_text(session, self.done.stats)}" if speculative else "target only"
         header = [("pair", pair.config.name), ("mode", mode),
                   ("seed", str(getattr(session, "seed", None))),
-                  ("device / dtype", f"{pair.device} / {pair.dtype} ({pair.reasons['dtype']})"),
+                  ("device / dtype", f"{pair.device_label} / {pair.dtype} ({pair.reasons['dtype']})"),
                   *backend_rows(pair),
                   ("load time", f"{pair.load_s:.2f} s")] + memory_rows(pair)
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)

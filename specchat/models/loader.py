@@ -22,7 +22,7 @@ from specchat import paths
 from specchat.engine.protocol import CausalModel
 from specchat.errors import ModelNotFound, OutOfMemory, PairError
 from specchat.models.gguf import cache as gguf_cache
-from specchat.models.adapters import choose_backends
+from specchat.models.adapters import Backends, choose_backends
 from specchat.models.torch_backend.adapter import TorchForward, torch_adapter
 from specchat.models.config.pairs import PairConfig
 from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
@@ -67,7 +67,15 @@ class LoadedPair:
     2 threads)", "draft": "torch (lean int8)"}; no "draft" key without a draft model."""
     eos: frozenset[int] = frozenset()
     context: int = 2048
+    offloaded_to: str | None = None
+    """The GPU a llama.cpp target's layers run on ("CUDA", "Metal"; None: none), while its
+    logits, and so `device`, stay on the CPU."""
     """Most tokens the target's cache holds (its trained context, or llama.cpp's n_ctx)."""
+
+    @property
+    def device_label(self) -> str:
+        """Where the target computes, as shown to the user ("cuda", "cpu", "CUDA (llama.cpp)")."""
+        return f"{self.offloaded_to} (llama.cpp)" if self.offloaded_to else self.device
 
     @property
     def eos_ids(self) -> set[int]:
@@ -118,7 +126,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     device, device_why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
     if backends.target == "llama.cpp":
-        device, device_why = "cpu", "llama.cpp decodes on the CPU"
+        device, device_why = "cpu", llamacpp_device_why(backends)
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
     check_quantization(pair, device)
     progress(f"loading target {pair.target} ({backends.target})")
@@ -128,16 +136,15 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
         target_folder = model_folder(target_ref, progress)
         check_draft_size(pair, target_folder, draft_folder(pair, progress))
         placement = plan_for(pair, target_folder, torch_dtype)
-    raw, tokenizer = load_target(pair, backends.target, torch_dtype, placement, progress,
+    raw, tokenizer = load_target(pair, backends, torch_dtype, placement, progress,
                                  threads or pair.threads or None)
     device = main_device(raw, placement.device) if backends.target == "torch" else device
     draft, draft_label = None, None
     if pair.draft:
-        draft, draft_label = load_draft(pair, backends.draft, torch_dtype, device, tokenizer,
-                                        progress)
+        draft, draft_label = load_draft(pair, backends, torch_dtype, device, tokenizer, progress)
     quantized = pair.quantization != "none" or placement.device_map is not None
     target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized,
-                                          torch_forward(pair))
+                                          torch_forward(pair), backends.gpu)
     if draft is not None and not isinstance(draft, NgramLookup):
         draft.vocab_size = target.vocab_size
     reset_peak(device)
@@ -147,7 +154,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     return LoadedPair(pair, target, draft, tokenizer, device, dtype_label, reasons,
                       time.perf_counter() - started,
                       layer_summary(getattr(raw, "hf_device_map", None), device), labels,
-                      frozenset(target_eos(raw, tokenizer)), target_context(raw))
+                      frozenset(target_eos(raw, tokenizer)), target_context(raw),
+                      backends.gpu if getattr(raw, "offloaded", 0) else None)
 
 
 def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> tuple[str, str]:
@@ -160,17 +168,23 @@ def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> t
     return target.weights, why_gguf
 
 
-def load_target(pair: PairConfig, backend: str, dtype, placement: Placement, progress: Progress,
-                threads: int | None = None):
+def llamacpp_device_why(backends: Backends) -> str:
+    if backends.gpu is None:
+        return "llama.cpp decodes on the CPU"
+    return f"llama.cpp computes on {backends.gpu}; logits and sampling on the CPU"
+
+
+def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placement,
+                progress: Progress, threads: int | None = None):
     """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
     ref = parse_ref(pair.target)
-    if backend == "llama.cpp":
-        return load_llamacpp(ref, progress, threads)
+    if backends.target == "llama.cpp":
+        return load_llamacpp(ref, progress, threads, backends.gpu_layers)
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 
-def load_llamacpp(ref: ModelRef, progress: Progress,
-                  threads: int | None = None) -> tuple[LlamaCppModel, Any]:
+def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
     """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
     `specchat distill` draft runs from its GGUF form, written on first use)."""
     from specchat.models.gguf.drafts import gguf_file
@@ -179,7 +193,7 @@ def load_llamacpp(ref: ModelRef, progress: Progress,
     if path is None:
         raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
                         "backend)")
-    model = LlamaCppModel(path, threads)
+    model = LlamaCppModel(path, threads, gpu_layers=gpu_layers)
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
         raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
@@ -193,17 +207,19 @@ def torch_forward(pair: PairConfig) -> TorchForward:
 
 
 def target_adapter(raw, device: str, vocab_size: int, quantized: bool,
-                   how: TorchForward = TorchForward()):
+                   how: TorchForward = TorchForward(), gpu: str | None = None):
     """(the engine adapter, its label) for a loaded target."""
     if isinstance(raw, LlamaCppModel):
         raw.vocab_size = vocab_size
-        return raw, llamacpp_label(raw)
+        return raw, llamacpp_label(raw, gpu)
     return torch_adapter(raw, device, vocab_size, quantized=quantized, how=how)
 
 
-def llamacpp_label(model: LlamaCppModel) -> str:
+def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
+    """e.g. "llama.cpp (llama 135M Q4_1, 2 threads)" or "... , 30 of 30 layers on CUDA)"."""
     plural = "" if model.threads == 1 else "s"
-    return f"llama.cpp ({model.description}, {model.threads} thread{plural})"
+    where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
+    return f"llama.cpp ({model.description}, {model.threads} thread{plural}{where})"
 
 
 def target_eos(raw, tokenizer) -> set[int]:
@@ -218,17 +234,17 @@ def target_context(raw) -> int:
     return int(getattr(raw.config, "max_position_embeddings", 2048) or 2048)
 
 
-def load_draft(pair: PairConfig, backend: str | None, dtype, device, target_tokenizer,
+def load_draft(pair: PairConfig, backends: Backends, dtype, device, target_tokenizer,
                progress: Progress):
     """(draft model or n-gram lookup, label of its model's backend or None)."""
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
-    progress(f"loading draft {pair.draft} ({backend})")
-    if backend == "llama.cpp":
-        model, tokenizer = load_llamacpp(ref, progress)
+    progress(f"loading draft {pair.draft} ({backends.draft})")
+    if backends.draft == "llama.cpp":
+        model, tokenizer = load_llamacpp(ref, progress, gpu_layers=backends.gpu_layers)
         check_same_vocabulary(pair, target_tokenizer, tokenizer)
-        return model, llamacpp_label(model)
+        return model, llamacpp_label(model, backends.gpu)
     quantization = pair.draft_quantization
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
     check_same_vocabulary(pair, target_tokenizer, tokenizer)

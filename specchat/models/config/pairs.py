@@ -66,6 +66,9 @@ class PairConfig:
     threads: int = 0
     """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
     one fewer in the chat, whose screen needs a core of its own to draw on."""
+    gpu_layers: int | str = "all"
+    """Layers of a llama.cpp model offloaded to the GPU: "all" where the llama-cpp-python build
+    supports it (CUDA, Metal, Vulkan; the CPU otherwise), 0 keeps the CPU, N offloads N."""
     description: str = ""
     source: str = ""
     """The file this pair came from."""
@@ -157,7 +160,8 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 _TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
           "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
           "quantization": str, "draft_quantization": str, "max_memory": dict, "backend": str,
-          "torch_forward": str, "cuda_graphs": str, "ngram_n": int, "threads": int, "description": str}
+          "torch_forward": str, "cuda_graphs": str, "ngram_n": int, "threads": int,
+          "gpu_layers": (int, str), "description": str}
 
 
 def _typed(where: str, key: str, value):
@@ -191,6 +195,9 @@ def validate_pair(pair: PairConfig, where: str) -> None:
         problem = "'device' must be auto, cpu, cuda or cuda:N"
     if problem is None and pair.ngram_n < 1:
         problem = "'ngram_n' must be at least 1"
+    if problem is None and not (pair.gpu_layers == "all" or (isinstance(pair.gpu_layers, int)
+                                                               and pair.gpu_layers >= 0)):
+        problem = f"'gpu_layers' must be \"all\" or a number of layers, 0 or more (got {pair.gpu_layers!r})"
     if problem is None and pair.threads < 0:
         problem = "'threads' must be 0 (choose) or a number of CPU threads"
     if problem:

@@ -8,8 +8,10 @@ the KV cells past the committed length (`llama_memory_seq_rm`), and the cache
 length is read back from llama.cpp's memory, so the engine's invariant checks
 test the real cache. The engine, verification and sampling stay specchat's.
 
-The only module that imports `llama_cpp`, and only when a model is loaded (or the
-backend is asked whether it is installed). Knows nothing about tokenizers, text,
+Where the installed build supports it (CUDA, Metal, Vulkan), layers are offloaded to
+the GPU (`gpu_layers`, chosen in models/adapters.py); llama.cpp still hands the logits
+back in host memory. The only module that imports `llama_cpp`, and only when a model is
+loaded (or the backend is asked whether it is installed or can offload). Knows nothing about tokenizers, text,
 decoding or configuration files.
 """
 
@@ -57,6 +59,22 @@ def bindings():
     return _state["lib"]
 
 
+def gpu_offload() -> str | None:
+    """The GPU backend this llama-cpp-python build offloads layers to ("CUDA", "Metal",
+    "Vulkan", ...), or None for a CPU-only build."""
+    lib = bindings()
+    if not lib.llama_supports_gpu_offload():
+        return None
+    return gpu_backend_name(lib.llama_print_system_info().decode("utf-8", "replace"))
+
+
+def gpu_backend_name(system_info: str) -> str:
+    """The first non-CPU section of llama.cpp's system info ("CUDA : ARCHS = 900 | ... |
+    CPU : SSE3 = 1 | ..."), or "GPU" where it names none."""
+    sections = [part.split(" : ")[0].strip() for part in system_info.split("|") if " : " in part]
+    return next((name for name in sections if name and name.upper() != "CPU"), "GPU")
+
+
 def _remember_log(level: int, text: bytes, _user) -> None:
     """Keep llama.cpp's log off the terminal; remember the last lines for error messages."""
     line = (text or b"").decode("utf-8", "replace").strip()
@@ -89,13 +107,14 @@ def physical_cores() -> int:
     return max(1, min(usable or 1, len(cores) or usable or 1))
 
 
-def load_model(path: Path):
-    """A `llama_model` pointer for `path`; a one-line `ModelNotFound` if llama.cpp refuses it."""
+def load_model(path: Path, gpu_layers: int = 0):
+    """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
+    all); a one-line `ModelNotFound` if llama.cpp refuses it."""
     lib = bindings()
     if not path.is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
-    params.n_gpu_layers = 0
+    params.n_gpu_layers = gpu_layers
     model = lib.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         raise ModelNotFound(f"llama.cpp cannot load {path} ({last_problem()}): "
@@ -107,10 +126,12 @@ class LlamaCppModel:
     """A GGUF model decoded by llama.cpp, behind the engine's small model protocol."""
 
     def __init__(self, path: Path | str, threads: int | None = None,
-                 max_context: int = MAX_CONTEXT, batch: int = BATCH):
+                 max_context: int = MAX_CONTEXT, batch: int = BATCH, gpu_layers: int = 0):
         lib = self._lib = bindings()
         self.path = Path(path)
-        self._model = load_model(self.path)
+        self.gpu_layers = gpu_layers
+        """Layers offloaded to the GPU (-1: all, 0: none); logits are read on the CPU."""
+        self._model = load_model(self.path, gpu_layers)
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
         self.vocab_size = self.n_vocab
@@ -158,6 +179,15 @@ class LlamaCppModel:
         text = ctypes.create_string_buffer(128)
         self._lib.llama_model_desc(self._model, text, len(text))
         return text.value.decode("utf-8", "replace")
+
+    @property
+    def layers(self) -> int:
+        return int(self._lib.llama_model_n_layer(self._model))
+
+    @property
+    def offloaded(self) -> int:
+        """Layers on the GPU (llama.cpp caps a larger request at the model's layer count)."""
+        return self.layers if self.gpu_layers < 0 else min(self.gpu_layers, self.layers)
 
     @property
     def weights(self) -> str:
