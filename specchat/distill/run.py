@@ -42,6 +42,9 @@ class DistillOptions:
     resume: bool = False
     max_new_tokens: int = 128
     gen_batch: int = 64
+    """Answers the target generates at once (teacher data)."""
+    teacher_only: bool = False
+    """Stop after generating the teacher data (to combine shards of several runs)."""
     init_from: Path | None = None
     """An earlier draft of the same target to grow from (see `draft.grow_from`)."""
     int8: bool = False
@@ -90,6 +93,9 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
     generate(target, tokenizer, eos, prompts, options, callbacks)
     generated_s = time.perf_counter() - started
     samples = teacher.load_shards(out / "teacher")
+    if options.teacher_only:
+        return {"teacher_only": True, "samples": len(samples), "generate_s": generated_s,
+                "answer_tokens": teacher.answer_tokens(samples)}
     settings = load_or_save_run(out, options, layers, samples, eos, target)
     draft = build_draft(target, layers).float()
     del target

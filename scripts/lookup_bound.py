@@ -1,7 +1,7 @@
 """Upper bound on what any prompt-lookup drafter can gain on a prompt set.
 
-    PYTHONPATH=. python docs/lookup_bound.py --pair smollm2-135m-ngram --category extract \
-        --prompts ../shared/eval/prompts.jsonl --max-new-tokens 96
+    .venv/bin/python scripts/lookup_bound.py --pair smollm2-135m-ngram --category extract \
+        [--prompts FILE.jsonl] [--config models.toml] --max-new-tokens 96
 
 Answers each prompt greedily, target-only, in float32, then replays the answer
 with an oracle lookup drafter: in every round it proposes the longest run of the
@@ -15,14 +15,14 @@ prefill ignored, tau also bounds the speedup over target-only decoding.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from pathlib import Path
 
 import torch
 
-from specchat.bench.prompts import load_prompts
+from specchat.bench.prompts import load_prompts, resolve_prompts_file
 from specchat.bench.runner import prompt_ids
-import dataclasses
-
 from specchat.engine.decoder import Decoder, Round, Settings
 from specchat.models.config.pairs import load_catalog
 from specchat.models.loader import load_pair
@@ -57,17 +57,18 @@ def oracle_rounds(prompt: list[int], answer: list[int], k: int) -> int:
     return rounds
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pair", default="smollm2-135m-ngram")
+    parser.add_argument("--config", type=Path, default=None, help="a models.toml with more pairs")
     parser.add_argument("--category", default="extract")
-    parser.add_argument("--prompts", default="../shared/eval/prompts.jsonl")
+    parser.add_argument("--prompts", type=Path, default=None, help="default: the packaged set")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("-k", type=int, default=12)
-    args = parser.parse_args()
-    pair = load_pair(dataclasses.replace(load_catalog().get(args.pair), dtype="float32"))
+    args = parser.parse_args(argv)
+    pair = load_pair(dataclasses.replace(load_catalog(args.config).get(args.pair), dtype="float32"))
     total_tokens = total_rounds = 0
-    for item in load_prompts(args.prompts):
+    for item in load_prompts(resolve_prompts_file(args.prompts)):
         if args.category and item.category != args.category:
             continue
         prompt = prompt_ids(pair.tokenizer, item.prompt)

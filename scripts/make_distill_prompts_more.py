@@ -1,12 +1,15 @@
-"""Compose the second, larger distillation prompt set docs/distill-prompts-more.jsonl (seed 11).
+"""Compose the second, larger distillation prompt set specchat/distill/prompts-more.jsonl (seed 11).
 
-Run from the repository root. More topics and templates than
-make_distill_prompts.py, across the same five kinds of request (chat, code,
-extraction/rewriting, creative writing, arithmetic); written for this project.
-No prompt equals one of the benchmark set (../shared/eval/prompts.jsonl): the
-script checks it when that file is present.
+    python scripts/make_distill_prompts_more.py [OUT [BENCHMARK_SET]]
+        # defaults: specchat/distill/prompts-more.jsonl, specchat/_data/prompts.jsonl
+
+More topics and templates than make_distill_prompts.py, across the same five kinds of
+request (chat, code, extraction/rewriting, creative writing, arithmetic); written for this
+project. No prompt equals one of the benchmark set, which it reads to leave those out.
+The shipped draft was trained on it (docs/distill.md). Deterministic: tests/test_scripts.py
+checks that it writes the shipped file byte for byte.
 """
-import json, random
+import json, random, sys
 from pathlib import Path
 
 rng = random.Random(11)
@@ -197,12 +200,12 @@ for b in businesses:
     out += [("creative", f"Invent a name and a slogan for a new {b}."), ("creative", f"Write a short advertisement for a {b}.")]
 out += [("math", math_prompt()) for _ in range(400)]
 out = list(dict.fromkeys(out))
-bench = Path("../shared/eval/prompts.jsonl")
+bench = Path(sys.argv[2] if len(sys.argv) > 2 else "specchat/_data/prompts.jsonl")
 if bench.exists():
     taken = {json.loads(line)["prompt"] for line in bench.read_text().splitlines() if line.strip()}
     out = [(cat, p) for cat, p in out if p not in taken]
 rng.shuffle(out)
-with open("docs/distill-prompts-more.jsonl", "w") as f:
+with open(sys.argv[1] if len(sys.argv) > 1 else "specchat/distill/prompts-more.jsonl", "w") as f:
     for i, (cat, p) in enumerate(out):
         f.write(json.dumps({"id": f"m{i:04d}", "category": cat, "prompt": p}) + "\n")
 print(len(out))

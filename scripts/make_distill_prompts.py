@@ -1,9 +1,12 @@
 """Compose the distillation prompt set specchat/distill/prompts.jsonl (seed 7).
 
-Run from the repository root. Templates x topics, written for this project; none is
-a prompt of the benchmark set (../shared/eval/prompts.jsonl).
+    python scripts/make_distill_prompts.py [OUT]   # default: specchat/distill/prompts.jsonl
+
+Templates x topics, written for this project; none is a prompt of the benchmark set
+(specchat/_data/prompts.jsonl). Deterministic: tests/test_scripts.py checks that it
+writes the shipped file byte for byte.
 """
-import json, random
+import json, random, sys
 rng = random.Random(7)
 topics = ["photosynthesis","the water cycle","volcanoes","the moon's phases","vaccines","electric cars",
  "the stock market","recycling","the Roman Empire","solar panels","earthquakes","the human heart",
@@ -81,7 +84,7 @@ for x in creative_things:
         out.append(("creative", tpl.format(x=x)))
 out += [("math", math_prompt()) for _ in range(50)]
 rng.shuffle(out)
-with open("specchat/distill/prompts.jsonl", "w") as f:
+with open(sys.argv[1] if len(sys.argv) > 1 else "specchat/distill/prompts.jsonl", "w") as f:
     for i, (cat, p) in enumerate(out):
         f.write(json.dumps({"id": f"d{i:03d}", "category": cat, "prompt": p}) + "\n")
 print(len(out))

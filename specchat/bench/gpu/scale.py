@@ -1,0 +1,273 @@
+"""`specchat bench scale`: measurements at real scale on random weights with the shapes of
+Llama-3.2-1B and Llama-3.1-8B (nothing downloaded), in bfloat16, 8-bit and 4-bit. One JSON
+object per measurement, appended to --out and echoed to stdout:
+
+- copy: a device-to-device copy's bandwidth (bytes read + written per second), the
+  ceiling the decode bandwidth is compared with;
+- model: per shape and quantization, weight bytes and GPU memory, the adapter used
+  (specchat's own static forward; CUDA graph capture time, or why capture failed),
+  step time and verify cost v(n) for n = 1..16, and target-only decode bandwidth
+  (weight bytes read per token / time per token) as a share of the copy's;
+- spec: the 8B target decoding alone, with a self-draft sharing its weights (α = 1:
+  bounds the engine's overhead) and with the 1B draft (random weights: α ≈ 0, its cost
+  alone), each beside what the cost model (engine.theory) predicts from the measured c
+  and v, plus the prediction and best k at α = 0.6, 0.7, 0.8;
+- syncs: host synchronisations per round of speculative decoding (CUDA's sync debug
+  mode counts them; the design allows one).
+
+`--tiny --device cpu` runs every part with tiny shapes on the CPU in seconds (quantization
+needs CUDA and is recorded as skipped there). Measurements fail one at a time: an error is
+recorded in its object and the rest go on. Timing comes from engine.costs, predictions
+from engine.theory; this module only orchestrates and records.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, TextIO
+
+import torch
+
+from specchat.engine.costs import median_seconds, verify_costs
+from specchat.engine.theory import best_k, ideal_speedup
+
+WIDTHS = tuple(range(1, 17))
+ALPHAS = (0.6, 0.7, 0.8)
+DRAFT, TARGET = "1b", "8b"
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """What `bench scale` measures and how long it may take."""
+
+    device: str
+    tiny: bool = False
+    shapes: tuple[str, ...] = (DRAFT, TARGET)
+    quantizations: tuple[str, ...] = ("none", "8bit", "4bit")
+    k: int = 4
+    tokens: int = 128
+    repeats: int = 10
+    budget_s: float = 500.0
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Verify widths timed: 1..16, or just 1..k+1 for a tiny dry run."""
+        return tuple(range(1, self.k + 2)) if self.tiny else WIDTHS
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """bfloat16 as on a GPU; float32 for a tiny dry run (bf16 is emulated on many CPUs)."""
+        return torch.float32 if self.tiny else torch.bfloat16
+
+    @property
+    def context(self) -> int:
+        return 64 if self.tiny else 256
+
+
+@dataclass
+class Recorder:
+    """Where records go, which device they are from, and the time left."""
+
+    settings: ScaleSettings
+    out: TextIO
+    device_name: str
+    command: str
+    echo: Callable[[str], None] = print
+    started: float = field(default_factory=time.perf_counter)
+
+    def left(self) -> float:
+        return self.settings.budget_s - (time.perf_counter() - self.started)
+
+    def emit(self, kind: str, **figures) -> dict:
+        record = {"kind": kind, "device": self.device_name, "command": self.command, **figures}
+        self.out.write(json.dumps(record) + "\n")
+        self.out.flush()
+        self.echo(json.dumps(record)[:400])
+        return record
+
+    def guarded(self, kind: str, function: Callable, **labels):
+        """Run one measurement; record its error instead of stopping the run."""
+        if self.left() < 15 and not self.settings.tiny:
+            self.emit(kind, skipped="time budget spent", **labels)
+            return None
+        try:
+            return function()
+        except Exception as error:  # noqa: BLE001 - one failed measurement costs only itself
+            self.emit(kind, error=f"{type(error).__name__}: {error}"[:500],
+                      trace=traceback.format_exc()[-1500:], **labels)
+            return None
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def copy_bandwidth(device: str, nbytes: int) -> float:
+    """Bytes read + written per second by a device-to-device copy (median of 20)."""
+    source = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).normal_()
+    target = torch.empty_like(source)
+    seconds = median_seconds(lambda: target.copy_(source), 20, torch.device(device))
+    return 2 * nbytes / seconds
+
+
+def static_model(model, buckets: bool, max_length: int = 1024):
+    """specchat's own static forward; on CUDA its steps are captured as CUDA graphs."""
+    from specchat.models.torch_backend.adapter import static_adapter
+
+    return static_adapter(model, max_length=max_length, buckets=buckets)
+
+
+def allocated(device: str) -> int:
+    return torch.cuda.memory_allocated() if device.startswith("cuda") else 0
+
+
+def measure_model(recorder: Recorder, shape: str, quantization: str):
+    """Build one model, time its steps; (model, figures)."""
+    from specchat.models.torch_backend.synthetic import bytes_per_token, quantize, random_llama
+
+    settings, device = recorder.settings, recorder.settings.device
+    before, started = allocated(device), time.perf_counter()
+    model, _ = random_llama(shape, device, settings.dtype, tiny=settings.tiny)
+    if quantization != "none":
+        quantize(model, quantization)
+    built_s = time.perf_counter() - started
+    adapter = static_model(model, buckets=False)
+    started = time.perf_counter()
+    adapter.prepare(widths=max(settings.widths))  # on CUDA every width is captured (capture_s)
+    context = [(1000 + i) % adapter.vocab_size for i in range(settings.context)]
+    costs = verify_costs(adapter, context, settings.widths, repeats=settings.repeats)
+    figures = {"shape": shape, "quant": quantization, "tiny": settings.tiny,
+               "layers": model.config.num_hidden_layers,
+               "weight_bytes_per_token": bytes_per_token(model),
+               "gpu_memory_bytes": (allocated(device) - before) or None,
+               "build_s": round(built_s, 2), "measure_s": round(time.perf_counter() - started, 2),
+               "captured": bool(adapter.compiled), "capture_s": round(adapter.capture_s, 3),
+               "compile_error": adapter.compile_error, "step_ms": costs[1] * 1000,
+               "verify_ms": {n: s * 1000 for n, s in costs.items()},
+               "v": {n: s / costs[1] for n, s in costs.items()}}
+    figures["bandwidth_bytes_per_s"] = figures["weight_bytes_per_token"] / costs[1]
+    return model, figures
+
+
+def decode_rate(target, drafter, k: int, prompt: list[int], tokens: int):
+    """(tokens/s, acceptance rate, rounds) of one greedy answer, after a warm-up answer."""
+    from specchat.engine import Decoder, Finished, SamplingParams, Settings
+
+    decoder = Decoder(target, drafter, eos_ids=set(), check_invariants=False)
+    settings = Settings(k, SamplingParams())
+    list(decoder.generate(prompt, settings, 16))
+    synchronize(str(target.device))
+    started = time.perf_counter()
+    rounds = [e for e in decoder.generate(prompt, settings, tokens) if not isinstance(e, Finished)]
+    synchronize(str(target.device))
+    seconds = time.perf_counter() - started
+    drafted = sum(r.drafted for r in rounds)
+    accepted = sum(len(r.accepted) for r in rounds)
+    committed = sum(len(r.committed) for r in rounds)
+    return committed / seconds, accepted / drafted if drafted else None, len(rounds)
+
+
+def count_syncs(target, drafter, k: int, prompt: list[int], rounds: int = 8) -> float | None:
+    """Host synchronisations per round, counted by CUDA's sync debug mode (None off CUDA)."""
+    from specchat.engine import Decoder, SamplingParams, Settings
+
+    if target.device.type != "cuda":
+        return None
+    decoder = Decoder(target, drafter, eos_ids=set(), check_invariants=False)
+    events = decoder.generate(prompt, Settings(k, SamplingParams()), 10_000)
+    next(events)  # the prompt's round, outside the count
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(rounds):
+                next(events)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message).lower() for w in caught) / rounds
+
+
+def predictions(c: float, v: dict[int, float], k: int) -> dict:
+    """The cost model at the assumed α values: speedup at k, and the best k."""
+    verify = lambda n: v[min(n, max(v))]  # noqa: E731 - v(n) as theory takes it
+    return {"predicted_at": {str(a): ideal_speedup(a, k, c, verify(k + 1)) for a in ALPHAS},
+            "best_k_at": {str(a): best_k(a, c, verify, k_max=len(v) - 1)[0] for a in ALPHAS}}
+
+
+def speculative_runs(recorder: Recorder, target_model, draft_model, target_fig: dict,
+                     draft_fig: dict | None) -> None:
+    """Target-only, self-draft (α = 1) and the 1B draft, each beside the cost model."""
+    from specchat.engine import ModelDrafter
+
+    k, tokens = recorder.settings.k, recorder.settings.tokens
+    target = static_model(target_model, buckets=True)
+    prompt = [(7 * i + 3) % target.vocab_size for i in range(128)]
+    alone = decode_rate(target, None, 0, prompt, tokens)[0]
+    v = target_fig["v"][k + 1]
+    rate, alpha, _ = decode_rate(target, ModelDrafter(static_model(target_model, True)), k,
+                                 prompt, tokens)
+    recorder.emit("spec", target=target_fig["shape"], draft="self (shares the target's weights)",
+                  k=k, target_only_tok_s=alone, spec_tok_s=rate, measured_speedup=rate / alone,
+                  alpha=alpha, c=1.0, v=v,
+                  predicted_speedup=ideal_speedup(min(alpha or 0.0, 0.999999), k, 1.0, v))
+    if draft_fig is None:
+        return
+    c = draft_fig["step_ms"] / target_fig["step_ms"]
+    drafter = ModelDrafter(static_model(draft_model, True))
+    rate, alpha, _ = decode_rate(target, drafter, k, prompt, tokens)
+    recorder.emit("spec", target=target_fig["shape"], draft=draft_fig["shape"], k=k,
+                  target_only_tok_s=alone, spec_tok_s=rate, measured_speedup=rate / alone,
+                  alpha=alpha, c=c, v=v,
+                  predicted_at_measured_alpha=ideal_speedup(alpha or 0.0, k, c, v),
+                  syncs_per_round=count_syncs(target, drafter, k, prompt),
+                  **predictions(c, target_fig["v"], k))
+
+
+def free(*objects) -> None:
+    del objects
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def measure_quantization(recorder: Recorder, quantization: str, bandwidth: float | None) -> None:
+    """Every shape at one quantization, then (unquantized) the speculative runs."""
+    settings, models = recorder.settings, {}
+    if quantization != "none" and not settings.device.startswith("cuda"):
+        recorder.emit("model", quant=quantization, skipped="bitsandbytes needs CUDA")
+        return
+    for shape in settings.shapes:
+        result = recorder.guarded("model", lambda: measure_model(recorder, shape, quantization),
+                                  shape=shape, quant=quantization)
+        if result is None:
+            continue
+        model, figures = result
+        if bandwidth:
+            figures["bandwidth_share_of_copy"] = figures["bandwidth_bytes_per_s"] / bandwidth
+        recorder.emit("model", **figures)
+        models[shape] = (model, figures)
+    if quantization == "none" and TARGET in models:
+        draft = models.get(DRAFT, (None, None))
+        recorder.guarded("spec", lambda: speculative_runs(recorder, models[TARGET][0], draft[0],
+                                                          models[TARGET][1], draft[1]))
+    free(models)
+
+
+def run_scale(settings: ScaleSettings, out: TextIO, command: str,
+              echo: Callable[[str], None] = print) -> None:
+    """Every measurement of the module's docstring, appended to `out` as JSON lines."""
+    from specchat.bench.modes import device_name
+
+    recorder = Recorder(settings, out, device_name(settings.device), command, echo)
+    copy_bytes = (1 << 20) if settings.tiny else (2 << 30)
+    bandwidth = recorder.guarded("copy", lambda: copy_bandwidth(settings.device, copy_bytes))
+    if bandwidth:
+        recorder.emit("copy", bytes=copy_bytes, bandwidth_bytes_per_s=bandwidth)
+    for quantization in settings.quantizations:
+        measure_quantization(recorder, quantization, bandwidth)

@@ -1,0 +1,106 @@
+"""`specchat bench scale | campaign | publish`: the GPU measurement's three commands (click).
+
+`scale` measures random-weight models at real Llama scale; `campaign PHASE` runs one phase
+of the whole GPU measurement as timed steps; `publish` writes a campaign's results into
+results/gpu/ and docs/benchmarks.md. The measuring is in specchat.bench.gpu; every command
+has a CPU dry run (`--tiny` / `--dry-run`) that the test suite runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def split_list(_ctx, _param, value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@click.command("scale", context_settings=CONTEXT)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="JSON lines file the measurements are appended to.")
+@click.option("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present).")
+@click.option("--tiny", is_flag=True, help="Tiny shapes: a dry run of the plumbing.")
+@click.option("--shapes", default="1b,8b", show_default=True, callback=split_list)
+@click.option("--quant", "quantizations", default="none,8bit,4bit", show_default=True,
+              callback=split_list, help="none, 8bit, 4bit (bitsandbytes: CUDA only).")
+@click.option("--k", type=click.IntRange(min=1, max=15), default=4, show_default=True)
+@click.option("--tokens", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--budget-s", type=click.FloatRange(min=1), default=500.0, show_default=True)
+def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
+          quantizations: tuple[str, ...], k: int, tokens: int, repeats: int,
+          budget_s: float) -> None:
+    """Real-scale Llama shapes on random weights: bandwidth, v(n), capture, speculation."""
+    import torch
+
+    from specchat.bench.gpu.scale import ScaleSettings, run_scale
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    settings = ScaleSettings(device, tiny, shapes, quantizations, k, tokens, repeats, budget_s)
+    command = (f"specchat bench scale --out {out} --device {device}{' --tiny' if tiny else ''} "
+               f"--shapes {','.join(shapes)} --quant {','.join(quantizations)} --k {k} "
+               f"--tokens {tokens} --repeats {repeats} --budget-s {budget_s:g}")
+    with open(out, "a") as handle:
+        run_scale(settings, handle, command, echo=click.echo)
+
+
+@click.command("campaign", context_settings=CONTEXT)
+@click.argument("phase", type=click.Choice(["scale", "pair", "llama"]))
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Folder for results.jsonl, scale.jsonl, device.txt and campaign.toml.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False,
+                                                         exists=True), default=None)
+@click.option("--prompts", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="Prompt set (default: the one shipped with specchat).")
+@click.option("--pair", default="smollm2-135m-torch", show_default=True)
+@click.option("--ngram-pair", default="smollm2-135m-ngram", show_default=True)
+@click.option("--gguf-pair", default="smollm2-135m-plain", show_default=True)
+@click.option("--budget-s", type=click.IntRange(min=30), default=540, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Tiny shapes, a few tokens, float32: the plumbing.")
+@click.pass_context
+def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None, prompts: Path | None, pair: str,
+             ngram_pair: str, gguf_pair: str, budget_s: int, dry_run: bool) -> None:
+    """One phase of the GPU measurement (scale, pair, llama) as timed steps within a budget."""
+    from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
+
+    plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s)
+    run_phase(dry_plan(plan) if dry_run else plan, phase, note=lambda text: click.echo(text, err=True),
+              run_here=lambda args: in_process(ctx.find_root().command, args))
+
+
+def in_process(root: click.Command, args: tuple[str, ...]):
+    """`specchat ARGS` run by the root command in this process, its output captured as a
+    subprocess's would be (a dry run's steps pay the imports once)."""
+    import io
+    import subprocess
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = root.main(list(args), prog_name="specchat", standalone_mode=False)
+        except Exception:  # noqa: BLE001 - recorded like a crashed subprocess
+            traceback.print_exc()
+            code = 1
+    status = code if isinstance(code, int) else 0
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+
+
+@click.command("publish", context_settings=CONTEXT)
+@click.argument("folders", nargs=-1, required=True,
+                type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False),
+              default=Path("results/gpu"), show_default=True)
+@click.option("--benchmarks", type=click.Path(path_type=Path, dir_okay=False),
+              default=Path("docs/benchmarks.md"), show_default=True)
+def publish(folders: tuple[Path, ...], results_dir: Path, benchmarks: Path) -> None:
+    """A campaign's returned folders into results/gpu/ and the tables into the benchmarks doc."""
+    from specchat.bench.gpu.publish import publish as write
+
+    raw, doc = write(list(folders), results_dir, benchmarks)
+    click.echo(f"wrote {raw} and the tables into {doc}")

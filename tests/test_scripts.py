@@ -1,0 +1,94 @@
+"""Every script in scripts/ runs here (DESIGN: a script is tested or lives in the package):
+the distillation prompt generators rewrite the shipped prompt sets byte for byte, the
+lookup bound replays answers with its oracle, the verify-cost comparison and the GGUF
+draft check run on tiny models. (scripts/gpu_measure.sh: tests/test_gpu_campaign.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+
+
+def run_script(name: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_script_in_scripts_is_run_by_a_test():
+    tested = {"make_distill_prompts.py", "make_distill_prompts_more.py", "lookup_bound.py",
+              "verify_costs.py", "gguf_draft_check.py", "gpu_measure.sh"}
+    here = Path(__file__).read_text() + (ROOT / "tests" / "test_gpu_campaign.py").read_text()
+    assert {p.name for p in SCRIPTS.iterdir() if p.is_file()} == tested
+    assert all(f'"{name}"' in here or f"scripts/{name}" in here for name in tested)
+
+
+@pytest.mark.parametrize("name, shipped", [
+    ("make_distill_prompts.py", "specchat/distill/prompts.jsonl"),
+    ("make_distill_prompts_more.py", "specchat/distill/prompts-more.jsonl")])
+def test_the_distill_prompt_generators_write_the_shipped_sets_byte_for_byte(name, shipped, tmp_path):
+    out = tmp_path / "prompts.jsonl"
+    done = run_script(name, str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == (ROOT / shipped).read_bytes()
+
+
+def test_the_lookup_bound_replays_each_answer_with_its_oracle(tiny_config, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"e{i}", "category": "extract", "prompt": text}) + "\n"
+                               for i, text in enumerate(["Repeat: the cat sat on the mat.",
+                                                         "Copy this: a b c d e f"])))
+    done = run_script("lookup_bound.py", "--pair", "tiny-ngram", "--config", str(tiny_config),
+                      "--prompts", str(prompts), "--max-new-tokens", "12")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["id"] for r in rows] == ["e0", "e1"]
+    assert all(1 <= r["tau_bound"] <= 13 and r["oracle_rounds"] <= r["tokens"] for r in rows)
+
+
+def test_the_oracle_proposes_the_longest_run_after_any_earlier_suffix():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from lookup_bound import longest_lookup_run, oracle_rounds
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    assert longest_lookup_run([5, 1, 2, 3, 9, 5], [1, 2, 3, 4], k=8) == 3
+    assert longest_lookup_run([5, 1, 2], [7], k=8) == 0
+    # nothing follows an earlier 3, so round one commits "1" alone; round two copies "2 3"
+    assert oracle_rounds([1, 2, 3], [1, 2, 3], k=8) == 2
+
+
+def test_verify_costs_compares_both_backends_on_a_tiny_gguf_pair(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the llama.cpp column needs llama-cpp-python")
+    from tiny import build_tokenizer
+    from tiny_gguf import save_tiny_gguf
+
+    target, _ = save_tiny_gguf(tmp_path, build_tokenizer(), name="target.gguf")
+    toml = tmp_path / "models.toml"
+    toml.write_text(f'[pairs.g]\ntarget = "{target}"\ndraft = "ngram"\nk = 3\ndtype = "float32"\n')
+    done = run_script("verify_costs.py", "--pair", "g", "--config", str(toml), "--repeats", "1",
+                      "--context", "24", "--threads", "1", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert set(report) == {"torch float32", "llama.cpp"}
+
+
+def test_the_gguf_draft_check_runs_on_a_tiny_distilled_draft(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the check loads the GGUF in llama.cpp")
+    from gguf_tiny import write_tiny_draft, write_tiny_gguf
+
+    env_cache = os.environ.get("SPECCHAT_CACHE_DIR")
+    target = write_tiny_gguf(tmp_path / "target", layers=3)
+    draft = write_tiny_draft(target, tmp_path / "draft", int8=False, vocab_every=0)
+    done = run_script("gguf_draft_check.py", "--draft", str(draft), "--positions", "20",
+                      "--type", "f32")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "greedy proposals equal at" in done.stdout and env_cache == os.environ.get("SPECCHAT_CACHE_DIR")
