@@ -41,15 +41,12 @@ def chat(ctx, pair_name, theme, k, temperature, dtype, backend, system, max_new_
         leave(app.return_code or 0)
         return
     from specchat.models.config.pairs import load_catalog
-    from specchat.theme_files import available_themes
+    from specchat.tui.themes import check_theme_name
 
     catalog = load_catalog(config_file or (ctx.obj or {}).get("config"))
     first = apply_overrides(catalog.get(pair_name), k, temperature, backend=backend)
-    if theme is not None and theme not in available_themes():
-        from specchat.errors import ConfigError
-
-        raise ConfigError(f"unknown theme '{theme}': available are "
-                          f"{', '.join(sorted(available_themes()))}")
+    if theme is not None:
+        check_theme_name(theme)
     app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend)
     app.run()
     leave(app.return_code or 0)

@@ -224,8 +224,22 @@ def emit(obj: dict) -> None:
 
 
 def token_colours() -> dict[str, str]:
-    from specchat.chat.events import TOKEN_KINDS
-    from specchat.theme_files import load_theme
+    """The default theme's token colours, checked with rich's colour parser; a theme file
+    that does not read is named on stderr and skipped (the built-in theme's colours win)."""
+    from rich.color import Color, ColorParseError
 
-    theme = load_theme()
-    return {kind: theme.token_color(kind) for kind in TOKEN_KINDS}
+    from specchat.chat.events import TOKEN_KINDS
+    from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
+
+    def is_colour(text: str) -> bool:
+        try:
+            Color.parse(text)
+        except ColorParseError:
+            return False
+        return True
+
+    themes, problems = load_themes(is_colour)
+    for problem in problems:
+        click.echo(f"specchat: {problem}", err=True)
+    variables = themes[DEFAULT_THEME].variables if DEFAULT_THEME in themes else DEFAULT_TOKEN_COLOURS
+    return {kind: variables.get(f"spec-{kind}", "default") for kind in TOKEN_KINDS}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from textual.app import App, SystemCommand
 
-from specchat.theme_files import DEFAULT_THEME
+from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.answers import Conversation
 from specchat.tui.chat_screen import ChatScreen
@@ -30,8 +30,7 @@ from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoad
 from specchat.tui.pair_loading import ServiceFactory
 from specchat.tui.pair_switch import PairSwitch
 from specchat.tui.settings import Settings
-from specchat.tui.themes import (TOKEN_FALLBACKS, load_preferences, load_textual_themes,
-                                 save_preferences)
+from specchat.tui.themes import load_preferences, load_textual_themes, save_preferences
 from specchat.tui.transcript import TokenText
 
 GC_THRESHOLDS = (20_000, 50, 1_000)
@@ -64,7 +63,11 @@ class SpecchatApp(App):
         self.pairs, self.pair_name, self.requested_theme = pairs, pair_name, theme
         self.preferences_path = preferences_path
         self.preferences = load_preferences(preferences_path)
-        self.spec_themes = load_textual_themes()
+        self.spec_themes, theme_problems = load_textual_themes()
+        self.problems: list[str] = [str(problem) for problem in theme_problems]
+        """What went wrong that the user must fix (a theme file, the history database):
+        shown on the chat screen until the app closes, never as a toast that fades."""
+        self.skipped_themes = {problem.name for problem in theme_problems}
         self.service: ConversationService | None = None
         self.info: PairInfo | None = None
         self.pair = PairSwitch.over(self, service_factory)
@@ -74,7 +77,7 @@ class SpecchatApp(App):
         self.conversation, self.gauges = self.chat_screen.conversation, self.chat_screen.gauges
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        return dict(TOKEN_FALLBACKS)
+        return dict(DEFAULT_TOKEN_COLOURS)
 
     def get_default_screen(self) -> ChatScreen:
         return self.chat_screen
@@ -87,6 +90,7 @@ class SpecchatApp(App):
         self.set_theme(self.requested_theme or self.preferences.theme, remember=False)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.history.open(self.settings.system)
+        self.chat_screen.problems.show(self.problems)
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""
@@ -98,7 +102,8 @@ class SpecchatApp(App):
         self.history.close()
 
     def get_system_commands(self, screen) -> list[SystemCommand]:
-        """Textual's own commands, less its theme picker (ours lists specchat themes)."""
+        """Textual's own commands, less its theme picker (ours lists every theme, Textual's
+        own among them, with their token colours)."""
         return [c for c in super().get_system_commands(screen) if "theme" not in c.title.lower()]
 
     def action_help(self) -> None:
@@ -110,11 +115,19 @@ class SpecchatApp(App):
 
     def set_theme(self, name: str, remember: bool = True) -> None:
         if name not in self.spec_themes:
-            self.notify(f"unknown theme '{name}'; using {DEFAULT_THEME}", severity="warning")
+            why = "its file was skipped" if name in self.skipped_themes else "no such theme"
+            self.report_problem(f"theme '{name}': {why}; using {DEFAULT_THEME}")
             name = DEFAULT_THEME if DEFAULT_THEME in self.spec_themes else next(iter(self.spec_themes))
         self.theme = name
         if remember:
             self.remember(theme=name)
+
+    def report_problem(self, text: str) -> None:
+        """A problem the user must see until the app closes (the chat screen's problem lines)."""
+        if text not in self.problems:
+            self.problems.append(text)
+        if self.chat_screen.is_mounted:
+            self.chat_screen.problems.show(self.problems)
 
     def _theme_changed(self, theme) -> None:
         for widget in self.query(TokenText):

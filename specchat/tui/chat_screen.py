@@ -76,14 +76,28 @@ class Legend(Static):
         return Content.assemble(*parts)
 
 
+class Problems(Static):
+    """What the user must fix (a broken theme file, a history database moved aside), one line
+    each, in the error colour; hidden while there is none. It stays: a toast would fade."""
+
+    def __init__(self, **kwargs):
+        super().__init__(markup=False, **kwargs)
+        self.display = False
+
+    def show(self, problems: list[str]) -> None:
+        self.update("\n".join(f"⚠ {problem}" for problem in problems))
+        self.display = bool(problems)
+
+
 class ChatScreen(Screen):
-    """Conversation, gauges, legend, input."""
+    """Problems, conversation, gauges, legend, input."""
 
     BINDINGS = bindings()
 
     def __init__(self, conversation: type[Conversation], preferences: Preferences) -> None:
         super().__init__()
         self.gauges = Gauges(id="gauges")
+        self.problems = Problems(id="problems")
         self.conversation = conversation(self.gauges, preferences.ghosts,
                                          preferences.slow_motion_ms)
         """The transcript, where user turns, answers and notices are mounted."""
@@ -92,6 +106,7 @@ class ChatScreen(Screen):
                                      placeholder="Message (Enter sends, Ctrl+J new line, F1 keys)")
 
     def compose(self) -> ComposeResult:
+        yield self.problems
         with Horizontal(id="main"):
             yield self.conversation
             yield self.gauges

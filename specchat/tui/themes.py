@@ -2,35 +2,66 @@
 
 Maps the theme files (`specchat.theme_files.ThemeSpec`: built-ins in `themes/`,
 user themes in the config directory) onto `textual.theme.Theme`, with the token
-colours as theme variables. Preferences (theme, slow-motion delay, ghosts) live
-in a small JSON file in the config directory.
+colours as theme variables, and offers Textual's own themes beside them (their token
+colours derived from their success / error / warning / accent / foreground colours).
+Colours in theme files are checked with Textual's own parser; a broken file is skipped
+and named. Preferences (theme, slow-motion delay, ghosts) live in a small JSON file in
+the config directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from textual.theme import Theme
+from textual.color import Color, ColorParseError
+from textual.theme import BUILTIN_THEMES, Theme
 
 from specchat import paths
-from specchat.theme_files import DEFAULT_THEME, ThemeSpec, available_themes
+from specchat.errors import ConfigError
+from specchat.theme_files import (COLOR_KEYS, DEFAULT_THEME, ThemeProblem, ThemeSpec, load_themes,
+                                  token_colours)
 
-TOKEN_FALLBACKS = {"spec-accepted": "#9ece6a", "spec-rejected": "#f7768e",
-                   "spec-resampled": "#e0af68", "spec-bonus": "#7dcfff",
-                   "spec-target": "#c0caf5", "spec-pending": "#bb9af7"}
+
+def is_textual_colour(text: str) -> bool:
+    try:
+        Color.parse(text)
+    except ColorParseError:
+        return False
+    return True
 
 
 def to_textual(spec: ThemeSpec) -> Theme:
     """A Textual theme whose variables include spec-accepted, spec-rejected, ..."""
-    variables = dict(spec.variables)
-    variables.setdefault("spec-pending", spec.colors.get("secondary", TOKEN_FALLBACKS["spec-pending"]))
-    return Theme(name=spec.name, dark=spec.dark, variables=variables, **spec.colors)
+    return Theme(name=spec.name, dark=spec.dark, variables=dict(spec.variables), **spec.colors)
 
 
-def load_textual_themes() -> dict[str, Theme]:
-    return {name: to_textual(spec) for name, spec in available_themes().items()}
+def with_token_colours(theme: Theme) -> Theme:
+    """One of Textual's own themes, its token colours derived from its own colours."""
+    colors = {key: getattr(theme, key, None) for key in COLOR_KEYS}
+    return dataclasses.replace(theme, variables=token_colours(colors, dict(theme.variables)))
+
+
+def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
+    """specchat's themes (the files that read), then Textual's own under their names; and a
+    problem for each theme file skipped."""
+    specs, problems = load_themes(is_textual_colour)
+    themes = {name: to_textual(spec) for name, spec in specs.items()}
+    for name, theme in BUILTIN_THEMES.items():
+        themes.setdefault(name, with_token_colours(theme))
+    return themes, problems
+
+
+def check_theme_name(name: str) -> None:
+    """A one-line `ConfigError` for a theme no file and no Textual theme defines. A theme
+    whose file is broken passes: the chat starts on the default theme and says why."""
+    themes, problems = load_textual_themes()
+    if name in themes or name in {problem.name for problem in problems}:
+        return
+    raise ConfigError(f"unknown theme '{name}': available are {', '.join(sorted(themes))} "
+                      f"(user themes go in {paths.user_themes_dir()})")
 
 
 @dataclass
