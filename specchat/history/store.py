@@ -4,8 +4,14 @@ answer with its kind, saved as the answer streams.
 SQLite in WAL mode, one commit per batch of spans handed over (the TUI hands
 over one verify round at a time), so a crash or `kill -9` loses nothing that
 was already on screen. An answer still marked `streaming` when the file is
-opened again was interrupted; it reads back as `interrupted`. Standard library
-only; knows nothing about Textual or the engine.
+opened again was interrupted; it reads back as `interrupted`.
+
+Several chats may share one file: every connection waits up to `BUSY_TIMEOUT_S` for
+another's write (WAL lets readers go on meanwhile). The schema carries its version in
+`PRAGMA user_version` and `MIGRATIONS` brings an older file up to `SCHEMA_VERSION`; a file
+that SQLite cannot read is moved aside under a timestamped name by `open_history`, which
+starts a fresh one and says so. Standard library only; knows nothing about Textual or the
+engine.
 """
 
 from __future__ import annotations
@@ -35,8 +41,62 @@ CREATE TABLE IF NOT EXISTS tokens (
 """
 
 
+SCHEMA_VERSION = 1
+"""The schema's version (`PRAGMA user_version`); files from before versioning read 0."""
+MIGRATIONS: dict[int, str] = {0: SCHEMA}
+"""SQL that brings a file of version N to N + 1 (0: an empty or pre-versioned file, whose
+tables are version 1's: `CREATE TABLE IF NOT EXISTS` leaves them as they are)."""
+BUSY_TIMEOUT_S = 10.0
+"""How long a write waits for another chat's write to the same file."""
+
+
+class NewerHistory(sqlite3.DatabaseError):
+    """The file was written by a newer specchat, whose schema this one does not know."""
+
+
 def default_path() -> Path:
     return paths.data_dir() / "history.sqlite3"
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring the file's schema up to SCHEMA_VERSION, one version at a time."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise NewerHistory(f"schema version {version} is newer than this specchat's "
+                           f"({SCHEMA_VERSION})")
+    while version < SCHEMA_VERSION:
+        db.executescript(MIGRATIONS[version])
+        version += 1
+        db.execute(f"PRAGMA user_version = {version}")
+        db.commit()
+
+
+def moved_aside(path: Path) -> Path:
+    """Move an unreadable history file (and its WAL files) to a timestamped name."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.unreadable-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            source.rename(Path(f"{target}{suffix}"))
+    return target
+
+
+def open_history(path: Path | None = None) -> tuple[HistoryStore, str | None]:
+    """(the store, a note for the user or None): a file SQLite cannot read is moved aside and
+    a fresh one started. A newer specchat's file, or a folder that cannot be written, is an
+    error for the caller to show."""
+    path = Path(path) if path else default_path()
+    try:
+        return HistoryStore(path), None
+    except NewerHistory:
+        raise
+    except sqlite3.DatabaseError as error:
+        if not path.is_file():
+            raise
+        aside = moved_aside(path)
+        return HistoryStore(path), (f"history file {path} could not be read ({error}): moved it "
+                                    f"to {aside.name} and started a fresh one")
 
 
 @dataclass(frozen=True)
@@ -82,12 +142,18 @@ class HistoryStore:
     def __init__(self, path: Path | None = None):
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.executescript(SCHEMA)
-        self.db.commit()
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            migrate(self.db)
+            check = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {check}")
+        except sqlite3.DatabaseError:
+            self.db.close()
+            raise
         self._next_seq: dict[int, int] = {}
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ class HistoryHost(Protocol):
 
     def push_screen(self, screen, callback=None) -> object: ...
     def notify(self, message: str, **options) -> None: ...
+    def report_problem(self, text: str) -> None: ...
 
 
 class HistoryActions:
@@ -40,16 +41,13 @@ class HistoryActions:
         self.recorder: HistoryRecorder | None = None
 
     def open(self, system: str | None) -> None:
-        """Open the database (once the app runs: a problem is reported as a notification)."""
-        self.recorder = HistoryRecorder(self.path, self._error)
+        """Open the database (once the app runs: a problem stays on screen)."""
+        self.recorder = HistoryRecorder(self.path, self.app.report_problem)
         self.recorder.new_chat(system)
 
     def close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
-
-    def _error(self, text: str) -> None:
-        self.app.notify(text, severity="warning", timeout=8)
 
     def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen
