@@ -2,13 +2,18 @@
 
 Coloured by token kind when stdout is a terminal, plain text otherwise; with
 --jsonl, one JSON object per verify round and a final `done` object (schema in
-the README).
+the README). The prompt is the arguments, or stdin (`-`, or no argument while stdin is
+not a terminal), decoded as UTF-8 with U+FFFD for bytes that are not. Ctrl-C stops the
+answer within one round: the text so far stays on stdout, the statistics (or the `done`
+object, stop_reason "stopped") follow, and the exit status is 130; a second Ctrl-C
+ends it at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -42,7 +47,7 @@ class AnswerFailed(SpecchatError):
 @click.pass_context
 def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tokens, dtype,
         backend, system, jsonl, config_file, prompt):
-    """Answer PROMPT once (use - to read it from stdin)."""
+    """Answer PROMPT once (- or no PROMPT with piped input: read it from stdin)."""
     text = read_prompt(prompt)
     config = config_file or (ctx.obj or {}).get("config")
     pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature, top_p, top_k,
@@ -64,12 +69,40 @@ def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tok
         notes.close()
     printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())
     failed = ""
-    for event in session.answer(text, max_new_tokens=max_new_tokens):
-        printer.handle(event)
-        failed = getattr(event, "error", "")
+    with Interrupt() as interrupt:
+        for event in session.answer(text, max_new_tokens=max_new_tokens, should_stop=interrupt):
+            printer.handle(event)
+            failed = getattr(event, "error", "")
     printer.finish(pair, session)
     if failed:  # the answer so far is printed; the failure is the exit status
         raise AnswerFailed(f"the answer ended early: {failed}")
+    if interrupt.requested:
+        click.echo("specchat: interrupted: the answer so far is above", err=True)
+        ctx.exit(130)
+
+
+class Interrupt:
+    """Ctrl-C while the answer streams: the first one stops it within a round (what was
+    answered stays), a second one ends the program at once."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = None
+
+    def __enter__(self) -> "Interrupt":
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __call__(self) -> bool:
+        return self.requested
 
 
 class Silent:
@@ -98,11 +131,26 @@ def stdout_console():
 
 
 def read_prompt(words: tuple[str, ...]) -> str:
+    """The arguments, or stdin for `-` (or for no argument when stdin is not a terminal)."""
     text = " ".join(words)
-    if text == "-":
-        text = sys.stdin.read()
+    if text == "-" or (not words and not sys.stdin.isatty()):
+        text = stdin_text()
+    elif not words:
+        raise UsageError("no prompt: pass it as an argument, or pipe it on stdin "
+                         "(echo hi | specchat run)")
     if not text.strip():
         raise UsageError("the prompt is empty: pass it as an argument, or - to read stdin")
+    return text
+
+
+def stdin_text() -> str:
+    """stdin as UTF-8; bytes that are not become U+FFFD, and stderr says how many."""
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    if bad:
+        click.echo(f"specchat: stdin is not valid UTF-8: {bad} invalid byte sequence(s) read as "
+                   "U+FFFD", err=True)
     return text
 
 

@@ -1,0 +1,78 @@
+"""`specchat run`'s input and interruption (issues 24 and 26): a prompt piped on stdin is
+read without `-`; stdin that is not UTF-8 is read with U+FFFD and said on stderr, before
+anything loads; Ctrl-C keeps the text so far on stdout, ends --jsonl with a `done` object
+whose stop_reason is "stopped", and exits 130 (a real process and a real SIGINT)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from specchat.cli import main
+from specchat.commands.run import read_prompt
+from specchat.errors import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_prompt_piped_on_stdin_needs_no_dash(tiny_config):
+    result = CliRunner().invoke(main, ["run", "--config", str(tiny_config), "--jsonl",
+                                       "--max-new-tokens", "4"], input="hello from a pipe")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["type"] == "done"
+
+
+def test_stdin_that_is_not_utf8_is_read_with_replacements_and_said(tiny_config):
+    result = CliRunner().invoke(main, ["run", "--config", str(tiny_config), "--max-new-tokens", "4"],
+                                input=b"caf\xe9 \xff\xfe ok")
+    assert result.exit_code == 0, result.output
+    assert "stdin is not valid UTF-8: 3 invalid byte sequence(s)" in result.stderr  # \xe9 \xff \xfe
+    assert "Traceback" not in result.output
+
+
+def test_no_prompt_at_a_terminal_is_a_one_line_usage_error(monkeypatch):
+    terminal = io.TextIOWrapper(io.BytesIO(b""))
+    terminal.isatty = lambda: True
+    monkeypatch.setattr(sys, "stdin", terminal)
+    with pytest.raises(UsageError, match="no prompt: pass it as an argument, or pipe it"):
+        read_prompt(())
+
+
+def interrupted_run(tiny_config, *options: str) -> tuple[int, str, str]:
+    """A real `specchat run` sent SIGINT once its first output lines are out."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen([sys.executable, "-m", "specchat", "run", "--config", str(tiny_config),
+                                "--pair", "tiny", "--no-spec", "--max-new-tokens", "100000",
+                                *options, "Tell me a long story"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = process.stdout.read1(64) if "--jsonl" not in options else process.stdout.readline()
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=60)
+    return process.returncode, (first + rest).decode("utf-8", "replace"), err.decode()
+
+
+def test_ctrl_c_in_jsonl_ends_with_a_stopped_done_object_and_exit_130(tiny_config):
+    code, out, err = interrupted_run(tiny_config, "--jsonl")
+    objects = [json.loads(line) for line in out.splitlines()]
+    rounds, done = objects[:-1], objects[-1]
+    assert code == 130, err
+    assert done["type"] == "done" and done["stop_reason"] == "stopped"
+    text = "".join(o["accepted_text"] + o["token_text"] for o in rounds)
+    # a stop inside a multi-byte character leaves its bytes as U+FFFD, as the token limit does
+    assert done["text"].startswith(text) and set(done["text"][len(text):]) <= {"\ufffd"}
+    assert 0 < len(rounds) < done["stats"]["tokens"] + 1 and "Traceback" not in err
+
+
+def test_ctrl_c_keeps_the_text_so_far_on_stdout_and_the_statistics_on_stderr(tiny_config):
+    code, out, err = interrupted_run(tiny_config)
+    assert code == 130 and out.strip()
+    assert "stop reason:" in err and "stopped" in err and "interrupted" in err
+    assert "Traceback" not in err
