@@ -31,8 +31,9 @@ from specchat.models.llamacpp.model import LlamaCppModel
 from specchat.models.device.memory import (MemoryReport, check_draft_size, main_device, memory_report,
                                     plan_for, reset_peak)
 from specchat.models.device.placement import Placement, layer_summary
-from specchat.models.config.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
-                                  hub_reachable, hub_snapshot, parse_ref)
+from specchat.models.config.hub import hub_folder, hub_model_folder
+from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, builtin_draft_gguf,
+                                         gguf_path, parse_ref)
 
 Progress = Callable[[str], None]
 
@@ -312,8 +313,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
         return assembled_draft(builtin_draft(ref.value), progress)
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
-    if ref.kind in ("builtin", "gguf"):
-        return gguf_cache.ensure_converted(gguf_cache.gguf_file(ref), progress)
+    if ref.kind == "builtin" or ref.kind in GGUF_KINDS:
+        return gguf_cache.ensure_converted(gguf_file_of(ref, progress), progress)
     if ref.kind == "folder":
         if not Path(ref.value).is_dir():
             raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
@@ -323,7 +324,16 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
             raise ModelNotFound(f"model folder {ref.value} has no config.json: "
                                 "point to a folder saved with save_pretrained")
         return Path(ref.value)
+    if ref.kind == "hf":
+        return hub_model_folder(ref.value, progress)
     return hub_folder(ref.value, progress)
+
+
+def gguf_file_of(ref: ModelRef, progress: Progress = lambda _: None) -> Path:
+    """The GGUF file of a built-in model or a GGUF reference (an unknown built-in name fails)."""
+    from specchat.models.config.refs import builtin_gguf
+
+    return gguf_path(ref, progress) or builtin_gguf(ref.value)
 
 
 def is_shipped_draft(folder: Path) -> bool:
@@ -340,20 +350,6 @@ def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
 def float32_cpu_model(reference: str, progress: Progress):
     """(model, tokenizer) of a reference in float32 on the CPU: a shipped draft's target."""
     return load_model(parse_ref(reference), torch.float32, "cpu", "none", progress)
-
-
-def hub_folder(repo_id: str, progress: Progress) -> Path:
-    snapshot = hub_snapshot(repo_id)
-    if snapshot is not None:
-        return snapshot
-    if not hub_reachable():
-        raise ModelNotFound(f"model '{repo_id}' is not in the local Hugging Face cache and the hub "
-                            "is unreachable: download it where there is network, or use a local "
-                            "folder or .gguf file")
-    progress(f"downloading {repo_id}")
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(repo_id))
 
 
 def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str,

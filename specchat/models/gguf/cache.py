@@ -18,7 +18,6 @@ from typing import Callable
 from specchat import paths
 from specchat.errors import ModelNotFound, SpecchatError
 from specchat.models.config.cache_build import build_once, is_built
-from specchat.models.config.refs import ModelRef, builtin_gguf
 
 
 def cache_key(gguf: Path) -> str:
@@ -33,14 +32,6 @@ def converted_folder(gguf: Path) -> Path:
 
 def is_converted(gguf: Path) -> bool:
     return is_built(converted_folder(gguf))
-
-
-def gguf_file(ref: ModelRef) -> Path:
-    """The GGUF file of a `.gguf` path or a built-in GGUF model; it must exist."""
-    path = builtin_gguf(ref.value) if ref.kind == "builtin" else Path(ref.value)
-    if not path.is_file():
-        raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
-    return path
 
 
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
