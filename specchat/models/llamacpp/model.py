@@ -107,6 +107,25 @@ def physical_cores() -> int:
     return max(1, min(usable or 1, len(cores) or usable or 1))
 
 
+def file_type_name(value: str | None) -> str | None:
+    """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
+    import gguf
+
+    try:
+        name = gguf.LlamaFileType(int(value or "")).name
+    except ValueError:
+        return None
+    return None if name == "GUESSED" else name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def params_label(count: int) -> str:
+    """A parameter count to three significant digits: 134515008 -> "135M", 1543714304 -> "1.54B"."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g}{unit}"
+    return str(count)
+
+
 def load_model(path: Path, gpu_layers: int = 0):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
     all); a one-line `ModelNotFound` if llama.cpp refuses it."""
@@ -175,10 +194,33 @@ class LlamaCppModel:
 
     @property
     def description(self) -> str:
-        """llama.cpp's own name for the model, e.g. "llama 135M Q4_1"."""
+        """The model as its GGUF file names it, e.g. "qwen2 1.5B Q4_K_M" or "llama 135M Q4_1":
+        architecture, size label and quantization type from the file's own metadata."""
+        return f"{self.metadata('general.architecture') or '?'} {self.size_label} {self.weights}"
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text (llama.cpp's reading of the file), None if absent."""
+        text = ctypes.create_string_buffer(256)
+        if self._lib.llama_model_meta_val_str(self._model, key.encode(), text, len(text)) < 0:
+            return None
+        return text.value.decode("utf-8", "replace")
+
+    @property
+    def size_label(self) -> str:
+        """The file's `general.size_label` ("1.5B"), else its parameter count ("494M")."""
+        return self.metadata("general.size_label") or params_label(
+            int(self._lib.llama_model_n_params(self._model)))
+
+    @property
+    def weights(self) -> str:
+        """The file's quantization type as GGUF names it ("Q4_K_M", "Q4_1", "F32"), from its
+        `general.file_type`; llama.cpp's own wording where the file names none."""
+        name = file_type_name(self.metadata("general.file_type"))
+        if name is not None:
+            return name
         text = ctypes.create_string_buffer(128)
         self._lib.llama_model_desc(self._model, text, len(text))
-        return text.value.decode("utf-8", "replace")
+        return text.value.decode("utf-8", "replace").split(" ", 2)[-1]
 
     @property
     def layers(self) -> int:
@@ -188,11 +230,6 @@ class LlamaCppModel:
     def offloaded(self) -> int:
         """Layers on the GPU (llama.cpp caps a larger request at the model's layer count)."""
         return self.layers if self.gpu_layers < 0 else min(self.gpu_layers, self.layers)
-
-    @property
-    def weights(self) -> str:
-        """The type of the file's weights as llama.cpp names it, e.g. "Q4_1" or "F32"."""
-        return self.description.split()[-1]
 
     @property
     def parameter_bytes(self) -> int:
