@@ -142,7 +142,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     device = main_device(raw, placement.device) if backends.target == "torch" else device
     draft, draft_label = None, None
     if pair.draft:
-        draft, draft_label = load_draft(pair, backends, torch_dtype, device, tokenizer, progress)
+        draft, draft_label = load_draft(pair, backends, torch_dtype, device, (raw, tokenizer),
+                                        progress)
     quantized = pair.quantization != "none" or placement.device_map is not None
     target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized,
                                           torch_forward(pair), backends.gpu)
@@ -184,17 +185,24 @@ def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placemen
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 
-def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
-    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
-    `specchat distill` draft runs from its GGUF form, written on first use)."""
+def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> LlamaCppModel:
+    """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
+    on first use)."""
     from specchat.models.gguf.drafts import gguf_file
 
     path = gguf_file(ref, progress)
     if path is None:
         raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
                         "backend)")
-    model = LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+    return LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+
+
+def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
+    model = open_llamacpp(ref, progress, threads, gpu_layers)
+    path = model.path
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
         raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
@@ -235,16 +243,18 @@ def target_context(raw) -> int:
     return int(getattr(raw.config, "max_position_embeddings", 2048) or 2048)
 
 
-def load_draft(pair: PairConfig, backends: Backends, dtype, device, target_tokenizer,
+def load_draft(pair: PairConfig, backends: Backends, dtype, device, target: tuple[Any, Any],
                progress: Progress):
-    """(draft model or n-gram lookup, label of its model's backend or None)."""
+    """(draft model or n-gram lookup, label of its model's backend or None); `target` is the
+    loaded target and its tokenizer, whose vocabulary the draft must share."""
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
     progress(f"loading draft {pair.draft} ({backends.draft})")
-    if backends.draft == "llama.cpp":
-        model, tokenizer = load_llamacpp(ref, progress, gpu_layers=backends.gpu_layers)
-        check_same_vocabulary(pair, target_tokenizer, tokenizer)
+    target_model, target_tokenizer = target
+    if backends.draft == "llama.cpp":  # then the target runs on llama.cpp too
+        model = open_llamacpp(ref, progress, gpu_layers=backends.gpu_layers)
+        check_same_llamacpp_vocabulary(pair, target_model, model)
         return model, llamacpp_label(model, backends.gpu)
     quantization = pair.draft_quantization
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
@@ -285,10 +295,24 @@ def shared_vocab_size(target, draft) -> int:
 
 def check_same_vocabulary(pair: PairConfig, target_tokenizer, draft_tokenizer) -> None:
     if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
-        raise PairError(
-            f"pair '{pair.name}': draft {pair.draft} and target {pair.target} use different "
-            f"vocabularies ({len(draft_tokenizer)} vs {len(target_tokenizer)} tokens): "
-            "pick a draft from the target's model family")
+        raise vocabulary_mismatch(pair, len(draft_tokenizer), len(target_tokenizer))
+
+
+def check_same_llamacpp_vocabulary(pair: PairConfig, target: LlamaCppModel,
+                                   draft: LlamaCppModel) -> None:
+    """Two GGUF models share a vocabulary when llama.cpp reads the same token texts from both:
+    compared by digest (remembered per file), so no second tokenizer is converted or loaded."""
+    digests = [gguf_cache.remembered(model.path, "vocabulary", model.vocabulary_digest)
+               for model in (target, draft)]
+    if digests[0] != digests[1]:
+        raise vocabulary_mismatch(pair, draft.n_vocab, target.n_vocab)
+
+
+def vocabulary_mismatch(pair: PairConfig, draft_tokens: int, target_tokens: int) -> PairError:
+    return PairError(
+        f"pair '{pair.name}': draft {pair.draft} and target {pair.target} use different "
+        f"vocabularies ({draft_tokens} vs {target_tokens} tokens): "
+        "pick a draft from the target's model family")
 
 
 def check_quantization(pair: PairConfig, device: str) -> None:

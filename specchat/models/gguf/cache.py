@@ -5,8 +5,9 @@ saves the converted float32 weights and the tokenizer under the user cache
 directory, keyed by the file's path, size and modification time. Later loads
 read that folder in well under a second. Writes go to a temporary folder that is
 renamed into place, so an interrupted conversion never leaves a broken cache. A GGUF
-model on llama.cpp needs only the tokenizer: it is cached the same way, alone. A file
-that cannot be read becomes a one-line `ModelNotFound`.
+model on llama.cpp needs only the tokenizer: it is cached the same way, alone, and small
+facts about a file (its vocabulary's digest) are remembered beside it. A file that cannot be
+read becomes a one-line `ModelNotFound`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def load_tokenizer(gguf: Path, progress: Callable[[str], None] = lambda _: None)
         readable(gguf, lambda: build_once(folder, lambda staging: _tokenizer(gguf, staging),
                                           f"tokenizer of {gguf}"))
     return AutoTokenizer.from_pretrained(folder)
+
+
+def remembered(gguf: Path, name: str, compute: Callable[[], str]) -> str:
+    """A fact about `gguf` (one line of text, e.g. its vocabulary's digest), computed once and
+    then read from the cache, keyed like the conversions by the file's path, size and mtime."""
+    folder = paths.cache_dir() / "facts" / f"{cache_key(gguf)}-{name}"
+    build_once(folder, lambda staging: (staging / name).write_text(compute()), f"{name} of {gguf}")
+    return (folder / name).read_text()
 
 
 def readable(gguf: Path, build: Callable[[], Path]) -> Path:
