@@ -91,4 +91,13 @@ def format_report(report: dict) -> str:
     groups = [row(name, entry, keys, greedy) for name, entry in report["categories"].items()]
     lines.append(table([header_row(keys)] + groups + [row("TOTAL", report["total"], keys, greedy)],
                        text_last=True))
-    return "\n".join(lines)
+    return "\n".join(lines + outside_llama_lines(report["total"], keys))
+
+
+def outside_llama_lines(total: dict, keys: list[str]) -> list[str]:
+    """Time per token outside llama.cpp's decode calls, for the arms that timed it."""
+    cells = [f"{SHORT.get(k, k)} {total['arms'][k]['outside_llama_ms_per_token']:.2f} ms"
+             for k in keys if total["arms"][k].get("outside_llama_ms_per_token") is not None]
+    if not cells:
+        return []
+    return ["", "time outside llama.cpp per token (total over the prompts): " + ", ".join(cells)]

@@ -39,7 +39,17 @@ def arm_entry(runs) -> dict:
             "tokens_per_s": round(tokens / seconds, 3) if seconds > 0 else None,
             "rounds": rounds or None, "drafted": drafted or None, "accepted": accepted or None,
             "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None}
+            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None,
+            "outside_llama_ms_per_token": outside_llama(runs, seconds, tokens)}
+
+
+def outside_llama(runs, seconds: float, tokens: int) -> float | None:
+    """Milliseconds per token spent outside llama.cpp's decode calls (specchat's own work:
+    logits copies, verification, sampling, bookkeeping), where the arm timed them."""
+    inside = [getattr(r, "inside_llama_s", None) for r in runs]
+    if not tokens or not inside or any(value is None for value in inside):
+        return None
+    return round(1000 * (seconds - sum(inside)) / tokens, 3)
 
 
 def ratios(arms: dict) -> dict:

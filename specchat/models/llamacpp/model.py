@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,9 @@ class LlamaCppModel:
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
         self._view: tuple[int, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
+        self.decode_s = 0.0
+        """Seconds spent inside `llama_decode` since loading: what a benchmark subtracts from
+        an answer's time to report the time spent outside llama.cpp."""
         self._views()
 
     def _new_context(self):
@@ -277,7 +281,9 @@ class LlamaCppModel:
         self._wants[:m] = 0
         self._wants[m - wanted:m] = 1
         self._batch.n_tokens = m
+        started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, self._batch)
+        self.decode_s += time.perf_counter() - started
         if status != 0:
             raise RuntimeError(f"llama_decode failed with status {status} ({last_problem()})")
 
