@@ -45,10 +45,21 @@ class ArmRun:
     inside_llama_s: float | None = None
     """Seconds the answer spent inside llama.cpp's decode calls, where every model of the arm
     runs on llama.cpp (specchat arms only); the rest of `seconds` is specchat's own work."""
+    count: int | None = None
+    """Tokens a program reported producing where their ids are not known (llama.cpp's own
+    programs, run as processes): `tokens` is then empty and no text is compared."""
+
+    @property
+    def token_count(self) -> int:
+        return len(self.tokens) if self.count is None else self.count
+
+    @property
+    def ids_known(self) -> bool:
+        return self.count is None
 
     @property
     def tokens_per_s(self) -> float:
-        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+        return self.token_count / self.seconds if self.seconds > 0 else 0.0
 
 
 class Arm(Protocol):
