@@ -145,3 +145,33 @@ def test_a_cut_short_file_under_the_final_name_is_never_used(parts):
     path.write_bytes(whole[:100])
     assert not is_assembled(split)
     assert assembled(split).read_bytes() == whole
+
+
+def test_pairs_says_a_builtin_without_its_extra_is_not_available_and_how_to_install(monkeypatch):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+    from specchat.models.config import refs
+
+    absent = SplitFile("absent.gguf", "specchat-test-absent-part{i}", 22, "0.2.0", 10, "0" * 64,
+                       "qwen-coder")
+    monkeypatch.setitem(refs.SPLIT_BUILTINS, "qwen2.5-coder-1.5b-instruct", absent)
+    result = CliRunner().invoke(main, ["pairs"])
+    assert result.exit_code == 0, result.output
+    line = next(l for l in result.output.splitlines()
+                if "builtin:qwen2.5-coder-1.5b-instruct: NOT available" in l)
+    assert "pip install 'specchat[qwen-coder]'" in line
+
+
+def test_the_extras_pins_are_the_parts_specchat_joins():
+    import tomllib
+
+    from specchat import paths
+    from specchat.models.config.refs import SPLIT_BUILTINS
+
+    extras = tomllib.loads((paths.SOURCE_ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for split in SPLIT_BUILTINS.values():
+        pins = {f"{split.dist(i)}=={split.version}" for i in range(1, split.parts + 1)}
+        assert pins <= set(extras[split.extra])
+    assert len(extras["qwen-coder"]) == sum(s.parts for s in SPLIT_BUILTINS.values())
