@@ -28,6 +28,7 @@ from specchat.models.config.pairs import PairConfig
 from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.torch_backend.hf import HFCausalModel
 from specchat.models.llamacpp.model import LlamaCppModel
+from specchat.models.vocabulary import check_same_llamacpp_vocabulary, check_same_vocabulary
 from specchat.models.device.memory import (MemoryReport, check_draft_size, main_device, memory_report,
                                     plan_for, reset_peak)
 from specchat.models.device.placement import Placement, layer_summary
@@ -291,28 +292,6 @@ def shared_vocab_size(target, draft) -> int:
     if draft is not None and not isinstance(draft, NgramLookup):
         size = min(size, draft.vocab_size)
     return size
-
-
-def check_same_vocabulary(pair: PairConfig, target_tokenizer, draft_tokenizer) -> None:
-    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
-        raise vocabulary_mismatch(pair, len(draft_tokenizer), len(target_tokenizer))
-
-
-def check_same_llamacpp_vocabulary(pair: PairConfig, target: LlamaCppModel,
-                                   draft: LlamaCppModel) -> None:
-    """Two GGUF models share a vocabulary when llama.cpp reads the same token texts from both:
-    compared by digest (remembered per file), so no second tokenizer is converted or loaded."""
-    digests = [gguf_cache.remembered(model.path, "vocabulary", model.vocabulary_digest)
-               for model in (target, draft)]
-    if digests[0] != digests[1]:
-        raise vocabulary_mismatch(pair, draft.n_vocab, target.n_vocab)
-
-
-def vocabulary_mismatch(pair: PairConfig, draft_tokens: int, target_tokens: int) -> PairError:
-    return PairError(
-        f"pair '{pair.name}': draft {pair.draft} and target {pair.target} use different "
-        f"vocabularies ({draft_tokens} vs {target_tokens} tokens): "
-        "pick a draft from the target's model family")
 
 
 def check_quantization(pair: PairConfig, device: str) -> None:
