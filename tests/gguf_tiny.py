@@ -63,16 +63,20 @@ def add_hparams(writer, config) -> None:
     writer.add_vocab_size(config.vocab_size)
 
 
-def write_gguf(model, tokenizer, path: Path, embedding_type: str = "f32") -> Path:
+def write_gguf(model, tokenizer, path: Path, embedding_type: str = "f32", file_type: int = 0,
+               size_label: str | None = None) -> Path:
     """`model` (a transformers Llama) with `tokenizer` as a GGUF file; the token
-    embeddings may be stored as q8_0, as in many real GGUF files (SmolLM2's included)."""
+    embeddings may be stored as q8_0, as in many real GGUF files (SmolLM2's included).
+    `file_type` and `size_label` are what the metadata claims (the weights stay float32)."""
     import gguf
 
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name("tiny")
     add_hparams(writer, model.config)
     add_tokenizer(writer, tokenizer)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(file_type)
+    if size_label is not None:
+        writer.add_size_label(size_label)
     for name, array in tensors(model):
         if name == "token_embd.weight" and embedding_type == "q8_0":
             quantized = gguf.quants.quantize(array, gguf.GGMLQuantizationType.Q8_0)
@@ -87,7 +91,7 @@ def write_gguf(model, tokenizer, path: Path, embedding_type: str = "f32") -> Pat
 
 
 def write_tiny_gguf(folder: Path, layers: int = 2, hidden: int = 64, seed: int = 1,
-                    embedding_type: str = "f32", tied: bool = False) -> Path:
+                    embedding_type: str = "f32", tied: bool = False, **metadata) -> Path:
     """A tiny random Llama with tests/tiny.py's tokenizer, as folder/tiny.gguf; `tied`:
     one matrix for embeddings and output, as SmolLM2 has."""
     from tiny import build_model, build_tokenizer
@@ -99,7 +103,7 @@ def write_tiny_gguf(folder: Path, layers: int = 2, hidden: int = 64, seed: int =
         model.lm_head.weight = model.model.embed_tokens.weight
         model.config.tie_word_embeddings = True
     folder.mkdir(parents=True, exist_ok=True)
-    return write_gguf(model, tokenizer, folder / "tiny.gguf", embedding_type)
+    return write_gguf(model, tokenizer, folder / "tiny.gguf", embedding_type, **metadata)
 
 
 def write_tiny_draft(target: Path, folder: Path, int8: bool = True, vocab_every: int = 2) -> Path:

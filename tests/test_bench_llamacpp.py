@@ -142,6 +142,37 @@ def test_report_table_shows_llama_cpp_ratios_for_llama_cpp_arms(gguf_pairs):
     assert "tgt/lcpp" in text and "spec/lcpp-spec" in text and "lcpp = llama.cpp generate" in text
 
 
+def test_the_report_names_the_time_spent_outside_llama_cpp_per_token(gguf_pairs):
+    """Every specchat arm on a llama.cpp pair counts its time inside llama_decode; the report
+    gives the rest per token, which is specchat's own work, less than a token's whole time."""
+    from specchat.bench.format import format_report
+    from specchat.bench.llamacpp_arms import specchat_arms
+    from specchat.bench.tables import build_tables
+
+    pair = load(gguf_pairs, "g-ngram")
+    arms = specchat_arms(pair, settings(pair))
+    results = run(pair, arms, prompts=("Say hello.",))
+    for arm in ("spec", "target"):
+        inside = results[0].runs[arm].inside_llama_s
+        assert 0 < inside < results[0].runs[arm].seconds
+    meta = {"pair": "g-ngram", "draft": "ngram", "k": 3, "device": "cpu", "dtype": "float32",
+            "max_new_tokens": MAX_NEW, "temperature": 0.0}
+    report = meta | build_tables({a.key: a.label for a in arms}, results, greedy=True)
+    target = report["total"]["arms"]["target"]
+    per_token_ms = 1000 * target["seconds"] / target["tokens"]
+    assert 0 < target["outside_llama_ms_per_token"] < per_token_ms
+    assert "time outside llama.cpp per token" in format_report(report)
+
+
+def test_no_time_outside_llama_cpp_is_claimed_for_an_arm_with_a_torch_model(load_tiny):
+    from specchat.bench.llamacpp_arms import specchat_arms
+
+    pair = load_tiny("tiny")
+    arms = specchat_arms(pair, settings(pair))
+    assert all(arm.llama_models() == [] for arm in arms)
+    assert run(pair, arms[:1], prompts=("Hi.",))[0].runs["spec"].inside_llama_s is None
+
+
 def test_break_even_alpha_is_where_expected_tokens_pay_for_the_round():
     from specchat.bench.llamacpp_profile import break_even_alpha
     from specchat.bench.profile import Costs

@@ -1,6 +1,7 @@
 """The numpy fast paths of a plain step on CPU float32 logits (greedy choice, top-two
 margin) decide exactly what torch's own reductions decide, ties and -inf included."""
 
+import pytest
 import torch
 
 from specchat.engine.decoder import top_two_margins
@@ -37,3 +38,15 @@ def test_other_dtypes_keep_torch_reductions():
     assert row_argmax(rows).tolist() == rows.argmax(dim=-1).tolist()
     top = rows.float().topk(2, dim=-1).values
     assert torch.equal(top_two_margins(rows), top[:, 0] - top[:, 1])
+
+
+def test_a_greedy_draft_step_takes_the_argmax_and_builds_no_distribution(monkeypatch):
+    """A one-hot q over a 152k vocabulary cost milliseconds a draft step; greedy verification
+    never reads q, so greedy drafting builds none."""
+    from specchat.engine import drafters
+    from specchat.engine.sampling import SamplingParams
+
+    rows = awkward_rows()[:1]
+    monkeypatch.setattr(drafters, "to_probs", lambda *a: pytest.fail("built a distribution"))
+    token, q = drafters.ModelDrafter._choose(rows, SamplingParams(), None)
+    assert token.tolist() == [int(rows[0].argmax())] and q is None

@@ -273,6 +273,20 @@ def test_loaded_pair_reports_context_eos_and_size_from_llamacpp(loaded):
     assert pair.memory_bytes > 0 and pair.device == "cpu"
 
 
+def test_a_gguf_draft_is_checked_against_its_target_without_a_tokenizer_of_its_own(files, loaded):
+    """The draft's vocabulary is compared through llama.cpp (a digest of every token's text,
+    remembered per file): its tokenizer is never converted, loading a pair pays for one."""
+    from specchat import paths
+    from specchat.models.gguf.cache import cache_key
+
+    loaded("gguf")
+    tokenizers = paths.cache_dir() / "tokenizers"
+    assert (tokenizers / cache_key(files["target"])).is_dir()
+    assert not (tokenizers / cache_key(files["draft"])).exists()
+    same = [llama(files[name]).vocabulary_digest() for name in ("target", "draft")]
+    assert same[0] == same[1] != llama(files["other"]).vocabulary_digest()
+
+
 def test_this_cpu_only_build_keeps_every_layer_on_the_cpu_and_says_why(loaded):
     """The real bindings of this machine's build (no GPU offload): gpu_layers = "all" falls
     back to the CPU, and the reason says so."""

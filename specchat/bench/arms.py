@@ -42,10 +42,24 @@ class ArmRun:
     """Tokens committed by those rounds."""
     stats: SpecStats = field(default_factory=SpecStats)
     """The engine's statistics of the answer (specchat arms only): acceptance events per position."""
+    inside_llama_s: float | None = None
+    """Seconds the answer spent inside llama.cpp's decode calls, where every model of the arm
+    runs on llama.cpp (specchat arms only); the rest of `seconds` is specchat's own work."""
+    count: int | None = None
+    """Tokens a program reported producing where their ids are not known (llama.cpp's own
+    programs, run as processes): `tokens` is then empty and no text is compared."""
+
+    @property
+    def token_count(self) -> int:
+        return len(self.tokens) if self.count is None else self.count
+
+    @property
+    def ids_known(self) -> bool:
+        return self.count is None
 
     @property
     def tokens_per_s(self) -> float:
-        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+        return self.token_count / self.seconds if self.seconds > 0 else 0.0
 
 
 class Arm(Protocol):
@@ -83,6 +97,8 @@ class SpecchatArm:
             start_auto_from_prior(self.pair, settings)
         result = ArmRun([], 0.0)
         ks: list[int] = []
+        llama = self.llama_models()
+        inside = sum(model.decode_s for model in llama)
         synchronize(device)
         started = time.perf_counter()
         for event in self.decoder().generate(prompt, settings, max_new_tokens, generator):
@@ -102,7 +118,16 @@ class SpecchatArm:
         synchronize(device)
         result.seconds = time.perf_counter() - started
         result.ks = tuple(ks)
+        if llama:
+            result.inside_llama_s = sum(model.decode_s for model in llama) - inside
         return result
+
+    def llama_models(self) -> list:
+        """The arm's models when every one runs on llama.cpp (each counts its time inside
+        `llama_decode`), else none: a torch model's time is no time outside llama.cpp."""
+        draft = self.pair.draft_model if self.speculative else None
+        models = [m for m in (self.pair.target, draft) if m is not None]
+        return models if all(hasattr(m, "decode_s") for m in models) else []
 
 
 class TransformersArm:

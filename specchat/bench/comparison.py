@@ -13,18 +13,20 @@ from specchat.errors import UsageError
 if TYPE_CHECKING:
     from specchat.bench.arms import Arm
 
-ArmsFactory = Callable[[Any, Settings, int], "list[Arm]"]
+ArmsFactory = Callable[[Any, Settings, int, Any], "list[Arm]"]
 
 
-def llamacpp_comparison(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    """specchat's arms beside llama.cpp's own decoding and speculation (bench/llamacpp_arms.py)."""
+def llamacpp_comparison(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+    """specchat's arms beside llama.cpp's own decoding and speculation (bench/llamacpp_arms.py),
+    and llama.cpp's own programs where `programs` (bench/llama_programs.py) has them."""
     from specchat.bench.llamacpp_arms import bench_arms
 
-    return bench_arms(pair, settings, seed)
+    return bench_arms(pair, settings, seed, programs)
 
 
-def torch_comparison(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    """specchat's arms beside transformers' own decoding and assisted generation."""
+def torch_comparison(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+    """specchat's arms beside transformers' own decoding and assisted generation (llama.cpp's
+    programs run GGUF files only: `programs` is not used)."""
     from specchat.bench.arms import standard_arms
 
     return standard_arms(pair, settings, seed)
@@ -41,9 +43,9 @@ def target_backend(pair) -> str:
     return label.split(" ", 1)[0]
 
 
-def comparison_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+def comparison_arms(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
     backend = target_backend(pair)
     if backend not in COMPARISON_ARMS:
         raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "
                          f"(known: {', '.join(sorted(COMPARISON_ARMS))})")
-    return COMPARISON_ARMS[backend](pair, settings, seed)
+    return COMPARISON_ARMS[backend](pair, settings, seed, programs)

@@ -6,20 +6,24 @@ so the output pastes into docs/benchmarks.md as is.
 from __future__ import annotations
 
 SHORT = {"spec": "spec", "target": "tgt", "hf": "hf", "hf_spec": "hf-spec", "llama": "lcpp",
-         "llama_spec": "lcpp-spec"}
+         "llama_spec": "lcpp-spec", "llama_bench": "lbench", "lcpp_draft": "lss-draft",
+         "lcpp_ngram-simple": "lss-ngram-simple", "lcpp_ngram-map-k": "lss-ngram-map-k"}
+"""Column names of the arms (lss: llama.cpp's llama-speculative-simple program)."""
 SHOWN_RATIOS = ("spec/target", "spec/hf_spec", "target/hf")
 LLAMA_RATIOS = ("spec/target", "spec/llama_spec", "target/llama")
 """The ratios shown when the baselines are llama.cpp's (bench/llamacpp_arms.py)."""
+PROGRAM_RATIOS = ("target/llama_bench", "spec/lcpp_draft", "spec/lcpp_ngram-simple",
+                  "spec/lcpp_ngram-map-k")
+"""Shown as well where llama.cpp's own programs ran (bench/llama_programs.py)."""
 
 
 def shown_ratios(keys: list[str]) -> tuple[str, ...]:
-    return LLAMA_RATIOS if "llama" in keys else SHOWN_RATIOS
+    base = LLAMA_RATIOS if "llama" in keys else SHOWN_RATIOS
+    return base + tuple(r for r in PROGRAM_RATIOS if r.split("/")[1] in keys)
 
 
 def short_ratio(ratio: str) -> str:
-    for key in ("hf_spec", "llama_spec", "target", "llama"):
-        ratio = ratio.replace(key, SHORT[key])
-    return ratio
+    return "/".join(SHORT.get(key, key) for key in ratio.split("/"))
 
 
 def fmt(value, digits: int = 1, suffix: str = "") -> str:
@@ -91,4 +95,13 @@ def format_report(report: dict) -> str:
     groups = [row(name, entry, keys, greedy) for name, entry in report["categories"].items()]
     lines.append(table([header_row(keys)] + groups + [row("TOTAL", report["total"], keys, greedy)],
                        text_last=True))
-    return "\n".join(lines)
+    return "\n".join(lines + outside_llama_lines(report["total"], keys))
+
+
+def outside_llama_lines(total: dict, keys: list[str]) -> list[str]:
+    """Time per token outside llama.cpp's decode calls, for the arms that timed it."""
+    cells = [f"{SHORT.get(k, k)} {total['arms'][k]['outside_llama_ms_per_token']:.2f} ms"
+             for k in keys if total["arms"][k].get("outside_llama_ms_per_token") is not None]
+    if not cells:
+        return []
+    return ["", "time outside llama.cpp per token (total over the prompts): " + ", ".join(cells)]

@@ -8,9 +8,9 @@ draft is exported on first use), with the file and thread count of the pair's
 llama.cpp target (torch's thread count for a torch target).
 Each arm answers from the same prompt ids, with the same sampling and token
 budget, timed like `SpecchatArm`: the whole answer, prefill included.
-`bench_arms` returns these after specchat's own arms for a llama.cpp pair, and
-the transformers arms (bench/arms.py) for a torch pair. Knows nothing about
-reports.
+`bench_arms` returns these after specchat's own arms for a llama.cpp pair (then llama.cpp's
+own programs, bench/llama_programs.py, where they are built), and the transformers arms
+(bench/arms.py) for a torch pair. Knows nothing about reports.
 """
 
 from __future__ import annotations
@@ -91,8 +91,24 @@ def specchat_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
             SpecchatArm("target", "specchat target-only", pair, settings, False, seed)]
 
 
-def bench_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
-    """specchat's arms and the baselines of the pair's backend (llama.cpp or transformers)."""
-    if is_llamacpp_pair(pair):
-        return specchat_arms(pair, settings, seed) + llamacpp_arms(pair, settings, seed)
-    return standard_arms(pair, settings, seed)
+def bench_arms(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+    """specchat's arms and the baselines of the pair's backend (llama.cpp or transformers);
+    for a llama.cpp pair also llama.cpp's own programs, where `programs` holds them."""
+    if not is_llamacpp_pair(pair):
+        return standard_arms(pair, settings, seed)
+    arms = specchat_arms(pair, settings, seed) + llamacpp_arms(pair, settings, seed)
+    if programs is None:
+        return arms
+    from specchat.bench.llama_programs import program_arms
+
+    return arms + program_arms(pair, programs, program_setup(pair, seed), max(settings.k, 1))
+
+
+def program_setup(pair, seed: int = 0):
+    """The target file, threads, context and GPU layers of the pair's llama.cpp target, for
+    llama.cpp's own programs."""
+    from specchat.bench.llama_programs import Setup
+
+    target = pair.target
+    return Setup(Path(target.path), target.threads, target.context_length, seed,
+                 getattr(target, "gpu_layers", 0))

@@ -44,26 +44,35 @@ def sampling_of(pair_config):
 
 
 def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
-                   on_prompt: OnPrompt, repeats: int = 1) -> ComparisonReport:
-    """`bench run`: the pair's arms (speculative, target-only, transformers) on every prompt."""
+                   on_prompt: OnPrompt, repeats: int = 1, programs=None) -> ComparisonReport:
+    """`bench run`: the pair's arms (speculative, target-only, transformers or llama.cpp, and
+    llama.cpp's own programs where `programs` has them) on every prompt."""
     from specchat.bench.comparison import comparison_arms
     from specchat.engine.adaptive import settings_for
 
-    arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed)
+    arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed,
+                           programs)
     meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     return ComparisonReport(meta, tables)
 
 
 def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
               ks: list[int], on_prompt: OnPrompt, profile: bool = False,
-              note: Note = lambda _: None, repeats: int = 1) -> SweepReport:
-    """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic."""
+              note: Note = lambda _: None, repeats: int = 1, programs=None) -> SweepReport:
+    """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic, and
+    llama.cpp's own speculation at every fixed k where `programs` has it."""
     from specchat.bench.arms import sweep_arms
     from specchat.bench.sweep import sweep_section
 
     if not pair.has_draft:
         raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
     arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
+    if programs is not None:
+        from specchat.bench.llama_programs import sweep_program_arms
+        from specchat.bench.llamacpp_arms import is_llamacpp_pair, program_setup
+
+        if is_llamacpp_pair(pair):
+            arms += sweep_program_arms(pair, programs, program_setup(pair, seed), ks)
     meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     report = SweepReport(meta, tables, sweep_section(tables),
                          k_histogram(r.runs["auto"].ks for r in results))

@@ -3,8 +3,13 @@ prompt to the next so no arm always runs first (warm caches, thermal drift), aft
 one warm-up answer per arm. With repeats, each prompt is answered that many times by
 every arm, interleaved (the rotation goes on between repeats), and each arm keeps its
 run of median time: on a shared machine single timings scatter by a quarter, and a
-median of interleaved runs is what a ratio between arms can stand on. Knows nothing
-about formatting.
+median of interleaved runs is what a ratio between arms can stand on.
+
+A prompt that follows another (an MT-bench question's later turn) is asked after that
+prompt's conversation and the reference arm's answer to it (specchat target-only). An arm
+that `follows_reference` (llama-bench, which times a given length rather than answering)
+runs after the others of each repeat, for as many tokens as the reference answered. Knows
+nothing about formatting.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from specchat.bench.arms import Arm, ArmRun
 from specchat.bench.prompts import BenchPrompt
 
 WARMUP_TOKENS = 8
+REFERENCE = "target"
+"""The arm whose answers the others are compared with and later turns follow."""
 
 
 @dataclass
@@ -29,9 +36,28 @@ class PromptResult:
 
 def prompt_ids(tokenizer, text: str) -> list[int]:
     """The chat-templated ids every arm starts from."""
+    return conversation_ids(tokenizer, [{"role": "user", "content": text}])
+
+
+def conversation_ids(tokenizer, messages: list[dict]) -> list[int]:
     from specchat.chat.conversation import render_prompt
 
-    return render_prompt(tokenizer, [{"role": "user", "content": text}])
+    return render_prompt(tokenizer, messages)
+
+
+Asked = dict[str, tuple[list[dict], ArmRun]]
+"""Per prompt id: the messages it was asked with, and the reference arm's answer."""
+
+
+def messages_for(tokenizer, prompt: BenchPrompt, asked: Asked) -> list[dict]:
+    """The prompt as the last user turn, after the conversation it follows (if any) and the
+    reference arm's answer to that."""
+    turn = [{"role": "user", "content": prompt.prompt}]
+    if prompt.follows not in asked:
+        return turn
+    messages, answer = asked[prompt.follows]
+    text = tokenizer.decode(answer.tokens, skip_special_tokens=True)
+    return messages + [{"role": "assistant", "content": text}] + turn
 
 
 def rotated(arms: Sequence[Arm], index: int) -> list[Arm]:
@@ -51,18 +77,38 @@ def run_prompts(arms: Sequence[Arm], tokenizer, prompts: Sequence[BenchPrompt],
                 progress: Callable[[PromptResult], None] = lambda _: None,
                 repeats: int = 1) -> list[PromptResult]:
     """Every arm on every prompt `repeats` times, alternating the order; warm-up first."""
-    encoded = [prompt_ids(tokenizer, p.prompt) for p in prompts]
-    warm_up(arms, encoded[0])
+    warm_up(arms, prompt_ids(tokenizer, prompts[0].prompt))
+    asked: Asked = {}
     results = []
-    for index, (prompt, ids) in enumerate(zip(prompts, encoded)):
+    for index, prompt in enumerate(prompts):
+        messages = messages_for(tokenizer, prompt, asked)
+        ids = conversation_ids(tokenizer, messages)
         runs: dict[str, list[ArmRun]] = {arm.key: [] for arm in arms}
         for repeat in range(repeats):
-            for arm in rotated(arms, index * repeats + repeat):
-                runs[arm.key].append(arm.run(ids, max_new_tokens))
+            answer_once(arms, ids, max_new_tokens, index * repeats + repeat, runs)
         result = PromptResult(prompt, len(ids), {key: median_run(runs[key]) for key in runs})
+        asked[prompt.id] = (messages, reference_run(result))
         results.append(result)
         progress(result)
     return results
+
+
+def answer_once(arms: Sequence[Arm], ids: list[int], max_new_tokens: int, turn: int,
+                runs: dict[str, list[ArmRun]]) -> None:
+    """Every arm answers `ids` once, in the rotation's order for `turn`; arms that follow
+    the reference answer for as many tokens as it did."""
+    answering = [arm for arm in arms if not getattr(arm, "follows_reference", False)]
+    for arm in rotated(answering, turn):
+        runs[arm.key].append(arm.run(ids, max_new_tokens))
+    length = len(runs.get(REFERENCE, runs[answering[0].key])[-1].tokens)
+    for arm in arms:
+        if getattr(arm, "follows_reference", False):
+            runs[arm.key].append(arm.run(ids, max(1, length)))
+
+
+def reference_run(result: PromptResult) -> ArmRun:
+    """The answer later turns follow: specchat target-only's, else the first arm's."""
+    return result.runs.get(REFERENCE) or next(iter(result.runs.values()))
 
 
 def median_run(runs: Sequence[ArmRun]) -> ArmRun:

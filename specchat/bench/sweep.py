@@ -24,6 +24,22 @@ def sweep_entry(group: dict, fixed: list[str]) -> dict:
         if other in rate:
             out[f"{other}_tokens_per_s"] = rate[other]
             out[f"{other}_vs_best"] = round(rate[other] / rate[best], 3) if rate[best] else None
+    if "auto" in rate and target:
+        out["auto_vs_target"] = round(rate["auto"] / target, 3)
+    return out | llama_ratios(rate, fixed)
+
+
+def llama_ratios(rate: dict, fixed: list[str]) -> dict:
+    """specchat at each fixed k over llama.cpp's own speculation at that k (`lcpp_draft_k3`,
+    `lcpp_ngram-simple_k3`, ...), and target-only over llama-bench, where they ran."""
+    out: dict = {}
+    for key in fixed:
+        for other in (k for k in rate if k.startswith("lcpp_") and k.endswith(f"_{key}")):
+            if rate[other]:
+                name = other.removeprefix("lcpp_").removesuffix(f"_{key}")
+                out.setdefault("vs_llama", {})[f"{key}/{name}"] = round(rate[key] / rate[other], 3)
+    if rate.get("llama_bench") and rate.get("target"):
+        out["target_vs_llama_bench"] = round(rate["target"] / rate["llama_bench"], 3)
     return out
 
 
@@ -47,7 +63,22 @@ def format_sweep(report: dict) -> str:
             fmt(entry.get("auto_vs_best"), 2, "x"), fmt(entry.get("hf_heuristic_vs_best"), 2, "x")])
     auto_ks = report.get("auto_k_histogram")
     lines = ["tokens/s by draft length (same prompts, alternating order, one run):", table(rows)]
+    lines += llama_lines(report["sweep"])
     if auto_ks:
         lines.append("k asked by auto per round (k=0 only for the last token of a budget): "
                      + ", ".join(f"k={k}: {n}" for k, n in auto_ks.items()))
     return "\n".join(lines)
+
+
+def llama_lines(sweep: dict) -> list[str]:
+    """specchat against llama.cpp's own programs per category, where they ran."""
+    ratios = sorted({name for entry in sweep.values() for name in entry.get("vs_llama", {})})
+    if not ratios and not any("target_vs_llama_bench" in e for e in sweep.values()):
+        return []
+    rows = [["category", "tgt/llama-bench", "auto/tgt"] + ratios]
+    for name, entry in sweep.items():
+        rows.append([name, fmt(entry.get("target_vs_llama_bench"), 2, "x"),
+                     fmt(entry.get("auto_vs_target"), 2, "x")]
+                    + [fmt(entry.get("vs_llama", {}).get(r), 2, "x") for r in ratios])
+    return ["", "against llama.cpp's own programs (kN/NAME: specchat at k=N over "
+                "llama-speculative-simple NAME at k=N):", table(rows)]

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specchat.bench.runner import PromptResult
+from specchat.bench.runner import REFERENCE, PromptResult
 
 RATIOS = (("spec", "target"), ("spec", "hf_spec"), ("target", "hf"), ("hf_spec", "hf"),
           ("spec", "hf"), ("spec", "llama_spec"), ("target", "llama"), ("llama_spec", "llama"),
-          ("spec", "llama"))
-REFERENCE = "target"
+          ("spec", "llama"), ("target", "llama_bench"), ("spec", "lcpp_draft"),
+          ("spec", "lcpp_ngram-simple"), ("spec", "lcpp_ngram-map-k"))
+"""Ratios of arms' tokens/s, where both arms ran (the last four: against llama.cpp's own
+programs, bench/llama_programs.py)."""
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -31,7 +33,7 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 def arm_entry(runs) -> dict:
     """Totals over some answers of one arm."""
-    tokens = sum(len(r.tokens) for r in runs)
+    tokens = sum(r.token_count for r in runs)
     seconds = sum(r.seconds for r in runs)
     rounds, drafted = sum(r.rounds for r in runs), sum(r.drafted for r in runs)
     accepted = sum(r.accepted for r in runs)
@@ -39,7 +41,17 @@ def arm_entry(runs) -> dict:
             "tokens_per_s": round(tokens / seconds, 3) if seconds > 0 else None,
             "rounds": rounds or None, "drafted": drafted or None, "accepted": accepted or None,
             "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None}
+            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None,
+            "outside_llama_ms_per_token": outside_llama(runs, seconds, tokens)}
+
+
+def outside_llama(runs, seconds: float, tokens: int) -> float | None:
+    """Milliseconds per token spent outside llama.cpp's decode calls (specchat's own work:
+    logits copies, verification, sampling, bookkeeping), where the arm timed them."""
+    inside = [getattr(r, "inside_llama_s", None) for r in runs]
+    if not tokens or not inside or any(value is None for value in inside):
+        return None
+    return round(1000 * (seconds - sum(inside)) / tokens, 3)
 
 
 def ratios(arms: dict) -> dict:
@@ -53,7 +65,7 @@ def ratios(arms: dict) -> dict:
 
 def identity(results: Sequence[PromptResult], key: str, greedy: bool) -> dict | None:
     """How many greedy answers of `key` equal specchat target-only's, token for token."""
-    if not greedy or key == REFERENCE:
+    if not greedy or key == REFERENCE or not all(r.runs[key].ids_known for r in results):
         return None
     same = sum(r.runs[key].tokens == r.runs[REFERENCE].tokens for r in results)
     return {"identical": same, "answers": len(results)}
@@ -70,7 +82,7 @@ def prompt_entry(result: PromptResult, keys: Sequence[str], greedy: bool) -> dic
     entry = group_entry([result], keys, greedy)
     reference = result.runs[REFERENCE].tokens
     for key in keys:
-        if greedy and key != REFERENCE:
+        if greedy and key != REFERENCE and result.runs[key].ids_known:
             entry["arms"][key]["first_difference"] = first_difference(result.runs[key].tokens,
                                                                       reference)
     entry.update(id=result.prompt.id, category=result.prompt.category,

@@ -1,13 +1,15 @@
 """`specchat bench run | sweep | profile | overhead | synthetic`: headless benchmarks.
 
 `run` (also the bare `specchat bench`) compares specchat speculative, specchat
-target-only, transformers `generate` and transformers' own speculation on the same
-models and prompts, alternating their order within one run. `sweep` compares fixed
-k with k = "auto" and transformers' heuristic; `profile` adds the measured cost
-model (c, v(n), α, ideal vs measured speedup); `overhead` times the loop outside
-model forwards; `synthetic` profiles random models of real Llama shapes. Tables go
-to stdout (or one JSON object with --json); progress goes to stderr. The
-measuring is in specchat.bench.modes.
+target-only, transformers `generate` and transformers' own speculation (for a llama.cpp
+pair: llama.cpp's generate and speculation through the bindings, and llama.cpp's own
+programs where built) on the same models and prompts, alternating their order within
+one run. `sweep` compares fixed k with k = "auto" and transformers' heuristic (and
+llama-speculative-simple at each k); `profile` adds the measured cost model (c, v(n), α,
+ideal vs measured speedup); `overhead` times the loop outside model forwards;
+`synthetic` profiles random models of real Llama shapes; `build-llama` builds llama.cpp's
+programs. Tables go to stdout (or one JSON object with --json); progress goes to stderr.
+The measuring is in specchat.bench.modes.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def common_options(command):
     for option in reversed([
         pair_option,
         click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
-                     default=None, help="JSONL prompt set (default: the 30 prompts shipped with specchat)."),
+                     default=None, help="JSONL prompt set, or MT-bench / Spec-Bench questions (default: the 36 prompts shipped with specchat)."),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True),
         temperature_option, dtype_option, backend_option, k_option,
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling."),
@@ -57,6 +59,13 @@ def common_options(command):
                      help="Answers per arm and prompt, interleaved; each arm's median-time "
                           "run counts (3 or more on a busy or shared machine)."),
         threads_option, json_option,
+        click.option("--all-turns", is_flag=True,
+                     help="MT-bench / Spec-Bench questions: every turn, each after the "
+                          "conversation so far (default: the first turn only)."),
+        click.option("--llama-bin", type=click.Path(path_type=Path, file_okay=False), default=None,
+                     help="Folder of llama.cpp's own llama-bench and llama-speculative-simple, "
+                          "run as arms for a llama.cpp pair (default: where `specchat bench "
+                          "build-llama` puts them; skipped with a note if they are not there)."),
         click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
                      help="A models.toml whose pairs win over the user's and the built-in ones."),
         click.pass_context]):
@@ -78,11 +87,12 @@ def prompt_set_command(name: str, extra=()):
         @bench.command(name, context_settings=CONTEXT, help=measure.__doc__)
         @common_options
         def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, backend, k,
-                    seed, categories, limit, repeats, threads, as_json, config_file, **more):
+                    seed, categories, limit, repeats, threads, as_json, all_turns, llama_bin,
+                    config_file, **more):
             set_threads(threads)
             setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
-                            limit, config_file)
-            setup.repeats = repeats
+                            limit, config_file, all_turns)
+            setup.repeats, setup.llama_bin = repeats, llama_bin
             print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json)
         for option in reversed(extra):
             command = option(command)
@@ -96,6 +106,24 @@ class Setup:
     def __init__(self, pair_config, prompts, path):
         self.pair_config, self.prompts, self.path = pair_config, prompts, path
         self.repeats = 1
+        self.llama_bin: Path | None = None
+
+    def programs(self):
+        """llama.cpp's own programs for the arms, or None (with a note) where they are not
+        built; a folder given with --llama-bin must hold them."""
+        from specchat.bench.llama_build import default_folder
+        from specchat.bench.llama_programs import Programs
+
+        programs = Programs(self.llama_bin or default_folder())
+        missing = programs.missing()
+        if missing and self.llama_bin is not None:
+            raise UsageError(f"--llama-bin {self.llama_bin} lacks {', '.join(missing)}: build "
+                             "them with `specchat bench build-llama` (or point to their folder)")
+        if missing:
+            click.echo(f"note: llama.cpp's own programs are not built ({programs.folder}): "
+                       "`specchat bench build-llama` adds them as arms", err=True)
+            return None
+        return programs
 
     def load(self, dtype):
         from specchat.bench.modes import load
@@ -109,14 +137,14 @@ class Setup:
 
 
 def prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories, limit,
-            config_file) -> Setup:
+            config_file, all_turns: bool = False) -> Setup:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
     config = config_file or (ctx.obj or {}).get("config")
     pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature,
                                   backend=backend)
     path = resolve_prompts_file(prompts_file)
-    return Setup(pair_config, select(load_prompts(path), categories, limit, path), path)
+    return Setup(pair_config, select(load_prompts(path, all_turns), categories, limit, path), path)
 
 
 @prompt_set_command("run")
@@ -125,9 +153,10 @@ def run_command(setup: Setup, max_new_tokens, dtype, seed):
     from specchat.bench.modes import run_comparison
 
     pair = setup.load(dtype)
+    programs = setup.programs()
     with prompt_bar(setup) as on_prompt:
         return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
-                              setup.repeats)
+                              setup.repeats, programs)
 
 
 @prompt_set_command("sweep", extra=(ks_option,))
@@ -165,15 +194,30 @@ def synthetic_command(sizes, dtype, layers, threads, as_json):
     print_report(run_synthetic(sizes, dtype, layers), as_json)
 
 
+@bench.command("build-llama", context_settings=CONTEXT)
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Parallel compile jobs (default: every core).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Where to put the programs (default: where bench looks for them).")
+def build_llama_command(jobs, out):
+    """Build llama.cpp's llama-bench and llama-speculative-simple from the llama.cpp that
+    llama-cpp-python vendors (CMAKE_ARGS adds CMake flags, e.g. -DGGML_CUDA=on)."""
+    from specchat.bench.llama_build import build
+
+    folder = build(lambda text: click.echo(text, err=True), jobs, out)
+    click.echo(f"built into {folder} (bench uses them for llama.cpp pairs)")
+
+
 def sweep(setup: Setup, max_new_tokens, dtype, seed, ks: str, profile: bool):
     from specchat.bench.modes import run_sweep
 
     draft_lengths = parse_ks(ks)
     pair = setup.load(dtype)
+    programs = setup.programs()
     with prompt_bar(setup) as on_prompt:
         return run_sweep(pair, setup.prompts, setup.path, max_new_tokens, seed, draft_lengths,
                          on_prompt, profile, note=lambda text: click.echo(text, err=True),
-                         repeats=setup.repeats)
+                         repeats=setup.repeats, programs=programs)
 
 
 def set_threads(threads: int | None) -> None:

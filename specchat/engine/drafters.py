@@ -20,6 +20,7 @@ import torch
 
 from specchat.engine.protocol import CausalModel
 from specchat.engine.sampling import SamplingParams, sample, to_probs
+from specchat.engine.verify import row_argmax
 
 
 @dataclass
@@ -65,15 +66,24 @@ class ModelDrafter:
         for _ in range(k):
             if should_stop():
                 break
-            logits = self.model.forward(feed, keep=1)[-1]
-            q = to_probs(logits, params)
-            token = q.argmax(-1, keepdim=True) if params.greedy else sample(q, generator).reshape(1)
+            logits = self.model.forward(feed, keep=1)
+            token, q = self._choose(logits, params, generator)
             tokens.append(token)
             probs.append(q)
             feed = token
         if not tokens:
             return empty_proposal(sequence.device)
         return Proposal(torch.cat(tokens), None if params.greedy else torch.stack(probs))
+
+    @staticmethod
+    def _choose(logits: torch.Tensor, params: SamplingParams, generator):
+        """(the next draft token as a [1] tensor, the processed q it was drawn from). Greedy
+        takes the argmax of the last row and builds no q: a one-hot q over a 152k vocabulary
+        cost several milliseconds a draft step, and greedy verification never reads it."""
+        if params.greedy:
+            return row_argmax(logits[-1:]), None
+        q = to_probs(logits[-1], params)
+        return sample(q, generator).reshape(1), q
 
     def rollback(self, committed_length: int) -> None:
         """Keep at most the committed tokens but the newest (the next input)."""

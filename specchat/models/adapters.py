@@ -4,9 +4,9 @@ Backend (the pair key `backend`, or `--backend`):
 - `torch`: transformers weights (a GGUF file is converted once, see gguf_cache);
 - `llama.cpp`: a GGUF file decoded by llama.cpp (models/llamacpp/model.py), its layers
   offloaded to the GPU where the installed build supports it (CUDA, Metal, Vulkan);
-- `auto`: llama.cpp for a GGUF target (a `.gguf` path or a `builtin:` GGUF model) when
-  llama-cpp-python is installed, unless a CUDA device is configured and the build cannot
-  offload to it; torch otherwise.
+- `auto`: llama.cpp for a GGUF target (a `.gguf` path, `hf:…/FILE.gguf`, `ollama:NAME` or
+  a `builtin:` GGUF model) when llama-cpp-python is installed, unless a CUDA device is
+  configured and the build cannot offload to it; torch otherwise.
 A draft may run on another backend than its target: a GGUF draft of a llama.cpp target
 runs on llama.cpp too; any other draft (a folder, a hub id, a `specchat distill` draft)
 runs on torch.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from specchat.errors import PairError
 from specchat.models.config.pairs import PairConfig
-from specchat.models.config.refs import builtin_draft, parse_ref
+from specchat.models.config.refs import GGUF_KINDS, builtin_draft, parse_ref
 
 LLAMA_INSTALL = "pip install 'specchat[llama]' (or make install)"
 LLAMA_GPU_INSTALL = ("CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir "
@@ -49,9 +49,10 @@ class Backends:
 
 
 def is_gguf(text: str) -> bool:
-    """Whether a model reference names a GGUF file (a path or a built-in GGUF model)."""
+    """Whether a model reference names a GGUF file (a path, `hf:…/FILE.gguf`, an ollama model
+    or a built-in GGUF model)."""
     ref = parse_ref(text)
-    return ref.kind == "gguf" or (ref.kind == "builtin" and builtin_draft(ref.value) is None)
+    return ref.kind in GGUF_KINDS or (ref.kind == "builtin" and builtin_draft(ref.value) is None)
 
 
 def choose_backends(pair: PairConfig, device: str) -> Backends:

@@ -28,11 +28,13 @@ from specchat.models.config.pairs import PairConfig
 from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
 from specchat.models.torch_backend.hf import HFCausalModel
 from specchat.models.llamacpp.model import LlamaCppModel
+from specchat.models.vocabulary import check_same_llamacpp_vocabulary, check_same_vocabulary
 from specchat.models.device.memory import (MemoryReport, check_draft_size, main_device, memory_report,
                                     plan_for, reset_peak)
 from specchat.models.device.placement import Placement, layer_summary
-from specchat.models.config.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
-                                  hub_reachable, hub_snapshot, parse_ref)
+from specchat.models.config.hub import hub_folder, hub_model_folder
+from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, builtin_draft_gguf,
+                                         gguf_path, parse_ref)
 
 Progress = Callable[[str], None]
 
@@ -141,7 +143,8 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     device = main_device(raw, placement.device) if backends.target == "torch" else device
     draft, draft_label = None, None
     if pair.draft:
-        draft, draft_label = load_draft(pair, backends, torch_dtype, device, tokenizer, progress)
+        draft, draft_label = load_draft(pair, backends, torch_dtype, device, (raw, tokenizer),
+                                        progress)
     quantized = pair.quantization != "none" or placement.device_map is not None
     target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized,
                                           torch_forward(pair), backends.gpu)
@@ -183,17 +186,24 @@ def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placemen
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 
-def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
-    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file (a
-    `specchat distill` draft runs from its GGUF form, written on first use)."""
+def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> LlamaCppModel:
+    """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
+    on first use)."""
     from specchat.models.gguf.drafts import gguf_file
 
     path = gguf_file(ref, progress)
     if path is None:
         raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
                         "backend)")
-    model = LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+    return LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+
+
+def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
+    model = open_llamacpp(ref, progress, threads, gpu_layers)
+    path = model.path
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
         raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
@@ -234,16 +244,18 @@ def target_context(raw) -> int:
     return int(getattr(raw.config, "max_position_embeddings", 2048) or 2048)
 
 
-def load_draft(pair: PairConfig, backends: Backends, dtype, device, target_tokenizer,
+def load_draft(pair: PairConfig, backends: Backends, dtype, device, target: tuple[Any, Any],
                progress: Progress):
-    """(draft model or n-gram lookup, label of its model's backend or None)."""
+    """(draft model or n-gram lookup, label of its model's backend or None); `target` is the
+    loaded target and its tokenizer, whose vocabulary the draft must share."""
     ref = parse_ref(pair.draft)
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
     progress(f"loading draft {pair.draft} ({backends.draft})")
-    if backends.draft == "llama.cpp":
-        model, tokenizer = load_llamacpp(ref, progress, gpu_layers=backends.gpu_layers)
-        check_same_vocabulary(pair, target_tokenizer, tokenizer)
+    target_model, target_tokenizer = target
+    if backends.draft == "llama.cpp":  # then the target runs on llama.cpp too
+        model = open_llamacpp(ref, progress, gpu_layers=backends.gpu_layers)
+        check_same_llamacpp_vocabulary(pair, target_model, model)
         return model, llamacpp_label(model, backends.gpu)
     quantization = pair.draft_quantization
     model, tokenizer = load_model(ref, dtype, device, quantization, progress)
@@ -282,14 +294,6 @@ def shared_vocab_size(target, draft) -> int:
     return size
 
 
-def check_same_vocabulary(pair: PairConfig, target_tokenizer, draft_tokenizer) -> None:
-    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
-        raise PairError(
-            f"pair '{pair.name}': draft {pair.draft} and target {pair.target} use different "
-            f"vocabularies ({len(draft_tokenizer)} vs {len(target_tokenizer)} tokens): "
-            "pick a draft from the target's model family")
-
-
 def check_quantization(pair: PairConfig, device: str) -> None:
     """4bit/8bit (target or draft) need a CUDA GPU and bitsandbytes: one-line errors."""
     for key, value in (("quantization", pair.quantization),
@@ -312,8 +316,8 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
         return assembled_draft(builtin_draft(ref.value), progress)
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
-    if ref.kind in ("builtin", "gguf"):
-        return gguf_cache.ensure_converted(gguf_cache.gguf_file(ref), progress)
+    if ref.kind == "builtin" or ref.kind in GGUF_KINDS:
+        return gguf_cache.ensure_converted(gguf_file_of(ref, progress), progress)
     if ref.kind == "folder":
         if not Path(ref.value).is_dir():
             raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
@@ -323,7 +327,16 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
             raise ModelNotFound(f"model folder {ref.value} has no config.json: "
                                 "point to a folder saved with save_pretrained")
         return Path(ref.value)
+    if ref.kind == "hf":
+        return hub_model_folder(ref.value, progress)
     return hub_folder(ref.value, progress)
+
+
+def gguf_file_of(ref: ModelRef, progress: Progress = lambda _: None) -> Path:
+    """The GGUF file of a built-in model or a GGUF reference (an unknown built-in name fails)."""
+    from specchat.models.config.refs import builtin_gguf
+
+    return gguf_path(ref, progress) or builtin_gguf(ref.value)
 
 
 def is_shipped_draft(folder: Path) -> bool:
@@ -340,20 +353,6 @@ def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
 def float32_cpu_model(reference: str, progress: Progress):
     """(model, tokenizer) of a reference in float32 on the CPU: a shipped draft's target."""
     return load_model(parse_ref(reference), torch.float32, "cpu", "none", progress)
-
-
-def hub_folder(repo_id: str, progress: Progress) -> Path:
-    snapshot = hub_snapshot(repo_id)
-    if snapshot is not None:
-        return snapshot
-    if not hub_reachable():
-        raise ModelNotFound(f"model '{repo_id}' is not in the local Hugging Face cache and the hub "
-                            "is unreachable: download it where there is network, or use a local "
-                            "folder or .gguf file")
-    progress(f"downloading {repo_id}")
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(repo_id))
 
 
 def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str,

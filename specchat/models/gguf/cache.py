@@ -5,8 +5,9 @@ saves the converted float32 weights and the tokenizer under the user cache
 directory, keyed by the file's path, size and modification time. Later loads
 read that folder in well under a second. Writes go to a temporary folder that is
 renamed into place, so an interrupted conversion never leaves a broken cache. A GGUF
-model on llama.cpp needs only the tokenizer: it is cached the same way, alone. A file
-that cannot be read becomes a one-line `ModelNotFound`.
+model on llama.cpp needs only the tokenizer: it is cached the same way, alone, and small
+facts about a file (its vocabulary's digest) are remembered beside it. A file that cannot be
+read becomes a one-line `ModelNotFound`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Callable
 from specchat import paths
 from specchat.errors import ModelNotFound, SpecchatError
 from specchat.models.config.cache_build import build_once, is_built
-from specchat.models.config.refs import ModelRef, builtin_gguf
 
 
 def cache_key(gguf: Path) -> str:
@@ -33,14 +33,6 @@ def converted_folder(gguf: Path) -> Path:
 
 def is_converted(gguf: Path) -> bool:
     return is_built(converted_folder(gguf))
-
-
-def gguf_file(ref: ModelRef) -> Path:
-    """The GGUF file of a `.gguf` path or a built-in GGUF model; it must exist."""
-    path = builtin_gguf(ref.value) if ref.kind == "builtin" else Path(ref.value)
-    if not path.is_file():
-        raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
-    return path
 
 
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
@@ -65,6 +57,14 @@ def load_tokenizer(gguf: Path, progress: Callable[[str], None] = lambda _: None)
         readable(gguf, lambda: build_once(folder, lambda staging: _tokenizer(gguf, staging),
                                           f"tokenizer of {gguf}"))
     return AutoTokenizer.from_pretrained(folder)
+
+
+def remembered(gguf: Path, name: str, compute: Callable[[], str]) -> str:
+    """A fact about `gguf` (one line of text, e.g. its vocabulary's digest), computed once and
+    then read from the cache, keyed like the conversions by the file's path, size and mtime."""
+    folder = paths.cache_dir() / "facts" / f"{cache_key(gguf)}-{name}"
+    build_once(folder, lambda staging: (staging / name).write_text(compute()), f"{name} of {gguf}")
+    return (folder / name).read_text()
 
 
 def readable(gguf: Path, build: Callable[[], Path]) -> Path:

@@ -19,8 +19,8 @@ from specchat import paths
 from specchat.errors import ModelNotFound, PairError, UsageError
 from specchat.models.config.cache_build import build_once, is_built
 from specchat.models.torch_backend.shipped_draft import SPEC_FILE, WEIGHTS_FILE, DraftSpec, is_draft_folder
-from specchat.models.config.refs import (BUILTINS, ModelRef, builtin_draft, builtin_draft_gguf,
-                                  builtin_gguf, parse_ref)
+from specchat.models.config.refs import (ModelRef, builtin_draft, builtin_draft_gguf, builtin_gguf,
+                                         gguf_path, parse_ref)
 
 Progress = Callable[[str], None]
 FORMAT = "1"
@@ -55,9 +55,10 @@ def gguf_target(target: str, context: str) -> Path:
     """The GGUF file a draft's target reference names; a usage error for any other target."""
     ref = parse_ref(target)
     if ref.kind == "gguf":
-        return Path(ref.value)
-    if ref.kind == "builtin" and ref.value in BUILTINS:
-        return builtin_gguf(ref.value)
+        return Path(ref.value)  # checked by the caller, which names the draft
+    path = gguf_path(ref) if not is_shipped_draft_ref(ref) else None
+    if path is not None:
+        return path
     raise UsageError(f"{context}: target {target} is not a GGUF file, and a GGUF draft needs its "
                      "target's GGUF (tokenizer, embeddings); train the draft against a .gguf target")
 
@@ -68,9 +69,16 @@ def check_out(out: Path) -> None:
 
 
 def same_file(ref: ModelRef, path: Path) -> bool:
-    if ref.kind == "builtin" and ref.value in BUILTINS:
-        return builtin_gguf(ref.value).resolve() == path.resolve()
-    return ref.kind == "gguf" and Path(ref.value).resolve() == path.resolve()
+    if ref.kind == "gguf":
+        return Path(ref.value).resolve() == path.resolve()
+    named = gguf_path(ref) if not is_shipped_draft_ref(ref) else None
+    return named is not None and named.resolve() == path.resolve()
+
+
+def is_shipped_draft_ref(ref: ModelRef) -> bool:
+    """`builtin:<draft>` or `builtin:<draft>.gguf`: a draft, never a draft's target."""
+    return ref.kind == "builtin" and (builtin_draft(ref.value) is not None
+                                      or builtin_draft_gguf(ref.value) is not None)
 
 
 def export_draft(folder: Path, out: Path, target: str | None = None,
@@ -124,12 +132,8 @@ def gguf_file(ref: ModelRef, progress: Progress = lambda _: None) -> Path | None
         return ensure_draft_gguf(builtin_draft_gguf(ref.value), progress)
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return ensure_draft_gguf(builtin_draft(ref.value), progress)
-    if ref.kind == "builtin":
-        return builtin_gguf(ref.value)
-    if ref.kind == "gguf":
-        if not Path(ref.value).is_file():
-            raise ModelNotFound(f"GGUF file {ref.value} does not exist: check the path in models.toml")
-        return Path(ref.value)
     if ref.kind == "folder" and is_draft_folder(Path(ref.value)):
         return ensure_draft_gguf(Path(ref.value), progress)
-    return None
+    if ref.kind == "builtin":
+        return builtin_gguf(ref.value, progress)  # an unknown name fails here, naming the known
+    return gguf_path(ref, progress)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,25 @@ def physical_cores() -> int:
     return max(1, min(usable or 1, len(cores) or usable or 1))
 
 
+def file_type_name(value: str | None) -> str | None:
+    """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
+    import gguf
+
+    try:
+        name = gguf.LlamaFileType(int(value or "")).name
+    except ValueError:
+        return None
+    return None if name == "GUESSED" else name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def params_label(count: int) -> str:
+    """A parameter count to three significant digits: 134515008 -> "135M", 1543714304 -> "1.54B"."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g}{unit}"
+    return str(count)
+
+
 def load_model(path: Path, gpu_layers: int = 0):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
     all); a one-line `ModelNotFound` if llama.cpp refuses it."""
@@ -146,6 +166,9 @@ class LlamaCppModel:
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
         self._view: tuple[int, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
+        self.decode_s = 0.0
+        """Seconds spent inside `llama_decode` since loading: what a benchmark subtracts from
+        an answer's time to report the time spent outside llama.cpp."""
         self._views()
 
     def _new_context(self):
@@ -175,10 +198,33 @@ class LlamaCppModel:
 
     @property
     def description(self) -> str:
-        """llama.cpp's own name for the model, e.g. "llama 135M Q4_1"."""
+        """The model as its GGUF file names it, e.g. "qwen2 1.5B Q4_K_M" or "llama 135M Q4_1":
+        architecture, size label and quantization type from the file's own metadata."""
+        return f"{self.metadata('general.architecture') or '?'} {self.size_label} {self.weights}"
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text (llama.cpp's reading of the file), None if absent."""
+        text = ctypes.create_string_buffer(256)
+        if self._lib.llama_model_meta_val_str(self._model, key.encode(), text, len(text)) < 0:
+            return None
+        return text.value.decode("utf-8", "replace")
+
+    @property
+    def size_label(self) -> str:
+        """The file's `general.size_label` ("1.5B"), else its parameter count ("494M")."""
+        return self.metadata("general.size_label") or params_label(
+            int(self._lib.llama_model_n_params(self._model)))
+
+    @property
+    def weights(self) -> str:
+        """The file's quantization type as GGUF names it ("Q4_K_M", "Q4_1", "F32"), from its
+        `general.file_type`; llama.cpp's own wording where the file names none."""
+        name = file_type_name(self.metadata("general.file_type"))
+        if name is not None:
+            return name
         text = ctypes.create_string_buffer(128)
         self._lib.llama_model_desc(self._model, text, len(text))
-        return text.value.decode("utf-8", "replace")
+        return text.value.decode("utf-8", "replace").split(" ", 2)[-1]
 
     @property
     def layers(self) -> int:
@@ -188,11 +234,6 @@ class LlamaCppModel:
     def offloaded(self) -> int:
         """Layers on the GPU (llama.cpp caps a larger request at the model's layer count)."""
         return self.layers if self.gpu_layers < 0 else min(self.gpu_layers, self.layers)
-
-    @property
-    def weights(self) -> str:
-        """The type of the file's weights as llama.cpp names it, e.g. "Q4_1" or "F32"."""
-        return self.description.split()[-1]
 
     @property
     def parameter_bytes(self) -> int:
@@ -240,7 +281,9 @@ class LlamaCppModel:
         self._wants[:m] = 0
         self._wants[m - wanted:m] = 1
         self._batch.n_tokens = m
+        started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, self._batch)
+        self.decode_s += time.perf_counter() - started
         if status != 0:
             raise RuntimeError(f"llama_decode failed with status {status} ({last_problem()})")
 
@@ -257,6 +300,14 @@ class LlamaCppModel:
         if view is None or view[0] != address or view[1].shape[0] < rows:
             self._view = view = (address, np.ctypeslib.as_array(pointer, shape=(rows, self.n_vocab)))
         return view[1][:rows]
+
+    def vocabulary_digest(self) -> str:
+        """sha256 over every token's text in id order: equal for two models exactly when
+        llama.cpp reads the same vocabulary from both files."""
+        import hashlib
+
+        text = self._lib.llama_vocab_get_text
+        return hashlib.sha256(b"\0".join(text(self._vocab, i) for i in range(self.n_vocab))).hexdigest()
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         """llama.cpp's own tokenization of `text` (to check a tokenizer agrees with it)."""
