@@ -38,10 +38,11 @@ def files(tmp_path_factory) -> dict[str, Path]:
     draft = write_gguf(truncated(model), tokenizer, root / "draft.gguf")
     other, _ = save_tiny_gguf(root, build_tokenizer(300), name="other-vocab.gguf")
     (root / "notes.gguf").write_text("not a model, just text renamed to .gguf\n")
+    (root / "cut.gguf").write_bytes(target.read_bytes()[: target.stat().st_size // 2])
     alien = write_gguf(model, tokenizer, root / "alien.gguf", architecture="no-such-arch")
     return {"target": target, "draft": draft, "target_folder": root / "target",
             "draft_folder": draft_folder, "other": other, "text": root / "notes.gguf",
-            "alien": alien, "root": root}
+            "alien": alien, "cut": root / "cut.gguf", "root": root}
 
 
 def truncated(model, layers: int = 1):
@@ -85,6 +86,9 @@ target = "{files['text']}"
 
 [pairs.alien]
 target = "{files['alien']}"
+
+[pairs.cut]
+target = "{files['cut']}"
 
 [pairs.folder]
 target = "{files['target_folder']}"
@@ -376,7 +380,17 @@ def test_an_unreadable_gguf_on_torch_is_one_line_too(config):
     result = run_cli(config, "text", "--backend", "torch")
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "cannot read GGUF file" in lines[0]
+    assert len(lines) == 1 and "not a GGUF model file" in lines[0]
+
+
+@pytest.mark.parametrize("backend", ["llama.cpp", "torch"])
+def test_a_truncated_gguf_is_named_as_such_with_both_sizes_on_either_backend(config, files, backend):
+    result = run_cli(config, "cut", "--backend", backend)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    whole, cut = files["target"].stat().st_size, files["cut"].stat().st_size
+    assert len(lines) == 1 and "truncated or corrupt" in lines[0] and str(files["cut"]) in lines[0]
+    assert f"{whole:,} bytes" in lines[0] and f"has {cut:,}" in lines[0]
 
 
 def test_run_shows_both_backends_and_why(config):

@@ -192,10 +192,14 @@ def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
     on first use)."""
     from specchat.models.gguf.drafts import gguf_file
 
+    from specchat.models.gguf.integrity import check_gguf_file
+
     path = gguf_file(ref, progress)
     if path is None:
         raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
                         "backend)")
+    if path.is_file():
+        check_gguf_file(path)
     return LlamaCppModel(path, threads, gpu_layers=gpu_layers)
 
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 from specchat import paths
 from specchat.errors import ModelNotFound, SpecchatError
+from specchat.models.gguf.integrity import check_gguf_file
 from specchat.models.config.cache_build import build_once, is_built
 
 
@@ -68,7 +69,10 @@ def remembered(gguf: Path, name: str, compute: Callable[[], str]) -> str:
 
 
 def readable(gguf: Path, build: Callable[[], Path]) -> Path:
-    """`build()`, with any failure to read `gguf` as a one-line `ModelNotFound`."""
+    """`build()` once `gguf` is a whole GGUF file, with any failure to read it as a one-line
+    `ModelNotFound`."""
+    if gguf.is_file():
+        check_gguf_file(gguf)
     try:
         return build()
     except SpecchatError:
