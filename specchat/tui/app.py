@@ -24,6 +24,7 @@ from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.answers import Conversation
 from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
+from specchat.tui.hangup import HangupWatch
 from specchat.tui.history_actions import HistoryActions
 from specchat.tui.keys import owner_actions
 from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
@@ -91,6 +92,7 @@ class SpecchatApp(App):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.history.open(self.settings.system)
         self.chat_screen.problems.show(self.problems)
+        HangupWatch(self).start()
 
     def on_ready(self) -> None:
         """The screen is up and takes typing; now start loading the pair in the background."""

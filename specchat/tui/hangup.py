@@ -1,0 +1,59 @@
+"""Ending the app when its terminal goes away, so that no chat is left spinning alone.
+
+Two ways a terminal goes: SIGHUP reaches the process (a closed window, `tmux kill-session`
+on a pane that runs `specchat` itself), or it does not (the chat runs under `make chat`,
+whose shell takes the signal) and the terminal is simply hung up: reading it returns
+nothing at once, forever, which kept Textual's input thread at 100% of a core. The watch
+handles both: a SIGHUP handler, and a check twice a second that standard input is still a
+terminal. Either way the history is flushed, the app asked to exit, and the process ended
+if the exit itself hangs on the dead terminal. Textual and the standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+
+CHECK_EVERY_S = 0.5
+FORCE_AFTER_S = 1.0
+"""Time the app's own exit gets before the process ends regardless (it may block writing
+to the dead terminal)."""
+HANGUP_STATUS = 129
+"""128 + SIGHUP, as a shell reports a process that a hang-up ended."""
+
+
+class HangupWatch:
+    """Watches the app's terminal and ends the app once it is gone."""
+
+    def __init__(self, app, fd: int | None = None):
+        self.app = app
+        self.fd = sys.__stdin__.fileno() if fd is None else fd
+        self.fired = False
+
+    def start(self) -> None:
+        """Arm the watch (only where the app runs on a real terminal)."""
+        if self.app.is_headless or not os.isatty(self.fd):
+            return
+        self.app.set_interval(CHECK_EVERY_S, self.check)
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.hang_up)
+        except (NotImplementedError, RuntimeError, ValueError):
+            signal.signal(signal.SIGHUP, lambda *_: self.hang_up())
+
+    def check(self) -> None:
+        if not os.isatty(self.fd):
+            self.hang_up()
+
+    def hang_up(self) -> None:
+        """Save what there is, ask the app to exit, and make sure the process ends."""
+        if self.fired:
+            return
+        self.fired = True
+        try:
+            self.app.history.close()
+        finally:
+            threading.Timer(FORCE_AFTER_S, os._exit, (HANGUP_STATUS,)).start()
+            self.app.exit(return_code=HANGUP_STATUS)

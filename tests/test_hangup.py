@@ -1,0 +1,69 @@
+"""The chat ends within two seconds when its terminal goes away and leaves no process behind
+(issue 24): with SIGHUP (the terminal was the chat's own) and without one (under `make chat`
+the shell takes the signal, and the terminal is just hung up: reads return nothing at once,
+which once kept a lone chat at 100% of a core). Real processes on a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
+
+
+def become_terminal_owner() -> None:
+    """In the child: a new session whose controlling terminal is the pty on stdin."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def start_chat(tmp_path: Path, owns_terminal: bool) -> tuple[subprocess.Popen, int]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color",
+               SPECCHAT_CONFIG_DIR=str(tmp_path / "config"), SPECCHAT_DATA_DIR=str(tmp_path / "data"))
+    chat = subprocess.Popen([sys.executable, "-m", "specchat", "chat", "--demo", "100"],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT,
+                            preexec_fn=become_terminal_owner if owns_terminal else None)
+    os.close(slave)
+    return chat, master
+
+
+def wait_until_drawn(master: int, chat: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Read the screen until the chat shows its status line (the app is up and idle)."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while b"ready" not in seen and time.monotonic() < deadline and chat.poll() is None:
+        if select.select([master], [], [], 0.2)[0]:
+            seen = (seen + os.read(master, 65536))[-20000:]
+    assert b"ready" in seen, seen[-2000:]
+
+
+def seconds_to_exit(chat: subprocess.Popen, limit: float = 5.0) -> float:
+    started = time.monotonic()
+    try:
+        chat.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        chat.kill()
+        chat.wait()
+        return float("inf")
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("owns_terminal", [True, False], ids=["sighup", "hung-up-without-signal"])
+def test_the_chat_exits_within_two_seconds_when_its_terminal_goes_away(tmp_path, owns_terminal):
+    chat, master = start_chat(tmp_path, owns_terminal)
+    wait_until_drawn(master, chat)
+    os.close(master)  # the terminal goes away
+    assert seconds_to_exit(chat) < 2.0
+    assert chat.returncode != 0  # ended by the hang-up, not by a user's quit
