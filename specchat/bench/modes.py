@@ -37,19 +37,13 @@ def load(pair_config, dtype: str | None, note: Note):
     return pair
 
 
-def sampling_of(pair_config):
-    from specchat.engine import SamplingParams
-
-    return SamplingParams(pair_config.temperature, pair_config.top_k, pair_config.top_p)
-
-
 def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
                    on_prompt: OnPrompt, repeats: int = 1) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers) on every prompt."""
     from specchat.bench.comparison import comparison_arms
     from specchat.engine.adaptive import settings_for
 
-    arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed)
+    arms = comparison_arms(pair, settings_for(pair.config.k, pair.config.sampling), seed)
     meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     return ComparisonReport(meta, tables)
 
@@ -63,7 +57,7 @@ def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, s
 
     if not pair.has_draft:
         raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
-    arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
+    arms = sweep_arms(pair, pair.config.sampling, ks, seed)
     meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     report = SweepReport(meta, tables, sweep_section(tables),
                          k_histogram(r.runs["auto"].ks for r in results))
@@ -83,7 +77,7 @@ def run_overhead(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int
     from specchat.bench.runner import prompt_ids
     from specchat.engine.adaptive import settings_for
 
-    settings = settings_for(pair.config.k, sampling_of(pair.config))
+    settings = settings_for(pair.config.k, pair.config.sampling)
     encoded = [prompt_ids(pair.tokenizer, p.prompt) for p in prompts]
     measure_overhead(pair, settings, encoded[:1], 8)  # warm-up
     return OverheadReport(
@@ -115,7 +109,7 @@ def measure(pair, arms, prompts, path, max_new_tokens: int, on_prompt: OnPrompt,
 
     results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt, repeats)
     tables = build_tables({a.key: a.label for a in arms}, results,
-                          greedy=pair.config.temperature == 0)
+                          greedy=pair.config.sampling.greedy)
     meta = dataclasses.replace(run_meta(pair, path, max_new_tokens, len(prompts)), repeats=repeats)
     return meta, tables, results
 
@@ -135,7 +129,8 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
     return RunMeta("specchat " + shlex.join(sys.argv[1:]), config.name, config.target,
                    config.draft or "none", config.k, shown_device(pair), pair.dtype,
                    adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
-                   config.temperature, config.top_p, config.top_k, str(path), prompts,
+                   config.sampling.temperature, config.sampling.top_p, config.sampling.top_k,
+                   str(path), prompts,
                    dict(getattr(pair, "backends", {}) or {}))
 
 

@@ -7,6 +7,7 @@ each category and how close "auto" comes to it. Reads the tables that
 from __future__ import annotations
 
 from specchat.bench.format import fmt, table
+from specchat.engine.theory import measured_speedup
 
 
 def fixed_keys(report: dict) -> list[str]:
@@ -17,14 +18,17 @@ def sweep_entry(group: dict, fixed: list[str]) -> dict:
     """Best fixed k of one group, and auto's and the heuristic's rates against it."""
     rate = {key: arm["tokens_per_s"] or 0.0 for key, arm in group["arms"].items()}
     best = max(fixed, key=lambda key: rate[key])
-    target = rate.get("target") or None
     out = {"best_k": int(best[1:]), "best_tokens_per_s": rate[best],
-           "best_vs_target": round(rate[best] / target, 3) if target else None}
+           "best_vs_target": rounded(measured_speedup(rate[best], rate.get("target")))}
     for other in ("auto", "hf_heuristic"):
         if other in rate:
             out[f"{other}_tokens_per_s"] = rate[other]
-            out[f"{other}_vs_best"] = round(rate[other] / rate[best], 3) if rate[best] else None
+            out[f"{other}_vs_best"] = rounded(measured_speedup(rate[other], rate[best]))
     return out
+
+
+def rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 3)
 
 
 def sweep_section(tables: dict) -> dict:

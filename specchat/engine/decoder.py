@@ -25,8 +25,8 @@ from typing import Callable, Iterator, Literal, Protocol
 import torch
 
 from specchat.engine.drafters import Proposal, empty_proposal
+from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
-from specchat.engine.sampling import SamplingParams
 from specchat.engine.verify import numpy_friendly, verify
 
 TokenKind = Literal["resampled", "bonus", "target"]
