@@ -40,6 +40,13 @@ def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
     assert defining(rf"^def {name}\(") == [owner]
 
 
+def test_no_module_divides_one_rate_by_another_outside_the_theory():
+    """A measured speedup is `theory.measured_speedup` (the race, bench tables and sweep,
+    bench profile and the live gauge), never a division of its own."""
+    division = r"tokens_per_s[\"'\]]*\s*/\s*[a-z(]|rate\([^)]*\)\s*/\s*\w"
+    assert defining(division) == ["engine/theory.py"]
+
+
 def test_step_costs_have_one_class_and_no_second_timer():
     assert defining(r"^class \w*Cost\w*\b") == ["engine/adaptive.py", "engine/costs.py"]
     assert defining(r"^class CostModel\b") == ["engine/adaptive.py"]  # learns live, holds a Costs

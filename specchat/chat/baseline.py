@@ -4,9 +4,9 @@ A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
 plain decoding step at several context lengths (the real target-only loop, with the
 answer's sampling settings), fitted as a line (a decoding step reads every weight once
 and attends over the context, so its cost grows linearly with the context), plus the
-step `Costs` of engine/costs.py: timed forwards of n-token verifies and one draft step. The chat measures it again while idle
-until `settled_passes` passes are `merged`: one pass on a shared machine can be off at
-every context at once.
+step `Costs` of engine/costs.py: timed forwards of n-token verifies and one draft step.
+The chat measures it again while idle until `settled_passes` passes are `merged`: one
+pass on a shared machine can be off at every context at once.
 
 From it:
 - `gauge_speedup`: target-only time over the answer's own decode span (the same context
