@@ -173,7 +173,7 @@ def memory_lines(pair, facts) -> list[str]:
     lines = [f"memory: about {size_text(total)} in all (weights + KV cache at {facts.context} "
              f"tokens); available: {describe(automatic_limits(inventory))}"]
     if facts.llamacpp:
-        return lines + ["placement: llama.cpp decodes on the CPU"]
+        return lines + [f"placement: {facts.llamacpp}"]
     try:
         place = plan_placement(facts.target.weight_bytes, pair.device, inventory, pair.max_memory,
                                name=f"target {pair.target}")

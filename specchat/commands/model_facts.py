@@ -38,8 +38,9 @@ class PairFacts:
     draft: ModelFacts | None
     context: int
     """Tokens of context the pair budgets by."""
-    llamacpp: bool
-    """Whether the target runs on llama.cpp."""
+    llamacpp: str | None
+    """Where llama.cpp computes the target ("llama.cpp decodes on the CPU", "llama.cpp
+    computes on CUDA; ..."); None for a torch target."""
     alpha: float | None = None
     alpha_why: str = ""
     why_unknown: str = ""
@@ -50,19 +51,20 @@ def pair_facts(pair, progress) -> PairFacts:
     """Sizes, context and the draft's acceptance of `pair` on this machine."""
     from specchat.models.adapters import choose_backends
     from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
+    from specchat.models.loader import llamacpp_device_why
 
     device, why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
-    llamacpp = backends.target == "llama.cpp"
+    llamacpp = llamacpp_device_why(backends) if backends.target == "llama.cpp" else None
     if llamacpp:
-        device, why = "cpu", "llama.cpp decodes on the CPU"
+        device, why = "cpu", llamacpp
     dtype, _ = resolve_dtype(pair.dtype, device)
     computes = ("target on llama.cpp (the GGUF file's own types)" if llamacpp
                 else f"target on torch in {dtype_name(dtype)}")
     if backends.draft is not None:
         computes += f", draft on {backends.draft}"
     header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"
-    target, context = target_facts(pair, llamacpp, dtype, device, progress)
+    target, context = target_facts(pair, llamacpp is not None, dtype, device, progress)
     draft, folder = draft_facts(pair, backends.draft, dtype, progress)
     alpha, alpha_why = expected_alpha(folder)
     unknown = "" if target is not None else ("an unreadable GGUF header" if llamacpp
