@@ -43,7 +43,7 @@ def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
 def test_no_module_divides_one_rate_by_another_outside_the_theory():
     """A measured speedup is `theory.measured_speedup` (the race, bench tables and sweep,
     bench profile and the live gauge), never a division of its own."""
-    division = r"tokens_per_s[\"'\]]*\s*/\s*[a-z(]|rate\([^)]*\)\s*/\s*\w"
+    division = r"tokens_per_s[\"'\]]*\s*/\s*[a-z(]|\brate\w*(\([^)]*\))?\s*/\s*\w"
     assert defining(division) == ["engine/theory.py"]
 
 
