@@ -131,3 +131,14 @@ def write_tiny_draft(target: Path, folder: Path, int8: bool = True, vocab_every:
                                                                    else "bfloat16"}),
                  folder, int8=int8)
     return folder
+
+
+def tiny_gguf_with_draft(root: Path, layers: int = 2, int8: bool = True) -> tuple[Path, Path]:
+    """(a tiny GGUF target, a `specchat distill`-format draft of it with the full
+    vocabulary), built under `root` with a model cache of their own."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECCHAT_CACHE_DIR", str(root / "cache"))
+        target = write_tiny_gguf(root / "target", layers=layers)
+        return target, write_tiny_draft(target, root / "draft", int8=int8, vocab_every=0)

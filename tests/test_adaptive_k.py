@@ -248,7 +248,7 @@ def test_a_plain_step_timed_on_a_busy_moment_does_not_keep_speculation_on():
 
 # --- robust costs and a calibrated prior -------------------------------------------------
 
-from specchat.engine.adaptive import CostPrior  # noqa: E402
+from specchat.engine.costs import Costs  # noqa: E402
 
 
 def test_one_slow_moment_does_not_move_a_learned_cost():
@@ -264,7 +264,7 @@ def test_one_slow_moment_does_not_move_a_learned_cost():
 def test_a_prior_gives_untimed_widths_its_shape_at_the_live_level():
     """Calibrated: v(1) = 10 ms, v(5) = 30 ms. The answer runs twice as slow (20 ms plain
     steps, a longer context): a 5-token verify is expected at 60 ms, not the prior's 30."""
-    costs = CostModel(CostPrior({1: 0.010, 5: 0.030}, draft_step_s=0.004))
+    costs = CostModel(Costs.of({1: 0.010, 5: 0.030}, draft_step_s=0.004))
     for _ in range(5):
         costs.observe(0, 0.0, 0.020)
     assert costs.verify_cost(5) == pytest.approx(0.060)
@@ -272,17 +272,17 @@ def test_a_prior_gives_untimed_widths_its_shape_at_the_live_level():
 
 
 def test_a_width_timed_often_enough_costs_its_own_median_over_the_prior():
-    costs = CostModel(CostPrior({1: 0.010, 3: 0.012}))
+    costs = CostModel(Costs.of({1: 0.010, 3: 0.012}, None))
     for _ in range(3):
         costs.observe(2, 0.002, 0.030)  # width 3 verifies really cost 30 ms
     assert costs.verify_cost(3) == pytest.approx(0.030)
 
 
-def llama_cpp_like_prior() -> CostPrior:
+def llama_cpp_like_prior() -> Costs:
     """This CPU's default pair, calibrated (2026-11-23): v(n) = 1, 1.7, 2.4, ... steps,
     a draft step 0.7 of a target step: no k pays even at full acceptance."""
     step = 0.012
-    return CostPrior({n: step * (0.7 * n + 0.3) for n in range(1, 10)}, draft_step_s=0.7 * step)
+    return Costs.of({n: step * (0.7 * n + 0.3) for n in range(1, 10)}, draft_step_s=0.7 * step)
 
 
 def test_with_a_prior_where_no_k_can_pay_an_answer_starts_plain_and_never_feeds_the_draft():
@@ -298,7 +298,7 @@ def test_with_a_prior_where_no_k_can_pay_an_answer_starts_plain_and_never_feeds_
 
 
 def test_with_a_prior_where_drafts_pay_an_answer_drafts_from_its_first_round():
-    cheap = CostPrior({n: 0.010 * (1 + 0.05 * (n - 1)) for n in range(1, 10)}, draft_step_s=0.0005)
+    cheap = Costs.of({n: 0.010 * (1 + 0.05 * (n - 1)) for n in range(1, 10)}, draft_step_s=0.0005)
     policy = AdaptiveK(k_max=8, prior=cheap)
     assert policy() >= 2
 

@@ -20,13 +20,10 @@ MAX_NEW = 12
 def gguf_pairs(tmp_path_factory) -> Path:
     """models.toml: the tiny GGUF target (float32) with an n-gram draft, and with a
     distilled-format draft of it."""
-    from gguf_tiny import write_tiny_draft, write_tiny_gguf
+    from gguf_tiny import tiny_gguf_with_draft
 
     root = tmp_path_factory.mktemp("bench-gguf")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECCHAT_CACHE_DIR", str(root / "cache"))
-        target = write_tiny_gguf(root / "target", layers=3)
-        draft = write_tiny_draft(target, root / "draft", int8=False, vocab_every=0)
+    target, draft = tiny_gguf_with_draft(root, layers=3, int8=False)
     toml = root / "models.toml"
     toml.write_text(f'default = "g-ngram"\n[pairs.g-ngram]\ntarget = "{target}"\ndraft = "ngram"\n'
                     f'k = 3\ndtype = "float32"\n[pairs.g-draft]\ntarget = "{target}"\n'
@@ -174,20 +171,19 @@ def test_no_time_outside_llama_cpp_is_claimed_for_an_arm_with_a_torch_model(load
 
 
 def test_break_even_alpha_is_where_expected_tokens_pay_for_the_round():
-    from specchat.bench.llamacpp_profile import break_even_alpha
-    from specchat.bench.profile import Costs
-    from specchat.engine.theory import expected_tokens_per_round
+    from specchat.engine.costs import Costs
+    from specchat.engine.theory import break_even_alpha, expected_tokens_per_round
 
     costs = Costs(0.010, 0.001, {n: 0.010 * (1 + 0.25 * (n - 1)) for n in range(1, 9)})
     for k in (1, 2, 3, 4):
-        alpha = break_even_alpha(k, costs)
+        alpha = break_even_alpha(k, costs.c, costs.v)
         round_cost = k * costs.c + costs.v(k + 1)
         assert 0 < alpha < 1
         assert abs(expected_tokens_per_round(alpha, k) - round_cost) < 1e-4
     free = Costs(0.010, 0.0, {n: 0.010 for n in range(1, 9)})
-    assert break_even_alpha(2, free) == 0.0
+    assert break_even_alpha(2, free.c, free.v) == 0.0
     ruinous = Costs(0.010, 0.010, {n: 0.010 * n for n in range(1, 9)})
-    assert break_even_alpha(2, ruinous) is None
+    assert break_even_alpha(2, ruinous.c, ruinous.v) is None
 
 
 def test_llama_cpp_costs_time_widths_one_to_eight_with_a_gguf_draft(gguf_pairs):

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from specchat.cli import main
+from specchat.engine.params import K_MAX
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def test_profile_reports_costs_alpha_and_ideal_next_to_measured(tiny_config, pro
     out = invoke("profile", "--config", str(tiny_config), "--pair", "tiny-self", "--prompts",
                  str(prompts_file), "--max-new-tokens", "10", "--ks", "1,3", "--json")
     profile = json.loads(out.stdout)["profile"]
-    assert set(profile["v"]) == {str(w) for w in range(1, 17)}
+    assert set(profile["v"]) == {str(w) for w in range(1, K_MAX + 2)}  # every fixed k's k + 1
     assert profile["v"]["1"] == pytest.approx(1.0)
     assert profile["c"] > 0
     assert [r["k"] for r in profile["rows"]] == [1, 3]

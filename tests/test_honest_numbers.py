@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from specchat.chat.baseline import Baseline, gauge_speedup, merged, theory_for
+from specchat.chat.baseline import Baseline, Costs, SamplingParams, gauge_speedup, merged, theory_for
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.chat.verdict import (IdentityCheck, describe, describe_texts, first_parting,
                                    race_verdict)
@@ -27,8 +27,8 @@ def step_at(context: int) -> float:
     return 0.010 + 0.020 * (context - 64) / (2048 - 64)
 
 
-CURVE = Baseline((0.0, 0, 1.0), ((64, step_at(64)), (2048, step_at(2048))),
-                 ((1, 0.010), (2, 0.013), (3, 0.016)), 256, 0.001, 0.0)
+CURVE = Baseline(SamplingParams(), ((64, step_at(64)), (2048, step_at(2048))),
+                 Costs.of({1: 0.010, 2: 0.013, 3: 0.016}, 0.001), 256, 0.0)
 
 
 def answer_stats(prompt: int, tokens: int, decode_s: float, **extra) -> StatsSnapshot:
@@ -52,8 +52,8 @@ def forward_at(context: int) -> float:
     return 0.9 * step_at(context)
 
 
-LOADED = Baseline((0.0, 0, 1.0), ((64, step_at(64)), (2048, step_at(2048))),
-                  ((1, 0.010), (2, 0.013), (3, 0.016)), 256, 0.001, 0.0,
+LOADED = Baseline(SamplingParams(), ((64, step_at(64)), (2048, step_at(2048))),
+                  Costs.of({1: 0.010, 2: 0.013, 3: 0.016}, 0.001), 256, 0.0,
                   forward_points=((64, forward_at(64)), (2048, forward_at(2048))))
 
 
@@ -113,13 +113,13 @@ def test_one_slow_pass_at_a_context_does_not_move_the_merged_step_cost():
 
 def test_merged_passes_average_the_verify_and_draft_costs_and_keep_the_newer_date():
     older = dataclasses.replace(LOADED, measured_at=1.0)
-    newer = dataclasses.replace(LOADED, measured_at=2.0, draft_step_s=0.003,
-                                verify_s=((1, 0.012), (2, 0.015), (3, 0.018), (4, 0.020)))
+    newer = dataclasses.replace(LOADED, measured_at=2.0,
+                                costs=Costs.of({1: 0.012, 2: 0.015, 3: 0.018, 4: 0.020}, 0.003))
     both = merged(merged(older, older), newer)  # two passes of the older, one of the newer
     assert both.measured_at == 2.0 and not dataclasses.replace(both, passes=2).settled
     assert abs(both.draft_step_s - (2 * 0.001 + 0.003) / 3) < 1e-12
-    assert abs(dict(both.verify_s)[1] - (2 * 0.010 + 0.012) / 3) < 1e-12
-    assert dict(both.verify_s)[4] == 0.020  # a width only one pass timed keeps its timing
+    assert abs(both.costs.verify_s[1] - (2 * 0.010 + 0.012) / 3) < 1e-12
+    assert both.costs.verify_s[4] == 0.020  # a width only one pass timed keeps its timing
 
 
 def test_answer_metrics_sum_the_targets_decode_forwards_by_width():
@@ -206,7 +206,7 @@ def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
     target = SlowerWithContext(vocab_size=len(tokenizer))
     pair = SimpleNamespace(target=target, draft=None, tokenizer=tokenizer, context_length=2048)
     baseline = measure_baseline(pair, SamplingParams(0.7), contexts=(64, 1024))
-    assert baseline.sampling == (0.7, 0, 1.0)
+    assert baseline.sampling == SamplingParams(0.7)
     # the sleeps alone cost 4.6 ms a token at 64 tokens of context and 43 ms at 1,024 (9.4x);
     # a busy machine adds the same per-token overhead to both, which lowers the ratio
     assert baseline.step_s(1024) >= 0.043
@@ -357,8 +357,9 @@ def run_under_load(load: float, speculative: bool) -> AnswerDone:
     return AnswerDone("", "eos", stats, done_with([1, 2], [1.0, 1.0]).spans)
 
 
-LOADS_BASELINE = Baseline((0.0, 0, 1.0), ((64, 0.050),), ((1, 0.050), (2, 0.065), (3, 0.080)),
-                          64, 0.010, forward_points=((64, 0.050),))
+LOADS_BASELINE = Baseline(SamplingParams(), ((64, 0.050),),
+                          Costs.of({1: 0.050, 2: 0.065, 3: 0.080}, 0.010), 64,
+                          forward_points=((64, 0.050),))
 
 
 def test_a_race_names_the_load_each_run_ran_under_and_says_when_it_moved():
@@ -408,11 +409,10 @@ def test_each_committed_token_carries_the_targets_top_two_margin(load_tiny):
 def test_the_theory_line_says_when_no_k_can_pay_before_any_drafting():
     from specchat.tui.gauges import theory_line
 
-    verify = tuple((n, 0.012 * (0.7 * n + 0.3)) for n in range(1, 10))
-    dear = Baseline((0.0, 0, 1.0), ((64, 0.012),), verify, 256,
-                    0.0084, 0.0)  # the default pair on llama.cpp, 2 cores: c 0.70, v(2) 1.70
-    cheap = dataclasses.replace(dear, draft_step_s=0.001,
-                                verify_s=((1, 0.012), (2, 0.013), (3, 0.014)))
+    verify = {n: 0.012 * (0.7 * n + 0.3) for n in range(1, 10)}
+    dear = Baseline(SamplingParams(), ((64, 0.012),), Costs.of(verify, 0.0084), 256,
+                    0.0)  # the default pair on llama.cpp, 2 cores: c 0.70, v(2) 1.70
+    cheap = dataclasses.replace(dear, costs=Costs.of({1: 0.012, 2: 0.013, 3: 0.014}, 0.001))
     plain = answer_stats(40, 50, decode_s=0.6)
     assert "no k pays here" in theory_line(plain, dear) and "c 0.70" in theory_line(plain, dear)
     assert theory_line(plain, cheap) == "theory: – (no drafting yet)"

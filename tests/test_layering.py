@@ -2,7 +2,7 @@
 (every import, also those inside functions and under TYPE_CHECKING):
 
     cli ──► tui ──► chat ──► engine
-     │               └────► models ──► engine (protocol only)
+     │               └────► models ──► engine (protocol and params only)
      └──────────────────────► models, chat, distill, bench
 
 Each layer may import only the specchat layers listed in ALLOWED (and itself), and
@@ -22,12 +22,12 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
 
-BASE = {"errors", "paths", "theme_files", "turn"}
+BASE = {"errors", "paths", "theme_files", "token_kinds", "turn"}
 """Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
 
 ALLOWED: dict[str, set[str]] = {
     "engine": set(),
-    "models": {"engine.protocol"} | BASE,
+    "models": {"engine.protocol", "engine.params"} | BASE,
     "distill": {"models", "engine"} | BASE,
     "chat": {"engine", "models"} | BASE,
     "history": BASE,
@@ -192,17 +192,19 @@ def test_the_checker_sees_forbidden_imports(tmp_path):
     assert not allowed("tui", "models.loader") and allowed("tui", "chat.events")
     assert not allowed("engine", "theory") and allowed("models", "engine.protocol")
     assert not allowed("models", "engine.drafters") and package_violation("engine", "numpy")
+    assert allowed("models", "engine.params") and not allowed("models", "engine.theory")
 
 
 MODEL_ROOMS: dict[str, set[str]] = {
     "config": {"device"},
     "device": set(),
     "torch_backend": {"config", "device"},
-    "llamacpp": set(),
+    "llamacpp": {"device"},
     "gguf": {"config", "torch_backend"},
 }
 """The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
-backends never import each other; only models/loader.py and models/adapters.py, outside
+backends never import each other (device, which both may use, is no backend: it knows the
+machine's cores and memory); only models/loader.py and models/adapters.py, outside
 every room, compose them."""
 
 

@@ -299,15 +299,29 @@ def test_this_cpu_only_build_keeps_every_layer_on_the_cpu_and_says_why(loaded):
     assert "no GPU offload" in pair.reasons["backend"] and pair.device_label == "cpu"
 
 
-def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(config, loaded):
+def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(config, loaded,
+                                                                            monkeypatch):
     from specchat.commands.chat import chat_threads
+    from specchat.models.device import cores
 
-    assert loaded("gguf-plain", threads=3).target.threads == 3
+    monkeypatch.setattr(cores, "usable_cores", lambda: 16)  # 3 threads are no cap here
     pair = dataclasses.replace(load_catalog(config).get("gguf-plain"), threads=3)
+    assert load_pair(pair).target.threads == 3
     assert load_pair(pair, threads=2).target.threads == 2  # the chat's choice wins
     assert loaded("gguf-plain", threads=1).backends["target"].endswith("1 thread)")
     assert chat_threads(0, cores=2) == 1 and chat_threads(0, cores=1) == 1  # the screen's core
     assert chat_threads(0, cores=16) == 15 and chat_threads(2, cores=16) == 2
+
+
+def test_more_threads_than_usable_cores_are_capped_with_a_note(config, monkeypatch):
+    """`threads = 10000` once ran thousands of threads on 2 cores (2 tokens in 3 minutes)."""
+    from specchat.models.device import cores
+
+    monkeypatch.setattr(cores, "usable_cores", lambda: 2)
+    pair = dataclasses.replace(load_catalog(config).get("gguf-plain"), threads=10000)
+    loaded = load_pair(pair)
+    assert loaded.target.threads == 2
+    assert "2 threads; threads = 10000 capped to the 2 usable cores" in loaded.backends["target"]
 
 
 # --- χ²: sampled speculative decoding on llama.cpp follows the target ------------------

@@ -11,6 +11,7 @@ import torch
 
 from specchat.chat.events import AnswerDone, RoundUpdate
 from specchat.chat.session import ChatSession
+from specchat.engine.params import SamplingParams
 
 PROMPTS = ["hello there", "The quick brown fox", "def add(a, b):", "Caf\u00e9 \u65e5\u672c\u8a9e \U0001f600"]
 
@@ -86,7 +87,7 @@ def test_rejected_drafts_never_enter_the_text_or_the_history(load_tiny):
 
 def test_sampled_answers_are_reproducible_with_a_seed(load_tiny):
     pair = load_tiny("tiny")
-    config = dataclasses.replace(pair.config, temperature=0.9, top_p=0.9)
+    config = dataclasses.replace(pair.config, sampling=SamplingParams(0.9, top_p=0.9))
     texts = set()
     for _ in range(2):
         session = ChatSession(dataclasses.replace(pair, config=config), seed=123)

@@ -1,36 +1,47 @@
-"""`specchat pairs --check NAME` (commands/advice.py): memory per model from the files,
-step costs predicted or measured, and the cost model's verdict at the draft's α."""
+"""`specchat pairs --check NAME [--measure]` (commands/advice.py): memory per model from
+its files (GGUF headers too), v(n), c and the break-even α of each k from the one cost
+model (engine/costs.py, engine/theory.py), which drafter can pay here, and what the pair
+would gain where a verify costs about one step."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from specchat.cli import main
-from specchat.commands.advice import StepCosts, break_even_alpha, verdict_lines
-from specchat.engine.theory import ideal_speedup
+from specchat.engine.theory import break_even_alpha, cheapest_break_even, ideal_speedup, speedup_at
 
 
-def check(tiny_config, *args):
-    return CliRunner().invoke(main, ["pairs", "--config", str(tiny_config), "--check", *args])
+def check(config, *args):
+    return CliRunner().invoke(main, ["pairs", "--config", str(config), "--check", *args])
+
+
+def row(output: str, name: str) -> list[str]:
+    """The cells of the table row that starts with `name`."""
+    line = next(line for line in output.splitlines() if line.split()[:1] == [name])
+    return line.split()[1:]
 
 
 def test_break_even_alpha_is_where_speculation_starts_to_pay():
-    costs = StepCosts(0.2, 1.1, "test")
-    even = break_even_alpha(3, costs)
+    even = break_even_alpha(3, 0.2, lambda n: 1.0 if n == 1 else 1.1)
     assert 0 < even < 1
     assert ideal_speedup(even - 0.01, 3, 0.2, 1.1) < 1 < ideal_speedup(even + 0.01, 3, 0.2, 1.1)
 
 
-def test_a_draft_as_costly_as_its_target_never_pays():
-    costs = StepCosts(1.0, 1.0, "test")
-    assert break_even_alpha(4, costs) is None
-    lines = verdict_lines(4, costs, 0.9, "given")
-    assert "LOSE" in lines[1] and "too much" in lines[-1]
+def test_the_cheapest_break_even_is_the_k_that_pays_at_the_lowest_acceptance():
+    def v(n):  # a CPU-like verify: each extra token costs 0.3 of a step
+        return 1 + 0.3 * (n - 1)
+    k, alpha = cheapest_break_even(0.1, v, 8)
+    for other in range(1, 9):
+        assert speedup_at(alpha - 0.01, other, 0.1, v) < 1.0  # no k pays just below it
+    assert speedup_at(alpha + 0.01, k, 0.1, v) > 1.0
+    assert cheapest_break_even(0.0, lambda n: float(n), 8) is None  # a verify of n costs n steps
 
 
-def test_check_sizes_both_models_and_gives_a_verdict(tiny_config, load_tiny):
+def test_check_sizes_both_models_and_predicts_one_step_verifies(tiny_config, load_tiny):
     result = check(tiny_config, "tiny")
     assert result.exit_code == 0, result.output
     pair = load_tiny("tiny")
@@ -38,15 +49,38 @@ def test_check_sizes_both_models_and_gives_a_verdict(tiny_config, load_tiny):
     assert re.search(rf"target .*: {millions:.1f}M parameters", result.output)
     assert re.search(r"draft .*M parameters", result.output)
     assert "predicted from weight bytes" in result.output
-    assert re.search(r"at α = 0\.\d\d, k = 3: ideal speedup \d+\.\d\dx", result.output)
-    assert "break-even" in result.output
+    assert row(result.output, "n") == ["1", "2", "3", "4"]  # k = 3: v(n) for n = 1..k + 1
+    assert row(result.output, "v(n)") == ["1.00"] * 4
+    assert len(row(result.output, "α")) == 3  # a break-even α for k = 1..3
+    assert "which drafter can pay here" in result.output
+    assert "n-gram lookup (c = 0.00): pays at any acceptance" in result.output
+    assert re.search(r"here at α = 0\.\d\d \(assumed\): best k = \d", result.output)
 
 
-def test_check_measure_times_the_loaded_pair(tiny_config):
+def test_a_draft_as_costly_as_its_target_cannot_pay(tiny_config):
+    result = check(tiny_config, "tiny-self")  # the target as its own draft: c = 1
+    assert result.exit_code == 0, result.output
+    assert re.search(r"draft \S+ \(c = 1\.00\): cannot pay", result.output)
+    assert row(result.output, "α") == ["never"] * 4
+    assert "here at α = 0.80 (assumed): best k = 0, plain decoding" in result.output
+
+
+def test_check_measure_times_the_loaded_pair_and_shows_the_one_step_gain(tiny_config):
     result = check(tiny_config, "tiny", "--measure")
     assert result.exit_code == 0, result.output
-    assert "measured: median of" in result.output
-    assert re.search(r"c = \d+\.\d\d, verify of 4 tokens v = \d+\.\d\d", result.output)
+    assert "measured on cpu: median of" in result.output
+    assert row(result.output, "v(n)")[0] == "1.00" and len(row(result.output, "v(n)")) == 4
+    assert re.search(r"draft step c = \d+\.\d\d target steps", result.output)
+    assert "where a verify costs about one step (a GPU, Apple silicon): v(n) = 1" in result.output
+    assert re.search(r"  there at α = 0\.\d\d \(assumed\): best k = \d", result.output)
+
+
+def test_check_of_an_ngram_pair_judges_the_lookup_alone(tiny_config):
+    result = check(tiny_config, "tiny-ngram")
+    assert result.exit_code == 0, result.output
+    drafters = result.output.split("which drafter can pay here:")[1]
+    assert "draft ngram" not in drafters and "n-gram lookup (c = 0.00)" in drafters
+    assert row(result.output, "n") == ["1", "2", "3", "4", "5"]  # k = 4
 
 
 def test_check_of_a_plain_pair_predicts_nothing(tiny_config):
@@ -57,3 +91,43 @@ def test_check_of_a_plain_pair_predicts_nothing(tiny_config):
 def test_check_of_an_unknown_pair_is_a_one_line_error(tiny_config):
     result = check(tiny_config, "nope")
     assert result.exit_code == 2 and "unknown pair 'nope'" in result.output
+
+
+# --- a GGUF target on llama.cpp with a torch draft, as the built-in default pair ----------
+
+@pytest.fixture(scope="module")
+def gguf_config(tmp_path_factory) -> Path:
+    from gguf_tiny import tiny_gguf_with_draft
+
+    root = tmp_path_factory.mktemp("check-gguf")
+    target, draft = tiny_gguf_with_draft(root)
+    toml = root / "models.toml"
+    toml.write_text(f'[pairs.g]\ntarget = "{target}"\ndraft = "{draft}"\nk = "auto"\n'
+                    f'[pairs.g-ngram]\ntarget = "{target}"\ndraft = "ngram"\nk = 2\n')
+    return toml
+
+
+def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config):
+    import gguf
+
+    target = Path(re.search(r'target = "(.+)"', gguf_config.read_text()).group(1))
+    tensors = gguf.GGUFReader(str(target)).tensors
+    result = check(gguf_config, "g")
+    assert result.exit_code == 0, result.output
+    assert "target on llama.cpp (the GGUF file's own types), draft on torch" in result.output
+    millions = sum(int(t.n_elements) for t in tensors) / 1e6
+    mib = sum(int(t.n_bytes) for t in tensors) / (1 << 20)
+    assert re.search(rf"target .*: {millions:.1f}M parameters, weights {mib:.1f} MiB", result.output)
+    assert "[GGUF header]" in result.output and "placement: llama.cpp decodes on the CPU" in result.output
+    assert "k = auto: shown for k = 1..8" in result.output
+    assert len(row(result.output, "v(n)")) == 9  # k = "auto": widths 1..AUTO_K_MAX + 1
+
+
+def test_a_gguf_pair_measures_on_llamacpp(gguf_config):
+    result = check(gguf_config, "g-ngram", "--measure")
+    assert result.exit_code == 0, result.output
+    costs = [float(cell) for cell in row(result.output, "v(n)")]
+    assert costs[0] == 1.0 and costs == sorted(costs) and len(costs) == 3
+    assert re.search(r"n-gram lookup \(c = 0\.\d\d\): (pays|cannot pay)", result.output)
+    assert "where a verify costs about one step" in result.output
+

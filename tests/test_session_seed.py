@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 from specchat.chat.session import ChatSession
+from specchat.engine.params import SamplingParams
 
 
 def sampled_pair(load_tiny):
     pair = load_tiny("tiny")
-    return dataclasses.replace(pair, config=dataclasses.replace(pair.config, temperature=1.0))
+    sampled = dataclasses.replace(pair.config, sampling=SamplingParams(temperature=1.0))
+    return dataclasses.replace(pair, config=sampled)
 
 
 def answer_text(session: ChatSession) -> str:

@@ -53,10 +53,10 @@ async def test_a_new_temperature_gets_its_own_target_only_measurement():
         await ready(pilot)
         backend = app.backends["fake"]
         first = app.gauges.calibration
-        assert first.sampling[0] == 0.0
+        assert first.sampling.temperature == 0.0
         await pilot.press("f12")
         await wait_for(pilot, lambda: app.gauges.calibration is not None
-                       and app.gauges.calibration.sampling[0] == 0.1)
+                       and app.gauges.calibration.sampling.temperature == 0.1)
         assert backend.calibrations_started == 2
         await ask(pilot)
         assert "T=0.1" in shown(app, "#g-speedup")

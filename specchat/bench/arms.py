@@ -144,8 +144,7 @@ class TransformersArm:
         from specchat.models.torch_backend.baselines import BaselineSettings, hf_generate
 
         settings = BaselineSettings(max_new_tokens, tuple(sorted(self.pair.eos_ids)),
-                                    self.sampling.temperature, self.sampling.top_k,
-                                    self.sampling.top_p, self.seed)
+                                    self.sampling, self.seed)
         device = self.pair.target.device
         synchronize(device)
         started = time.perf_counter()
@@ -186,6 +185,7 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
                auto: bool = True) -> list[Arm]:
     """Target-only, specchat at each fixed k, k = "auto", and transformers' heuristic schedule."""
     from specchat.engine.adaptive import settings_for
+    from specchat.engine.params import AUTO_K_MAX
 
     arms: list[Arm] = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling),
                                    False, seed)]
@@ -193,7 +193,7 @@ def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
              for k in ks]
     if auto:
         arms.append(SpecchatArm("auto", "specchat k=auto", pair,
-                                settings_for("auto", sampling, k_max=max(max(ks), 8)), True, seed))
+                                settings_for("auto", sampling, k_max=max(*ks, AUTO_K_MAX)), True, seed))
     heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
     if heuristic is not None and heuristic.assistant is not None and hasattr(pair.target, "model"):
         arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",

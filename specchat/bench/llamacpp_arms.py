@@ -19,23 +19,24 @@ import time
 from pathlib import Path
 
 from specchat.bench.arms import Arm, ArmRun, SpecchatArm, standard_arms
-from specchat.engine import Settings
+from specchat.engine import SamplingParams, Settings
 
 
 class LlamaCppArm:
     """llama.cpp's own generate loop (with the bindings' speculation when given a drafter)."""
 
-    def __init__(self, key: str, label: str, llm, eos_ids: set[int], sampling,
-                 speculative: bool = False):
+    def __init__(self, key: str, label: str, llm, eos_ids: set[int], sampling: SamplingParams,
+                 seed: int = 0, speculative: bool = False):
         self.key, self.label, self.llm = key, label, llm
-        self.eos_ids, self.sampling = set(eos_ids), sampling
+        self.eos_ids, self.sampling, self.seed = set(eos_ids), sampling, seed
         self.speculative = speculative
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         from specchat.models.llamacpp.baselines import llama_generate
 
         started = time.perf_counter()
-        tokens = llama_generate(self.llm, prompt, max_new_tokens, self.eos_ids, self.sampling)
+        tokens = llama_generate(self.llm, prompt, max_new_tokens, self.eos_ids, self.sampling,
+                                self.seed)
         return ArmRun(tokens, time.perf_counter() - started)
 
 
@@ -56,21 +57,20 @@ def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None =
     import torch
 
     from specchat.errors import UsageError
-    from specchat.models.llamacpp.baselines import LlamaSampling, open_llama
+    from specchat.models.llamacpp.baselines import open_llama
 
     target = getattr(pair.target, "path", None) or gguf_path(pair.config.target)
     if target is None:
         raise UsageError(f"pair '{pair.config.name}': target {pair.config.target} is not a GGUF "
                          "file, so llama.cpp cannot run it")
     threads = threads or getattr(pair.target, "threads", None) or torch.get_num_threads()
-    sampling = LlamaSampling(settings.sampling.temperature, settings.sampling.top_k or 0,
-                             settings.sampling.top_p or 1.0, seed)
+    sampling = settings.sampling
     arms: list[Arm] = [LlamaCppArm("llama", "llama.cpp generate", open_llama(target, threads),
-                                   pair.eos_ids, sampling)]
+                                   pair.eos_ids, sampling, seed)]
     drafter, label = llamacpp_drafter(pair, max(settings.k, 1), threads)
     if drafter is not None:
         llm = open_llama(target, threads, draft_model=drafter)
-        arms.append(LlamaCppArm("llama_spec", label, llm, pair.eos_ids, sampling, True))
+        arms.append(LlamaCppArm("llama_spec", label, llm, pair.eos_ids, sampling, seed, True))
     return arms
 
 

@@ -3,10 +3,10 @@
 `llamacpp_costs` measures, in the shape of bench/profile.py's `Costs`: one
 evaluation of n tokens with logits for all n after a context (200 tokens by
 default), for n = 1..8, the cache cut back each time, and the draft's one-token
-step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). `break_even_alpha`
-solves expected_tokens(α, k) = k·c + v(k+1) for α: the per-token acceptance
-above which speculation with draft length k beats plain decoding (0 when even
-α = 0 pays, None when no α can). `cost_table` prints backends side by side.
+step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). The report gives the
+break-even α of each k (theory.break_even_alpha: the per-token acceptance above which
+speculation with draft length k beats plain decoding; 0 when even α = 0 pays, None
+when no α can). `cost_table` prints backends side by side.
 Knows nothing about `bench`'s arms or reports.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specchat.engine.costs import Costs, draft_step_cost
-from specchat.engine.theory import break_even_alpha as theory_break_even
+from specchat.engine.theory import break_even_alpha
 
 WIDTHS = tuple(range(1, 9))
 BREAK_EVEN_KS = (1, 2, 3, 4)
@@ -35,20 +35,12 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
         draft_s = forward_seconds(small, context, 1, repeats)
     else:
         draft_s = draft_step_cost(drafter, context, repeats)
-    return Costs(verify[1], draft_s, verify)
-
-
-def break_even_alpha(k: int, costs: Costs) -> float | None:
-    """The α at which (1 − α^(k+1)) / (1 − α) equals a round's cost k·c + v(k+1)
-    (theory.break_even_alpha at these measured costs)."""
-    return theory_break_even(k, costs.c, costs.v)
+    return Costs.of(verify, draft_s)
 
 
 def cost_report(costs: Costs, ks=BREAK_EVEN_KS) -> dict:
-    return {"target_step_ms": costs.target_step_s * 1000, "draft_step_ms": costs.draft_step_s * 1000,
-            "c": costs.c, "verify_ms": {w: s * 1000 for w, s in costs.verify_s.items()},
-            "v": {w: costs.v(w) for w in costs.verify_s},
-            "break_even_alpha": {k: break_even_alpha(k, costs) for k in ks}}
+    return costs.report() | {"break_even_alpha": {k: break_even_alpha(k, costs.c, costs.v)
+                                                  for k in ks}}
 
 
 def cost_table(reports: dict[str, dict], context: int) -> str:

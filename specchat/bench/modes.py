@@ -37,12 +37,6 @@ def load(pair_config, dtype: str | None, note: Note):
     return pair
 
 
-def sampling_of(pair_config):
-    from specchat.engine import SamplingParams
-
-    return SamplingParams(pair_config.temperature, pair_config.top_k, pair_config.top_p)
-
-
 def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
                    on_prompt: OnPrompt, repeats: int = 1, programs=None) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers or llama.cpp, and
@@ -50,7 +44,7 @@ def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: i
     from specchat.bench.comparison import comparison_arms
     from specchat.engine.adaptive import settings_for
 
-    arms = comparison_arms(pair, settings_for(pair.config.k, sampling_of(pair.config)), seed,
+    arms = comparison_arms(pair, settings_for(pair.config.k, pair.config.sampling), seed,
                            programs)
     meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
     return ComparisonReport(meta, tables)
@@ -66,7 +60,7 @@ def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, s
 
     if not pair.has_draft:
         raise UsageError(f"pair '{pair.config.name}' has no draft: bench sweep and profile need one")
-    arms = sweep_arms(pair, sampling_of(pair.config), ks, seed)
+    arms = sweep_arms(pair, pair.config.sampling, ks, seed)
     if programs is not None:
         from specchat.bench.llama_programs import sweep_program_arms
         from specchat.bench.llamacpp_arms import is_llamacpp_pair, program_setup
@@ -92,7 +86,7 @@ def run_overhead(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int
     from specchat.bench.runner import prompt_ids
     from specchat.engine.adaptive import settings_for
 
-    settings = settings_for(pair.config.k, sampling_of(pair.config))
+    settings = settings_for(pair.config.k, pair.config.sampling)
     encoded = [prompt_ids(pair.tokenizer, p.prompt) for p in prompts]
     measure_overhead(pair, settings, encoded[:1], 8)  # warm-up
     return OverheadReport(
@@ -124,7 +118,7 @@ def measure(pair, arms, prompts, path, max_new_tokens: int, on_prompt: OnPrompt,
 
     results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt, repeats)
     tables = build_tables({a.key: a.label for a in arms}, results,
-                          greedy=pair.config.temperature == 0)
+                          greedy=pair.config.sampling.greedy)
     meta = dataclasses.replace(run_meta(pair, path, max_new_tokens, len(prompts)), repeats=repeats)
     return meta, tables, results
 
@@ -144,7 +138,8 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
     return RunMeta("specchat " + shlex.join(sys.argv[1:]), config.name, config.target,
                    config.draft or "none", config.k, shown_device(pair), pair.dtype,
                    adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
-                   config.temperature, config.top_p, config.top_k, str(path), prompts,
+                   config.sampling.temperature, config.sampling.top_p, config.sampling.top_k,
+                   str(path), prompts,
                    dict(getattr(pair, "backends", {}) or {}))
 
 

@@ -4,18 +4,18 @@ acceptance α from the acceptance events (accepted / tested draft positions), an
 the ideal speedup of each k (DESIGN.md §4) next to the one measured in the same run.
 
 For a drafter that does not always draft (n-gram lookup without a match) the
-ideal speedup weighs drafting rounds by the measured match rate m:
-tokens/round = m·E(α, k) + (1 − m), cost/round = m·(k·c + v(k+1)) + (1 − m)·v(1).
-Works on any engine `CausalModel`; knows nothing about transformers.
+ideal speedup weighs drafting rounds by the measured match rate m (theory.speedup_at).
+The costs are engine/costs.py's, the formulas engine/theory.py's: nothing is derived
+here. Works on any engine `CausalModel`; knows nothing about transformers.
 """
 
 from __future__ import annotations
 
 from specchat.chat.decoding import drafter_for
 from specchat.engine import costs as engine_costs
-from specchat.engine.costs import WIDTHS, Costs, verify_costs  # noqa: F401  (bench's names)
+from specchat.engine.costs import WIDTHS, Costs, verify_costs  # noqa: F401  (the scripts' names)
 from specchat.engine.stats import SpecStats
-from specchat.engine.theory import ideal_speedup as theory_speedup
+from specchat.engine.theory import measured_speedup, speedup_at
 
 
 def measure_costs(pair, context: list[int], repeats: int = 5) -> Costs:
@@ -36,10 +36,6 @@ def run_acceptance(runs) -> tuple[float | None, float]:
     return stats.alpha, match
 
 
-def ideal_speedup(alpha: float, k: int, costs: Costs, match_rate: float = 1.0) -> float:
-    return theory_speedup(alpha, k, costs.c, costs.v(k + 1), match_rate, costs.v(1))
-
-
 def profile_rows(results, ks, costs: Costs) -> list[dict]:
     """Per k: α from acceptance events, match rate, τ, ideal and measured speedup."""
     target_rate = rate([r.runs["target"] for r in results])
@@ -51,11 +47,12 @@ def profile_rows(results, ks, costs: Costs) -> list[dict]:
         rounds = sum(r.rounds for r in runs)
         rows.append({"k": k, "tau": sum(len(r.tokens) for r in runs) / rounds if rounds else None,
                      "alpha": alpha, "match_rate": match,
-                     "ideal_speedup": ideal_speedup(alpha, k, costs, match),
-                     "measured_speedup": rate(runs) / target_rate if target_rate else None})
+                     "ideal_speedup": speedup_at(alpha, k, costs.c, costs.v, match),
+                     "measured_speedup": measured_speedup(rate(runs), target_rate)})
     pooled = pooled_alpha(rows)
     for row in rows:
-        row["ideal_speedup_pooled_alpha"] = ideal_speedup(pooled, row["k"], costs, row["match_rate"])
+        row["ideal_speedup_pooled_alpha"] = speedup_at(pooled, row["k"], costs.c, costs.v,
+                                                       row["match_rate"])
     return rows
 
 
@@ -74,13 +71,11 @@ def rate(runs) -> float:
 def profile_report(results, ks, costs: Costs) -> dict:
     rows = profile_rows(results, ks, costs)
     measured = [r for r in rows if r["measured_speedup"] is not None]
-    return {"target_step_ms": costs.target_step_s * 1000, "draft_step_ms": costs.draft_step_s * 1000,
-            "c": costs.c, "verify_ms": {w: s * 1000 for w, s in costs.verify_s.items()},
-            "v": {w: costs.v(w) for w in costs.verify_s}, "pooled_alpha": pooled_alpha(rows),
-            "rows": rows,
-            "best_k_ideal": max(rows, key=lambda r: r["ideal_speedup_pooled_alpha"])["k"],
-            "best_k_measured": max(measured, key=lambda r: r["measured_speedup"])["k"]
-            if measured else None}
+    best_measured = max(measured, key=lambda r: r["measured_speedup"])["k"] if measured else None
+    return costs.report() | {
+        "pooled_alpha": pooled_alpha(rows), "rows": rows,
+        "best_k_ideal": max(rows, key=lambda r: r["ideal_speedup_pooled_alpha"])["k"],
+        "best_k_measured": best_measured}
 
 
 def format_profile(profile: dict) -> str:

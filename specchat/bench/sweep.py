@@ -7,6 +7,7 @@ each category and how close "auto" comes to it. Reads the tables that
 from __future__ import annotations
 
 from specchat.bench.format import fmt, table
+from specchat.engine.theory import measured_speedup
 
 
 def fixed_keys(report: dict) -> list[str]:
@@ -17,15 +18,14 @@ def sweep_entry(group: dict, fixed: list[str]) -> dict:
     """Best fixed k of one group, and auto's and the heuristic's rates against it."""
     rate = {key: arm["tokens_per_s"] or 0.0 for key, arm in group["arms"].items()}
     best = max(fixed, key=lambda key: rate[key])
-    target = rate.get("target") or None
     out = {"best_k": int(best[1:]), "best_tokens_per_s": rate[best],
-           "best_vs_target": round(rate[best] / target, 3) if target else None}
+           "best_vs_target": rounded(measured_speedup(rate[best], rate.get("target")))}
     for other in ("auto", "hf_heuristic"):
         if other in rate:
             out[f"{other}_tokens_per_s"] = rate[other]
-            out[f"{other}_vs_best"] = round(rate[other] / rate[best], 3) if rate[best] else None
-    if "auto" in rate and target:
-        out["auto_vs_target"] = round(rate["auto"] / target, 3)
+            out[f"{other}_vs_best"] = rounded(measured_speedup(rate[other], rate[best]))
+    if "auto" in rate:
+        out["auto_vs_target"] = rounded(measured_speedup(rate["auto"], rate.get("target")))
     return out | llama_ratios(rate, fixed)
 
 
@@ -37,10 +37,15 @@ def llama_ratios(rate: dict, fixed: list[str]) -> dict:
         for other in (k for k in rate if k.startswith("lcpp_") and k.endswith(f"_{key}")):
             if rate[other]:
                 name = other.removeprefix("lcpp_").removesuffix(f"_{key}")
-                out.setdefault("vs_llama", {})[f"{key}/{name}"] = round(rate[key] / rate[other], 3)
+                out.setdefault("vs_llama", {})[f"{key}/{name}"] = rounded(
+                    measured_speedup(rate[key], rate[other]))
     if rate.get("llama_bench") and rate.get("target"):
-        out["target_vs_llama_bench"] = round(rate["target"] / rate["llama_bench"], 3)
+        out["target_vs_llama_bench"] = rounded(measured_speedup(rate["target"], rate["llama_bench"]))
     return out
+
+
+def rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 3)
 
 
 def sweep_section(tables: dict) -> dict:

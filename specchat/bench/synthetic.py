@@ -11,7 +11,7 @@ import gc
 import torch
 
 from specchat.bench.format import table
-from specchat.bench.profile import WIDTHS, verify_costs
+from specchat.engine.costs import WIDTHS, verify_costs
 
 CONTEXT_TOKENS = 256
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from specchat.bench.runner import REFERENCE, PromptResult
+from specchat.engine.theory import measured_speedup
 
 RATIOS = (("spec", "target"), ("spec", "hf_spec"), ("target", "hf"), ("hf_spec", "hf"),
           ("spec", "hf"), ("spec", "llama_spec"), ("target", "llama"), ("llama_spec", "llama"),
@@ -58,8 +59,9 @@ def ratios(arms: dict) -> dict:
     out = {}
     for top, bottom in RATIOS:
         a, b = arms.get(top), arms.get(bottom)
-        if a and b and a["tokens_per_s"] and b["tokens_per_s"]:
-            out[f"{top}/{bottom}"] = round(a["tokens_per_s"] / b["tokens_per_s"], 3)
+        ratio = measured_speedup(a["tokens_per_s"], b["tokens_per_s"]) if a and b else None
+        if ratio is not None:
+            out[f"{top}/{bottom}"] = round(ratio, 3)
     return out
 
 

@@ -3,10 +3,10 @@
 A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
 plain decoding step at several context lengths (the real target-only loop, with the
 answer's sampling settings), fitted as a line (a decoding step reads every weight once
-and attends over the context, so its cost grows linearly with the context), plus timed
-forwards of n-token verifies and one draft step. The chat measures it again while idle
-until `settled_passes` passes are `merged`: one pass on a shared machine can be off at
-every context at once.
+and attends over the context, so its cost grows linearly with the context), plus the
+step `Costs` of engine/costs.py: timed forwards of n-token verifies and one draft step.
+The chat measures it again while idle until `settled_passes` passes are `merged`: one
+pass on a shared machine can be off at every context at once.
 
 From it:
 - `gauge_speedup`: target-only time over the answer's own decode span (the same context
@@ -22,8 +22,8 @@ From it:
 - `theory_for`: the ideal speedup of the k in use and the best k, from α of the
   acceptance events and c, v(n) of the timed forwards — never from the answer's speed.
 
-Pure arithmetic on plain floats: no torch, so the TUI can import it. Knows nothing
-about models or widgets.
+Pure arithmetic on plain floats: no torch, so the TUI can import it (and the `Costs` and
+`SamplingParams` it holds from here). Knows nothing about models or widgets.
 """
 
 from __future__ import annotations
@@ -32,24 +32,26 @@ import statistics
 from dataclasses import dataclass, replace
 
 from specchat.chat.events import StatsSnapshot
-from specchat.engine.theory import best_k, speedup_at
+from specchat.engine.costs import Costs
+from specchat.engine.params import SamplingParams
+from specchat.engine.theory import best_k, measured_speedup, speedup_at
 
-SamplingKey = tuple[float, int, float]
-"""(temperature, top_k, top_p): target-only speed is measured per sampling setting."""
+__all__ = ["Baseline", "Costs", "SamplingParams", "Theory", "decode_span", "gauge_speedup",
+           "merged", "theory_for", "too_short"]
 
 
 @dataclass(frozen=True)
 class Baseline:
     """Target-only costs of one pair on this machine, for one sampling setting."""
 
-    sampling: SamplingKey
+    sampling: SamplingParams
+    """Target-only speed is measured per sampling setting."""
     step_points: tuple[tuple[int, float], ...]
     """(context length, seconds per target-only token) of the real decoding loop."""
-    verify_s: tuple[tuple[int, float], ...] = ()
-    """(n, seconds of one target forward over n tokens), measured at `verify_context`."""
+    costs: Costs | None = None
+    """Verify costs of each width, measured at `verify_context`, and the draft's step
+    (`draft_step_s` None: no drafter)."""
     verify_context: int = 0
-    draft_step_s: float | None = None
-    """Seconds per drafted token (a draft model's one-token step); None for no drafter."""
     measured_at: float = 0.0
     """time.time() when the measurement finished."""
     measure_s: float = 0.0
@@ -86,15 +88,23 @@ class Baseline:
     def tokens_per_s(self, context: float) -> float:
         return 1.0 / self.step_s(context)
 
+    @property
+    def draft_step_s(self) -> float | None:
+        return None if self.costs is None else self.costs.draft_step_s
+
     def v(self, width: int) -> float:
-        """Verify cost of `width` tokens relative to a one-token forward (v(1) = 1)."""
-        table = dict(self.verify_s)
-        return table[min(width, max(table))] / table[1]
+        """Verify cost of `width` tokens relative to a one-token forward (`Costs.v`)."""
+        return self.costs.v(width)
+
+    @property
+    def c(self) -> float | None:
+        """Draft step cost relative to the target's one-token forward (`Costs.c`)."""
+        return None if self.costs is None else self.costs.c
 
     def idle_forward_s(self, width: int, contexts: float, rounds: int) -> float | None:
         """Idle seconds of `rounds` target forwards of `width` tokens whose context lengths
         sum to `contexts` (a line sums exactly); None where not measured."""
-        if not self.forward_points or (width > 1 and not self.verify_s):
+        if not self.forward_points or (width > 1 and self.costs is None):
             return None
         intercept, slope = _line(self.forward_points)
         return (rounds * intercept + slope * contexts) * (self.v(width) if width > 1 else 1.0)
@@ -115,19 +125,12 @@ class Baseline:
             live, idle = live + seconds, idle + expected
         return live / idle if idle > 0 and stats.target_forwards else None
 
-    def no_k_pays(self, k_max: int = 8) -> bool:
-        """Whether the timed costs rule speculation out: no k in 1..k_max beats a plain step
-        even if every draft were accepted (k = "auto" then never drafts)."""
+    def no_k_pays(self) -> bool:
+        """Whether the timed costs rule speculation out: no k that k = "auto" tries beats a
+        plain step even if every draft were accepted (k = "auto" then never drafts)."""
         if self.c is None:
             return False
-        return best_k(1.0, self.c, self.v, k_max)[0] == 0
-
-    @property
-    def c(self) -> float | None:
-        """Draft step cost relative to the target's one-token forward."""
-        if self.draft_step_s is None or not self.verify_s:
-            return None
-        return self.draft_step_s / dict(self.verify_s)[1]
+        return best_k(1.0, self.c, self.v)[0] == 0
 
 
 def merged(older: Baseline, newer: Baseline) -> Baseline:
@@ -145,14 +148,16 @@ def merged(older: Baseline, newer: Baseline) -> Baseline:
             return new if old is None else old
         return (old * older.passes + new * newer.passes) / total
 
-    old_verify, new_verify = dict(older.verify_s), dict(newer.verify_s)
-    verify = tuple((n, pooled(old_verify.get(n), new_verify.get(n)))
-                   for n in sorted(set(old_verify) | set(new_verify)))
-    draft = pooled(older.draft_step_s, newer.draft_step_s)
+    costs = None
+    if older.costs is not None or newer.costs is not None:
+        old_verify = older.costs.verify_s if older.costs is not None else {}
+        new_verify = newer.costs.verify_s if newer.costs is not None else {}
+        verify = {n: pooled(old_verify.get(n), new_verify.get(n))
+                  for n in sorted(set(old_verify) | set(new_verify))}
+        costs = Costs.of(verify, pooled(older.draft_step_s, newer.draft_step_s))
     return replace(newer, step_points=tuple(sorted(older.step_points + newer.step_points)),
                    forward_points=tuple(sorted(older.forward_points + newer.forward_points)),
-                   verify_s=verify, draft_step_s=draft, passes=total,
-                   measure_s=older.measure_s + newer.measure_s)
+                   costs=costs, passes=total, measure_s=older.measure_s + newer.measure_s)
 
 
 def _medians(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
@@ -201,7 +206,10 @@ def gauge_speedup(stats: StatsSnapshot | None, baseline: Baseline | None) -> flo
         return None
     start, end = decode_span(stats)
     load = baseline.load_factor(stats) or 1.0
-    return load * baseline.plain_seconds(start, end) / stats.decode_s
+    plain_s = load * baseline.plain_seconds(start, end)
+    if plain_s <= 0:
+        return None
+    return measured_speedup(stats.decode_tokens / stats.decode_s, stats.decode_tokens / plain_s)
 
 
 @dataclass(frozen=True)
@@ -219,15 +227,14 @@ class Theory:
     best: float
 
 
-def theory_for(stats: StatsSnapshot | None, baseline: Baseline | None,
-               k_max: int = 8) -> Theory | None:
+def theory_for(stats: StatsSnapshot | None, baseline: Baseline | None) -> Theory | None:
     """Ideal speedup of the k in use and the best k, or None until α and costs are known."""
     if stats is None or baseline is None or stats.alpha is None or not stats.k_in_use:
         return None
     c = baseline.c
-    if c is None or not baseline.verify_s:
+    if c is None:
         return None
     k, match = stats.k_in_use, stats.drafting_rounds / stats.rounds if stats.rounds else 1.0
     ideal = speedup_at(stats.alpha, k, c, baseline.v, match)
-    chosen, best = best_k(stats.alpha, c, baseline.v, k_max, match)
+    chosen, best = best_k(stats.alpha, c, baseline.v, match_rate=match)
     return Theory(stats.alpha, k, c, baseline.v(k + 1), match, ideal, chosen, best)

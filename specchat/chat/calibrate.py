@@ -20,27 +20,25 @@ from typing import Callable, Sequence
 
 import torch
 
-from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.baseline import Baseline
 from specchat.chat.decoding import drafter_for
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
-from specchat.engine.adaptive import AdaptiveK, CostPrior
-from specchat.engine.costs import draft_step_cost, filler_ids, verify_costs
+from specchat.engine.adaptive import AdaptiveK
+from specchat.engine.costs import Costs, filler_ids, measure_costs
+from specchat.engine.params import AUTO_K_MAX
 
 CONTEXTS = (64, 512, 1536)
 """Context lengths timed after load; a conversation that outgrows them is measured further."""
 STEPS = 12
-VERIFY_WIDTHS = tuple(range(1, 10))
+VERIFY_WIDTHS = tuple(range(1, AUTO_K_MAX + 2))
+"""The verify widths of every k that k = "auto" and the theory's best k consider."""
 VERIFY_CONTEXT = 256
 FILLER_TEXT = ("The sea was calm that morning, and the fishermen set out early to check "
                "their nets along the rocky coast before the wind came up. ")
 
 ShouldStop = Callable[[], bool]
-
-
-def sampling_key(params: SamplingParams) -> SamplingKey:
-    return (float(params.temperature), int(params.top_k), float(params.top_p))
 
 
 def contexts_for(needed: int, context_length: int) -> tuple[int, ...]:
@@ -89,24 +87,23 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
         forwards.append((length, costs[1]))
     if should_stop():
         return None
-    prior = measure_prior(pair)
-    return Baseline(sampling_key(params), tuple(points), tuple(sorted(prior.verify_s.items())),
-                    VERIFY_CONTEXT, prior.draft_step_s, time.time(), time.perf_counter() - started,
-                    forward_points=tuple(forwards))
+    costs = measure_prior(pair)
+    return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
+                    time.perf_counter() - started, forward_points=tuple(forwards))
 
 
-def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS) -> CostPrior:
-    """One forward of each width and one draft step, timed at `VERIFY_CONTEXT` tokens: the
-    c and v(n) of the theory, and k = "auto"'s starting point (engine/adaptive.py)."""
+def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3) -> Costs:
+    """One forward of each width and one draft step (the median of `repeats`), timed at
+    `VERIFY_CONTEXT` tokens: the c and v(n) of the theory, and k = "auto"'s starting point
+    (engine/adaptive.py)."""
     context = filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
-    verify = verify_costs(pair.target, context, tuple(widths), repeats=3)
-    draft = drafter_for(pair)
-    draft_s = draft_step_cost(draft, context, 3) if draft else None
+    costs = measure_costs(pair.target, drafter_for(pair), context, tuple(widths), repeats,
+                          no_drafter=None)
     pair.target.reset()
-    return CostPrior(verify, draft_s)
+    return costs
 
 
-def start_auto_from_prior(pair, settings: Settings, prior: CostPrior | None = None) -> CostPrior | None:
+def start_auto_from_prior(pair, settings: Settings, prior: Costs | None = None) -> Costs | None:
     """Hand a k = "auto" policy in `settings` the pair's step costs before its first round:
     `prior` if given, else timed now (about a second, so before any answer's clock starts).
     Returns the prior in use (None where there is no adaptive policy or no draft)."""
@@ -118,8 +115,3 @@ def start_auto_from_prior(pair, settings: Settings, prior: CostPrior | None = No
     prior = prior or measure_prior(pair, range(1, policy.k_max + 2))
     policy.use_prior(prior)
     return prior
-
-
-def prior_of(baseline: Baseline) -> CostPrior:
-    """The step costs a calibration timed, as k = "auto"'s starting point."""
-    return CostPrior(dict(baseline.verify_s), baseline.draft_step_s)

@@ -1,17 +1,14 @@
 """What the chat layer streams to its consumers (CLI, TUI, bench, history).
 
 Plain dataclasses with no torch inside, so the TUI can import this module without
-loading the engine. Token kinds follow DESIGN.md §4: accepted, rejected (a
-ghost, never part of the text), resampled, bonus, target (plain decoding).
+loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-TokenKind = Literal["accepted", "rejected", "resampled", "bonus", "target"]
-TOKEN_KINDS: tuple[TokenKind, ...] = ("accepted", "rejected", "resampled", "bonus", "target")
+from specchat.token_kinds import TokenKind
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import dataclasses
 import threading
 from typing import Callable, Iterator
 
-from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.baseline import Baseline, SamplingParams
 from specchat.chat.events import AnswerDone, ChatEvent
 from specchat.chat.pair import Pair
 from specchat.chat.service import PairInfo, Progress, ShouldStop
@@ -62,9 +62,8 @@ class PairService:
         """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
         return self.session.calibrate(should_stop, needed_context)
 
-    def sampling_key(self) -> SamplingKey:
-        sampling = self.session.settings.sampling
-        return (float(sampling.temperature), int(sampling.top_k), float(sampling.top_p))
+    def sampling_key(self) -> SamplingParams:
+        return self.session.settings.sampling
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         self.session.speculate = speculate

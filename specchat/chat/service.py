@@ -16,10 +16,16 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
-from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.baseline import Baseline, SamplingParams
 from specchat.chat.events import ChatEvent
 from specchat.chat.verdict import IdentityCheck
+from specchat.engine.params import FIXED_DRAFT_LENGTH, K_MAX
 from specchat.turn import Turn
+
+__all__ = ["ConversationService", "FIXED_DRAFT_LENGTH", "K_MAX", "PairInfo", "Progress",
+           "SamplingParams", "ShouldStop", "describe_error"]
+"""The engine's k bound passes through here: the TUI's keys and palette, which may not
+import the engine, use the one maximum (engine/params.py)."""
 
 ShouldStop = Callable[[], bool]
 Progress = Callable[[str], None]
@@ -62,8 +68,8 @@ class ConversationService(Protocol):
         """Measure target-only costs at the current sampling settings, covering contexts up
         to `needed_context` (chat/baseline.py); None if stopped first."""
         ...
-    def sampling_key(self) -> SamplingKey:
-        """(temperature, top_k, top_p) of the next answer: a baseline is valid for one."""
+    def sampling_key(self) -> SamplingParams:
+        """The sampling settings of the next answer: a baseline is valid for one."""
         ...
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]: ...
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:

@@ -19,14 +19,15 @@ import torch
 
 from specchat.chat.conversation import Conversation, fit_prompt
 from specchat.chat.detok import IncrementalDetokenizer
-from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
-                                  TokenKind, TokenSpan)
+from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate, TokenSpan
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
-from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
-from specchat.engine.adaptive import AdaptiveK, CostPrior, settings_for
+from specchat.engine import Decoder, Finished, Round, Settings
+from specchat.engine.adaptive import AdaptiveK, settings_for
+from specchat.engine.costs import Costs
 from specchat.errors import ContextFull
+from specchat.token_kinds import TokenKind
 
 
 @dataclass
@@ -60,8 +61,7 @@ class ChatSession:
         self.pair = pair
         self.conversation = Conversation(system=system)
         config = pair.config
-        self.settings = settings or settings_for(
-            config.k, SamplingParams(config.temperature, config.top_k, config.top_p))
+        self.settings = settings or settings_for(config.k, config.sampling)
         self.speculate = True
         """False decodes target-only (k = 0) regardless of `settings.k`."""
         self.clock = time.perf_counter
@@ -70,7 +70,7 @@ class ChatSession:
         """The sampling seed: given, or drawn from the OS (an unseeded Generator always
         starts from the same state, which is not random)."""
         self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
-        self.prior: CostPrior | None = None
+        self.prior: Costs | None = None
         """Step costs timed for k = "auto" (by the calibration, or before the first answer)."""
 
     def decoder(self) -> Decoder:
@@ -154,12 +154,12 @@ class ChatSession:
     def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
         """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
         covering contexts up to `needed_context`; None if stopped first."""
-        from specchat.chat.calibrate import contexts_for, measure_baseline, prior_of
+        from specchat.chat.calibrate import contexts_for, measure_baseline
 
         contexts = contexts_for(needed_context, self.pair.context_length)
         baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
-        if baseline is not None and baseline.verify_s:
-            self.prior = prior_of(baseline)
+        if baseline is not None and baseline.costs is not None:
+            self.prior = baseline.costs  # k = "auto"'s starting point
             policy = self.settings.k_policy
             if isinstance(policy, AdaptiveK):
                 policy.use_prior(self.prior)  # the latest timing wins over an older one

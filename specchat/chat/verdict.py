@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from specchat.chat.baseline import Baseline
 from specchat.chat.events import AnswerDone, TokenSpan
+from specchat.engine.theory import measured_speedup
 
 NEAR_TIE = 0.25
 """Logit margin below which a half-precision flip is rounding: about two bfloat16 steps at
@@ -106,9 +107,8 @@ class RaceVerdict:
 
     @property
     def ratio(self) -> float | None:
-        if not self.spec_tokens_per_s or not self.plain_tokens_per_s:
-            return None
-        return self.spec_tokens_per_s / self.plain_tokens_per_s
+        """The race's measured speedup (theory.measured_speedup)."""
+        return measured_speedup(self.spec_tokens_per_s, self.plain_tokens_per_s)
 
 
 def race_verdict(spec: AnswerDone, plain: AnswerDone, gauge: float | None, greedy: bool,

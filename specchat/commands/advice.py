@@ -1,210 +1,183 @@
-"""`specchat pairs --check NAME`: will this pair fit here, and should it speculate?
+"""`specchat pairs --check NAME [--measure]`: will this pair fit here, and should it speculate?
 
-For each model: parameters and weight bytes (read from safetensors headers or
-config.json, without loading; in the dtype or quantization the pair loads it in)
-and KV cache bytes per token; then the memory there is. Step costs are either
-predicted (decoding one token at batch 1 reads every weight once, so the draft/
-target cost ratio c is their weight-byte ratio and a verify of k + 1 tokens costs
-v = 1 step; true on a GPU, optimistic on a CPU) or measured (`--measure`: the pair
-is loaded and a few steps are timed; noisy on a busy machine). With the draft's
-expected acceptance α (a `specchat distill` draft records its held-out rate) the
-cost model (`theory.ideal_speedup`) says whether speculation should pay, and the α
-at which it breaks even. Knows nothing about the TUI.
+For each model: parameters and weight bytes, read without loading (commands/model_facts.py),
+and KV cache bytes per token; then the memory there is. Then the pair's step `Costs`
+(engine/costs.py, their one owner), for verifies of 1..k_max + 1 tokens (k_max: the pair's
+fixed k, or k = "auto"'s longest draft):
+- predicted: decoding one token at batch 1 reads every weight once, so a verify of a few
+  tokens costs one step (v(n) = 1) and the draft/target step cost ratio c is their
+  weight-byte ratio. True on a GPU and on Apple silicon; optimistic on a CPU, whose
+  verifies are compute-bound;
+- measured (`--measure`): the pair is loaded and its forwards timed as the chat's
+  calibration times them (chat/calibrate.py; noisy on a busy machine).
+
+From the costs, by the theory's formulas (engine/theory.py, their one owner): v(n), c and
+the break-even α of each k; which drafter can pay here (the pair's draft model at its c,
+an n-gram lookup at c ≈ 0, or none); the best k at the draft's acceptance (a `specchat
+distill` draft records its held-out rate) or at assumed ones; and, where the costs were
+measured, what the pair would gain where a verify costs about one step. Knows nothing
+about the TUI; imports no transformers (the models layer does).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Callable
 
-import torch
-
-from specchat.engine.theory import ideal_speedup
+from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
+from specchat.engine.costs import Costs
+from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
+PREDICTED = "predicted from weight bytes: v(n) = 1 as on a GPU or Apple silicon; optimistic on a CPU"
+MEASURE_REPEATS = 9
+"""Timed forwards per width with --measure (their median counts)."""
+Alphas = list[tuple[float, str]]
+"""(α, where it came from) pairs the verdicts are shown at."""
 
 
-@dataclass(frozen=True)
-class ModelFacts:
-    """One model of a pair, sized without loading it."""
-
-    role: str
-    ref: str
-    parameters: int
-    weight_bytes: int
-    kv_bytes_per_token: int
-    source: str
+def k_max_of(pair) -> int:
+    """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
+    return pair.k if isinstance(pair.k, int) and pair.k > 0 else AUTO_K_MAX
 
 
-@dataclass(frozen=True)
-class StepCosts:
-    """Draft/target step cost ratio c and verify cost v (in target steps), and how known."""
-
-    cost_ratio: float
-    verify_cost: float
-    how: str
+def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) -> Costs:
+    """Memory-bound decoding: a step costs its weight bytes; a verify of up to k_max + 1
+    tokens costs one step; an n-gram lookup (no draft model) costs nothing."""
+    c = draft.weight_bytes / target.weight_bytes if draft is not None else 0.0
+    return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def predicted_costs(target: ModelFacts, draft: ModelFacts | None) -> StepCosts:
-    """Memory-bound decoding: a step costs its weight bytes; a short verify costs one step."""
-    if draft is None:
-        return StepCosts(0.0, 1.0, "predicted: n-gram lookup costs no model step")
-    return StepCosts(draft.weight_bytes / target.weight_bytes, 1.0,
-                     "predicted from weight bytes (memory-bound; optimistic on a CPU)")
+def measured_costs(pair, k_max: int, progress: Callable[[str], None]) -> Costs:
+    """The loaded pair's costs, timed as the chat's calibration times them (more repeats:
+    nothing waits for this report)."""
+    from specchat.chat.calibrate import measure_prior
+    from specchat.models.loader import load_pair
+
+    return measure_prior(load_pair(pair, progress=progress), range(1, k_max + 2), MEASURE_REPEATS)
 
 
-def measured_costs(target, draft, k: int, repeats: int = 15) -> StepCosts:
-    """c and v(k + 1) from timed forwards of loaded adapters (median of `repeats`)."""
-    context = torch.arange(3, 35)
-    step = median_time(target, context, 1, repeats)
-    verify = median_time(target, context, k + 1, repeats)
-    if draft is None:
-        return StepCosts(0.0, verify / step, f"measured: {repeats} timed steps of the target")
-    return StepCosts(median_time(draft, context, 1, repeats) / step, verify / step,
-                     f"measured: median of {repeats} timed steps per model on {target.device}")
+def cost_lines(costs: Costs, how: str, k_max: int) -> list[str]:
+    """v(n), c and the break-even α of each k, as two small tables."""
+    from specchat.bench.format import table
+
+    widths = costs.widths
+    evens = [break_even_alpha(k, costs.c or 0.0, costs.v) for k in range(1, k_max + 1)]
+    return [f"step costs ({how}):",
+            indent(table([["n"] + [str(n) for n in widths],
+                          ["v(n)"] + [f"{costs.v(n):.2f}" for n in widths]])),
+            f"  draft step c = {costs.c or 0.0:.2f} target steps",
+            "break-even acceptance α per draft length k (speculation pays above it):",
+            indent(table([["k"] + [str(k) for k in range(1, k_max + 1)],
+                          ["α"] + [alpha_text(a) for a in evens]]))]
 
 
-def median_time(model, context: torch.Tensor, width: int, repeats: int) -> float:
-    """Median seconds of a `width`-token forward after `context`, rolled back each time."""
-    model.reset()
-    model.forward(context.to(model.device))
-    times = []
-    for _ in range(repeats + 3):
-        started = time.perf_counter()
-        model.forward(context[:width].to(model.device), keep=width)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - started)
-        model.crop(len(context))
-    timed = sorted(times[3:])  # the first calls at a width pay for allocations
-    return timed[len(timed) // 2]
+def alpha_text(alpha: float | None) -> str:
+    """A break-even α as shown: never (no α pays), any (even α = 0 pays), or the number."""
+    return "never" if alpha is None else "any" if alpha == 0 else f"{alpha:.2f}"
 
 
-def break_even_alpha(k: int, costs: StepCosts) -> float | None:
-    """The α at which the ideal speedup is 1 (bisection), or None if even α = 1 loses."""
-    if ideal_speedup(0.999999, k, costs.cost_ratio, costs.verify_cost) < 1:
-        return None
-    low, high = 0.0, 0.999999
-    for _ in range(50):
-        mid = (low + high) / 2
-        if ideal_speedup(mid, k, costs.cost_ratio, costs.verify_cost) < 1:
-            low = mid
-        else:
-            high = mid
-    return high
+def indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
-def verdict_lines(k: int, costs: StepCosts, alpha: float | None, alpha_why: str) -> list[str]:
-    """What the cost model expects at the draft's α (or at a few assumed ones)."""
-    lines = [f"step costs ({costs.how}): draft/target c = {costs.cost_ratio:.2f}, "
-             f"verify of {k + 1} tokens v = {costs.verify_cost:.2f} target steps"]
-    alphas = [alpha] if alpha is not None else list(ASSUMED_ALPHAS)
-    for a in alphas:
-        speedup = ideal_speedup(a, k, costs.cost_ratio, costs.verify_cost)
-        word = "expected to pay" if speedup > 1 else "expected to LOSE"
-        lines.append(f"at α = {a:.2f}{' (' + alpha_why + ')' if alpha is not None else ''}, "
-                     f"k = {k}: ideal speedup {speedup:.2f}x, speculation {word}")
-    even = break_even_alpha(k, costs)
-    lines.append("break-even: " + (f"α ≥ {even:.2f} at k = {k}" if even is not None
-                                   else f"none at k = {k}: the draft costs too much"))
+def drafter_lines(pair, costs: Costs, k_max: int) -> list[str]:
+    """Which drafter can pay on these costs: the pair's draft model, an n-gram lookup, none."""
+    ngram = pair.draft == "ngram"
+    candidates = [] if ngram else [(f"draft {pair.draft}", costs.c or 0.0)]
+    candidates.append(("n-gram lookup", (costs.c or 0.0) if ngram else 0.0))
+    lines, payers = ["which drafter can pay here:"], []
+    for name, c in candidates:
+        cheapest = cheapest_break_even(c, costs.v, k_max)
+        if cheapest is None:
+            lines.append(f"  {name} (c = {c:.2f}): cannot pay: no k up to {k_max} beats a plain "
+                         "step even if every draft were accepted")
+            continue
+        payers.append(name)
+        lines.append(f"  {name} (c = {c:.2f}): {pays_text(*cheapest)}")
+    lines.append("  → " + (" or ".join(payers) if payers else "none: decode target-only here"))
+    if "n-gram lookup" in payers:
+        lines.append("  (n-gram drafts are accepted where the answer repeats the prompt: "
+                     "extraction, code edits; rarely on open chat)")
     return lines
 
 
-def model_facts(role: str, ref: str, folder: Path | str, dtype: torch.dtype,
-                quantization: str) -> ModelFacts | None:
-    import json
-
-    from specchat.models.device.estimate import kv_bytes_per_token, model_size
-
-    size = model_size(folder)
-    if size is None:
-        return None
-    element = torch.empty((), dtype=dtype).element_size()
-    config_file = Path(folder) / "config.json"
-    kv = 0
-    if config_file.is_file():
-        kv = kv_bytes_per_token(json.loads(config_file.read_text()), element)
-    return ModelFacts(role, ref, size.parameters, size.weight_bytes(element, quantization), kv,
-                      size.source)
+def pays_text(k: int, alpha: float) -> str:
+    """Where a drafter starts to pay, from `theory.cheapest_break_even`."""
+    if alpha == 0:
+        return f"pays at any acceptance (k = {k})"
+    return f"pays where acceptance α ≥ {alpha:.2f} (k = {k})"
 
 
-def facts_line(facts: ModelFacts, context: int) -> str:
-    return (f"{facts.role:<6} {facts.ref}: {facts.parameters / 1e6:.1f}M parameters, weights "
-            f"{size_text(facts.weight_bytes)}, KV cache {facts.kv_bytes_per_token / 1024:.1f} KiB/token "
-            f"({size_text(facts.kv_bytes_per_token * context)} at {context} tokens) [{facts.source}]")
+def best_k_lines(costs: Costs, alphas: Alphas, k_max: int, where: str) -> list[str]:
+    """The best k and its ideal speedup at each α, on these costs."""
+    lines = []
+    for alpha, why in alphas:
+        k, speedup = best_k(alpha, costs.c or 0.0, costs.v, k_max)
+        verdict = ("plain decoding: speculation would lose" if k == 0
+                   else f"ideal speedup {speedup:.2f}x, speculation expected to pay")
+        lines.append(f"{where} at α = {alpha:.2f}{why}: best k = {k}, {verdict}")
+    return lines
 
 
-def size_text(size: int) -> str:
-    """MiB under a GiB, GiB above."""
-    return f"{size / (1 << 20):.1f} MiB" if size < 1 << 30 else f"{size / (1 << 30):.2f} GiB"
+def one_step_lines(target: ModelFacts, draft: ModelFacts | None, alphas: Alphas,
+                   k_max: int) -> list[str]:
+    """What the pair would gain where a verify costs about one step (the same cost model,
+    v(n) = 1 and c from weight bytes)."""
+    costs = predicted_costs(target, draft, k_max)
+    cheapest = cheapest_break_even(costs.c, costs.v, k_max)
+    lines = [f"where a verify costs about one step (a GPU, Apple silicon): v(n) = 1, "
+             f"c = {costs.c:.2f} from weight bytes"
+             + (f"; {pays_text(*cheapest)}" if cheapest else "; no k pays")]
+    return lines + ["  " + line for line in best_k_lines(costs, alphas, k_max, "there")]
 
 
-def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:
-    """The draft's held-out acceptance where `specchat distill` recorded it."""
-    if folder is None:
-        return None, ""
-    from specchat.models.torch_backend.shipped_draft import SPEC_FILE, DraftSpec
-
-    if not (Path(folder) / SPEC_FILE).is_file():
-        return None, ""
-    rate = DraftSpec.load(Path(folder)).info.get("heldout_acceptance")
-    return (float(rate), "the draft's held-out acceptance") if rate else (None, "")
+def alphas_for(alpha: float | None, why: str) -> Alphas:
+    if alpha is not None:
+        return [(alpha, f" ({why})")]
+    return [(a, " (assumed)") for a in ASSUMED_ALPHAS]
 
 
 def check_lines(pair, measure: bool = False, progress=lambda _: None) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine."""
-    from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
-    from specchat.models.loader import context_tokens, draft_folder, model_folder
-    from specchat.models.config.refs import parse_ref
-
-    device, why = resolve_device(pair.device)
-    dtype, _ = resolve_dtype(pair.dtype, device)
-    target_folder = model_folder(parse_ref(pair.target), progress)
-    target = model_facts("target", pair.target, target_folder, dtype, pair.quantization)
-    folder = draft_folder(pair, progress)
-    draft = model_facts("draft", pair.draft, folder, dtype, pair.draft_quantization) if folder else None
-    lines = [f"pair {pair.name} on this machine: {device} ({why}), {dtype_name(dtype)}"]
-    if target is None:
-        return lines + [f"target {pair.target}: size unknown (no safetensors or config.json)"]
-    context = context_tokens(target_folder, device)
-    lines += [facts_line(f, context) for f in (target, draft) if f is not None]
-    lines += memory_lines(pair, target, draft, context)
-    k = pair.k if isinstance(pair.k, int) else 3
-    if pair.draft is None or k == 0:
+    facts = pair_facts(pair, progress)
+    lines = [facts.header]
+    if facts.target is None:
+        return lines + [f"target {pair.target}: size unknown ({facts.why_unknown})"]
+    lines += [facts_line(f, facts.context) for f in (facts.target, facts.draft) if f is not None]
+    lines += memory_lines(pair, facts)
+    if pair.draft is None or pair.k == 0:
         return lines + ["no draft (k = 0): plain decoding, nothing to predict"]
-    costs = loaded_costs(pair, k, progress) if measure else predicted_costs(target, draft)
-    alpha, alpha_why = expected_alpha(folder)
+    k_max = k_max_of(pair)
     if isinstance(pair.k, str):
-        lines.append(f"k = {pair.k}: shown at k = {k}")
-    if draft is None:
-        lines.append("n-gram drafts pay where the answer repeats the prompt (extraction, code "
-                     "edits), rarely on open chat")
-    return lines + verdict_lines(k, costs, alpha, alpha_why)
+        lines.append(f"k = {pair.k}: shown for k = 1..{k_max}")
+    costs = (measured_costs(pair, k_max, progress) if measure
+             else predicted_costs(facts.target, facts.draft, k_max))
+    how = (f"measured on {facts.device}: median of {MEASURE_REPEATS} timed forwards per width, "
+           "noisy on a busy machine" if measure else PREDICTED)
+    alphas = alphas_for(facts.alpha, facts.alpha_why)
+    lines += cost_lines(costs, how, k_max) + drafter_lines(pair, costs, k_max)
+    lines += best_k_lines(costs, alphas, k_max, "here")
+    return lines + (one_step_lines(facts.target, facts.draft, alphas, k_max) if measure else [])
 
 
-def memory_lines(pair, target: ModelFacts, draft: ModelFacts | None, context: int) -> list[str]:
+def memory_lines(pair, facts) -> list[str]:
     from specchat.errors import OutOfMemory
     from specchat.models.device.placement import (automatic_limits, current_inventory, describe,
-                                           plan_placement)
+                                                  plan_placement)
 
-    models = [m for m in (target, draft) if m is not None]
-    total = sum(m.weight_bytes + m.kv_bytes_per_token * context for m in models)
+    models = [m for m in (facts.target, facts.draft) if m is not None]
+    total = sum(m.weight_bytes + m.kv_bytes_per_token * facts.context for m in models)
     inventory = current_inventory()
-    lines = [f"memory: about {size_text(total)} in all (weights + KV cache at {context} tokens); "
-             f"available: {describe(automatic_limits(inventory))}"]
+    lines = [f"memory: about {size_text(total)} in all (weights + KV cache at {facts.context} "
+             f"tokens); available: {describe(automatic_limits(inventory))}"]
+    if facts.llamacpp:
+        return lines + [f"placement: {facts.llamacpp}"]
     try:
-        place = plan_placement(target.weight_bytes, pair.device, inventory, pair.max_memory,
+        place = plan_placement(facts.target.weight_bytes, pair.device, inventory, pair.max_memory,
                                name=f"target {pair.target}")
         lines.append(f"placement: {place.why or place.device}")
     except OutOfMemory as error:
         lines.append(f"does NOT fit: {error}")
     return lines
-
-
-def loaded_costs(pair, k: int, progress) -> StepCosts:
-    from specchat.models.loader import load_pair
-
-    loaded = load_pair(pair, progress=progress)
-    return measured_costs(loaded.target, loaded.draft_model, k)

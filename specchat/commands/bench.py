@@ -21,10 +21,13 @@ from pathlib import Path
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       load_pair_config, pair_option, temperature_option)
+                                       load_pair_config, max_new_tokens_option, pair_option,
+                                       temperature_option)
+from specchat.engine.params import AUTO_K_MAX
 from specchat.errors import UsageError
 
-PROFILE_KS = "1,2,3,4,5,6,7,8"
+PROFILE_KS = ",".join(str(k) for k in range(1, AUTO_K_MAX + 1))
+"""The fixed k a sweep compares by default: every k that k = "auto" may pick."""
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -48,7 +51,7 @@ def common_options(command):
         pair_option,
         click.option("--prompts", "prompts_file", type=click.Path(path_type=Path, dir_okay=False),
                      default=None, help="JSONL prompt set, or MT-bench / Spec-Bench questions (default: the 36 prompts shipped with specchat)."),
-        click.option("--max-new-tokens", type=click.IntRange(min=1), default=96, show_default=True),
+        max_new_tokens_option(96),
         temperature_option, dtype_option, backend_option, k_option,
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling."),
         click.option("--category", "categories", multiple=True, metavar="NAME",
@@ -221,19 +224,29 @@ def sweep(setup: Setup, max_new_tokens, dtype, seed, ks: str, profile: bool):
 
 
 def set_threads(threads: int | None) -> None:
+    """torch's CPU threads from --threads, capped to the usable cores (with a note)."""
     if threads:
         import torch
 
+        from specchat.models.device.cores import capped_threads
+
+        threads, note = capped_threads(threads)
+        if note:
+            click.echo(f"--threads: {note}", err=True)
         torch.set_num_threads(threads)
 
 
 def parse_ks(text: str) -> list[int]:
+    """The draft lengths of --ks, each 1 to K_MAX (engine/params.py)."""
+    from specchat.engine.params import K_MAX, Bound
+
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
         raise UsageError(f"--ks must list whole numbers like 2,3,4 (got {text!r})") from None
-    if not ks or ks[0] < 1:
-        raise UsageError(f"--ks needs draft lengths of 1 or more (got {text!r})")
+    problem = next(filter(None, (Bound(1, K_MAX).message("--ks", k) for k in ks)), None)
+    if not ks or problem:
+        raise UsageError(problem or f"--ks needs draft lengths of 1 or more (got {text!r})")
     return ks
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       pair_option, temperature_option)
+                                       max_new_tokens_option, pair_option, temperature_option)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,7 +27,7 @@ from specchat.commands.options import (apply_overrides, backend_option, dtype_op
 @dtype_option
 @backend_option
 @click.option("--system", default=None, help="System prompt.")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True)
+@max_new_tokens_option(512)
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
               help="Use the scripted fake pair streaming at this many tokens/s (no model).")
@@ -63,7 +63,7 @@ def build_app(catalog, first, theme, system, max_new_tokens, dtype, backend=None
     pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
     fixed_k = first.k if isinstance(first.k, int) else None  # "auto": the pair's own policy
     return create_app(factory, pairs, first.name, theme=theme, k=fixed_k,
-                      temperature=first.temperature, system=system)
+                      temperature=first.sampling.temperature, system=system)
 
 
 def pair_service(config, system, max_new_tokens: int, dtype: str | None):
@@ -71,7 +71,7 @@ def pair_service(config, system, max_new_tokens: int, dtype: str | None):
     from specchat.chat.pair_service import PairService
 
     def load(override: str | None, progress):
-        from specchat.models.llamacpp.model import physical_cores
+        from specchat.models.device.cores import physical_cores
         from specchat.models.loader import load_pair
 
         return load_pair(config, dtype=override or dtype, progress=progress,

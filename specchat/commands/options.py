@@ -1,7 +1,8 @@
 """Command-line options shared by run, chat and bench, and applying them to a pair.
 
-Range checks reuse the config module's, so a bad value reads the same whether it
-came from models.toml or the command line.
+Range checks reuse the owners' (engine/params.py's bounds, the config module's
+sampling checks), so a bad value reads the same whether it came from models.toml or the
+command line, and names the flag and the allowed range.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import click
 
+from specchat.engine.params import DRAFT_LENGTH, MAX_NEW_TOKENS, TOP_K, Bound
 from specchat.errors import UsageError
-from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, decoding_problem
+from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_problem
 
 
 def pair_option(function):
@@ -20,23 +22,38 @@ def pair_option(function):
                         help="Pair from models.toml (default: the file's `default`).")(function)
 
 
-class DraftLength(click.ParamType):
-    """-k: a whole number of draft tokens, or "auto" for the adaptive policy."""
+class WholeNumber(click.ParamType):
+    """A whole number within a `Bound` (or the bound's other word, such as "auto")."""
 
-    name = "N|auto"
+    name = "integer"
+
+    def __init__(self, bound: Bound):
+        self.bound = bound
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int) or value == "auto":
-            return value
-        try:
-            return int(value)
-        except ValueError:
-            self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+        if isinstance(value, str) and value != self.bound.also:
+            value = int(value) if value.strip().lstrip("+-").isdigit() else value
+        problem = self.bound.problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
 
 
 def k_option(function):
-    return click.option("-k", "k", type=DraftLength(), default=None, metavar="N|auto",
-                        help="Draft tokens per round (0 = target only, auto = adaptive).")(function)
+    return click.option("-k", "k", type=WholeNumber(DRAFT_LENGTH), default=None, metavar="N|auto",
+                        help=f"Draft tokens per round, {DRAFT_LENGTH.allowed()} "
+                             "(0 = target only, auto = adaptive).")(function)
+
+
+def top_k_option(function):
+    return click.option("--top-k", type=WholeNumber(TOP_K), default=None, metavar="K",
+                        help="Keep the K most likely tokens (0 keeps all).")(function)
+
+
+def max_new_tokens_option(default: int):
+    return click.option("--max-new-tokens", type=WholeNumber(MAX_NEW_TOKENS), default=default,
+                        show_default=True, metavar="N",
+                        help=f"Longest answer in tokens ({MAX_NEW_TOKENS.allowed()}).")
 
 
 def temperature_option(function):
@@ -58,15 +75,17 @@ def backend_option(function):
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
-    """The pair with command-line values in place of its own, range-checked."""
-    problem = decoding_problem(k, temperature, top_p, top_k)
+    """The pair with command-line values in place of its own, range-checked (-k and --top-k
+    by their click types, `WholeNumber`)."""
+    problem = sampling_problem(temperature, top_p)
     if problem:
         raise UsageError(problem)
-    changes = {name: value for name, value in
-               (("k", k), ("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
-                ("backend", backend))
-               if value is not None}
-    return dataclasses.replace(pair, **changes)
+    sampling = {name: value for name, value in
+                (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
+                if value is not None}
+    changes = {name: value for name, value in (("k", k), ("backend", backend)) if value is not None}
+    return dataclasses.replace(pair, sampling=dataclasses.replace(pair.sampling, **sampling),
+                               **changes)
 
 
 def load_pair_config(config: Path | None, name: str | None) -> PairConfig:

@@ -20,7 +20,8 @@ from pathlib import Path
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       load_pair_config, pair_option, temperature_option)
+                                       load_pair_config, max_new_tokens_option, pair_option,
+                                       temperature_option, top_k_option)
 from specchat.errors import SpecchatError, UsageError
 
 
@@ -34,10 +35,10 @@ class AnswerFailed(SpecchatError):
 @k_option
 @temperature_option
 @click.option("--top-p", type=float, default=None, metavar="P", help="Nucleus sampling in (0, 1].")
-@click.option("--top-k", type=int, default=None, metavar="K", help="Keep the K most likely tokens.")
+@top_k_option
 @click.option("--seed", type=int, default=None,
               help="Seed for sampling (default: drawn from the OS; the stats block prints it).")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@max_new_tokens_option(256)
 @dtype_option
 @backend_option
 @click.option("--system", default=None, help="System prompt.")
@@ -276,8 +277,8 @@ def token_colours() -> dict[str, str]:
     that does not read is named on stderr and skipped (the built-in theme's colours win)."""
     from rich.color import Color, ColorParseError
 
-    from specchat.chat.events import TOKEN_KINDS
     from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
+    from specchat.token_kinds import TOKEN_KINDS
 
     def is_colour(text: str) -> bool:
         try:

@@ -17,7 +17,7 @@ _WHERE = {
     "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
     "Event": "decoder", "Finished": "decoder", "Round": "decoder", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
-    "SamplingParams": "sampling", "SpecStats": "stats",
+    "SamplingParams": "params", "SpecStats": "stats",
 }
 
 __all__ = sorted(_WHERE)
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from specchat.engine.decoder import (Decoder, EngineInvariantError, Event, Finished, Round,
                                          Settings)
     from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
+    from specchat.engine.params import SamplingParams
     from specchat.engine.protocol import CausalModel
-    from specchat.engine.sampling import SamplingParams
     from specchat.engine.stats import SpecStats
 
 

@@ -11,9 +11,9 @@ text that repeats, k = 1 on open chat.
 α is the maximum-likelihood per-token acceptance of a geometric model: accepted drafts
 over accepted drafts plus rejections. Each cost is the median of its recent samples:
 single timings on a shared machine scatter by a quarter, and a running mean let one slow
-plain step switch speculation on where it loses. With a `CostPrior` (step costs timed
-before the answer), widths not yet timed often enough cost the prior's figure at the
-machine's present level, so the first rounds already know what a verify of each width
+plain step switch speculation on where it loses. With a prior (the `Costs` timed before
+the answer, engine/costs.py), widths not yet timed often enough cost the prior's figure at
+the machine's present level, so the first rounds already know what a verify of each width
 and a draft step cost relative to a plain step: where the prior says no k can pay, the
 answer starts plain and the draft is never fed. Without one, a width's cost is its
 median where measured and a least-squares line elsewhere. Costs are learned only from
@@ -31,7 +31,7 @@ alone rule speculation out (no k would beat a plain step even if every draft wer
 accepted: a verify of n tokens costing about n plain steps, as llama.cpp's on a small
 CPU), acceptance cannot bring it back, so probes only re-check the costs, once in
 `CANNOT_PAY_PROBE_EVERY` plain rounds, and not at all when the costs were timed before
-the answer (a `CostPrior`): a probe first feeds the draft everything it lacks, and on
+the answer (a prior): a probe first feeds the draft everything it lacks, and on
 the built-in pair that catch-up cost 3-5% of a plain answer's time. Before the costs are
 trusted, a plain round measures the one-token step (otherwise only the widths in use are
 measured, and a plain step's cost is a guess from the prior slope). While drafting, one
@@ -49,7 +49,9 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from specchat.engine.stats import expected_tokens_per_round
+from specchat.engine.costs import Costs
+from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.theory import expected_tokens_per_round
 
 PRIOR_ALPHA = 0.6
 PRIOR_WEIGHT = 2.0
@@ -72,17 +74,6 @@ TRUSTED_SAMPLES = 3
 """Samples of a width before its own median replaces the calibrated prior's shape."""
 
 
-@dataclass(frozen=True)
-class CostPrior:
-    """Step costs timed before the answer (the chat's calibration, or `bench`'s and `run`'s
-    own measurement, engine/costs.py): seconds of a verify of each width and of one draft
-    step. Its shape (how verify cost grows with width, what a draft step costs beside a
-    target step) holds on a machine; the live rounds set the level."""
-
-    verify_s: dict[int, float]
-    draft_step_s: float | None = None
-
-
 @dataclass
 class RecentMedian:
     """The median of the last `WINDOW` samples; `None` before the first."""
@@ -103,12 +94,15 @@ class RecentMedian:
 class CostModel:
     """Seconds per draft token and per verify pass of each width, learned from rounds.
 
-    With a `CostPrior`, a width with fewer than `TRUSTED_SAMPLES` samples of its own
+    With a prior (`Costs` timed before the answer: the chat's calibration, or `bench`'s
+    and `run`'s own measurement), a width with fewer than `TRUSTED_SAMPLES` samples of its own
     costs the prior's figure scaled by the median ratio of recent live samples to the
     prior (any width): the machine's present speed, the calibrated shape. Without one, a
-    measured width costs its median and the others a line fitted through them."""
+    measured width costs its median and the others a line fitted through them. The prior's
+    shape (how verify cost grows with width, what a draft step costs beside a target
+    step) holds on a machine; the live rounds set the level."""
 
-    prior: CostPrior | None = None
+    prior: Costs | None = None
     draft_step: RecentMedian = field(default_factory=RecentMedian)
     verify: dict[int, RecentMedian] = field(default_factory=dict)
     _scale: RecentMedian = field(default_factory=RecentMedian)
@@ -204,8 +198,8 @@ class AcceptanceEstimate:
 class AdaptiveK:
     """The engine's `Settings.k_policy` for k = "auto": call it for k, feed it rounds."""
 
-    def __init__(self, k_max: int = 8, k_start: int = 4, k_min: int = 0,
-                 prior: CostPrior | None = None):
+    def __init__(self, k_max: int = AUTO_K_MAX, k_start: int = 4, k_min: int = 0,
+                 prior: Costs | None = None):
         self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
         self.costs = CostModel(prior)
         self.acceptance = AcceptanceEstimate()
@@ -217,8 +211,8 @@ class AdaptiveK:
         self._drafted_last = False
         self._drafting_run = 0
 
-    def use_prior(self, prior: CostPrior) -> None:
-        """Start from step costs timed before the answer (see `CostPrior`)."""
+    def use_prior(self, prior: Costs) -> None:
+        """Start from step costs timed before the answer (see `CostModel`)."""
         self.costs.prior = prior
 
     @property
@@ -293,7 +287,7 @@ class AdaptiveK:
             self._probing = False
 
 
-def settings_for(k: int | str, sampling, k_max: int = 8, prior: CostPrior | None = None):
+def settings_for(k: int | str, sampling, k_max: int = AUTO_K_MAX, prior: Costs | None = None):
     """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy
     (starting from `prior` when the step costs were timed before)."""
     from specchat.engine.decoder import Settings

@@ -1,10 +1,13 @@
-"""Timed forwards: what one plain decoding step, an n-token verify and one draft step
-cost on this machine, for any engine `CausalModel` and drafter.
+"""Step costs: what one plain decoding step, an n-token verify and one draft step cost
+on this machine (`Costs`), and the timed forwards that measure them, for any engine
+`CausalModel` and drafter.
 
-These are the measurements the cost model of DESIGN.md §4 needs (c and v(n)),
-taken from forwards of their own, never from the speed of the answer they are meant
-to predict. `bench profile` and the chat's live calibration both use them.
-Knows nothing about text, reports or UIs.
+These are the measurements the cost model of DESIGN.md §4 needs (c and v(n)), taken
+from forwards of their own, never from the speed of the answer they are meant to
+predict. The one owner of step costs: `bench profile`, the chat's calibration and its
+`Baseline`, k = "auto"'s starting point and `pairs --check` all hold a `Costs` and time
+it here. `Costs` is plain arithmetic and torch is imported only by the timing functions,
+so the TUI's gauges can hold one. Knows nothing about text, reports or UIs.
 """
 
 from __future__ import annotations
@@ -12,17 +15,21 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+from specchat.engine.params import K_MAX, SamplingParams
 
-from specchat.engine.drafters import ModelDrafter
-from specchat.engine.sampling import SamplingParams
+if TYPE_CHECKING:
+    import torch
 
-WIDTHS = tuple(range(1, 17))
+WIDTHS = tuple(range(1, K_MAX + 2))
+"""Verify widths `bench profile` times: every fixed k's k + 1."""
 
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.synchronize(device)
 
 
@@ -50,6 +57,8 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> 
     one-token step look as dear as a 2-token verify). A wider forward is never reported
     cheaper than a narrower one (under a parallel test run a 2-token verify once read 0.11
     of a one-token step)."""
+    import torch
+
     model.reset()
     model.forward(torch.tensor(context, device=model.device))
     base = model.cache_length
@@ -74,6 +83,10 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
 
 def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
     """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
+    import torch
+
+    from specchat.engine.drafters import ModelDrafter
+
     if isinstance(drafter, ModelDrafter):
         return verify_costs(drafter.model, context, widths=(1,), repeats=repeats)[1]
     if drafter is None:
@@ -83,22 +96,49 @@ def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
     return median_seconds(propose, repeats, sequence.device) / 8
 
 
-@dataclass
+@dataclass(frozen=True)
 class Costs:
-    """Measured step costs; ratios are relative to one plain decoding step."""
+    """Step costs of a pair; the ratios c and v(n) are relative to one plain decoding step
+    (the target's one-token forward)."""
 
     target_step_s: float
-    draft_step_s: float
+    """Seconds of one plain decoding step."""
+    draft_step_s: float | None
+    """Seconds per drafted token (0 for a drafter that costs nothing); None: no drafter."""
     verify_s: dict[int, float] = field(default_factory=dict)
+    """n -> seconds of one target forward over n tokens."""
+
+    @classmethod
+    def of(cls, verify_s: dict[int, float], draft_step_s: float | None) -> "Costs":
+        """Costs whose plain step is the one-token verify (how every measurement here times it)."""
+        return cls(verify_s[1], draft_step_s, dict(verify_s))
 
     @property
-    def c(self) -> float:
-        return self.draft_step_s / self.target_step_s
+    def c(self) -> float | None:
+        """Draft step cost relative to a plain step; None without a drafter."""
+        return None if self.draft_step_s is None else self.draft_step_s / self.target_step_s
 
     def v(self, width: int) -> float:
+        """v(n): a verify of `width` tokens relative to a plain step (beyond the widest
+        timed width, the widest's)."""
         return self.verify_s[min(width, max(self.verify_s))] / self.target_step_s
 
+    @property
+    def widths(self) -> list[int]:
+        return sorted(self.verify_s)
 
-def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5) -> Costs:
+    def report(self) -> dict:
+        """The costs as a report shows them: steps in milliseconds, c and v(n)."""
+        draft_ms = None if self.draft_step_s is None else self.draft_step_s * 1000
+        return {"target_step_ms": self.target_step_s * 1000, "draft_step_ms": draft_ms,
+                "c": self.c, "verify_ms": {w: s * 1000 for w, s in self.verify_s.items()},
+                "v": {w: self.v(w) for w in self.verify_s}}
+
+
+def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5,
+                  no_drafter: float | None = 0.0) -> Costs:
+    """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
+    where `drafter` is None: 0.0 for plain decoding's free "draft", None for none)."""
     verify = verify_costs(target, context, widths, repeats=repeats)
-    return Costs(verify[1], draft_step_cost(drafter, context, repeats), verify)
+    draft = no_drafter if drafter is None else draft_step_cost(drafter, context, repeats)
+    return Costs.of(verify, draft)

@@ -25,11 +25,14 @@ from typing import Callable, Iterator, Literal, Protocol
 import torch
 
 from specchat.engine.drafters import Proposal, empty_proposal
+from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
-from specchat.engine.sampling import SamplingParams
 from specchat.engine.verify import numpy_friendly, verify
 
 TokenKind = Literal["resampled", "bonus", "target"]
+"""The kinds the target's own token can have: three of specchat/token_kinds.py's, named
+here because the engine imports nothing of specchat's outside itself (tests/test_owners.py
+checks they stay among those)."""
 StopReason = Literal["eos", "max_tokens", "stopped"]
 
 

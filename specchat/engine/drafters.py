@@ -18,8 +18,9 @@ from typing import Callable
 
 import torch
 
+from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
-from specchat.engine.sampling import SamplingParams, sample, to_probs
+from specchat.engine.sampling import sample, to_probs
 from specchat.engine.verify import row_argmax
 
 

@@ -5,35 +5,15 @@ the draft's q, so the acceptance ratio p/q compares like with like. Temperature 
 means greedy: the distribution is one-hot on the argmax; so does a temperature too
 small for float32 to divide by (`logits / T` would overflow to NaN probabilities).
 `top_p = 0` keeps the top token only. Tensors in, tensors out; randomness only from
-the `torch.Generator` passed in.
+the `torch.Generator` passed in. `SamplingParams` itself lives in engine/params.py
+(torch-free, so every layer can hold one).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-MIN_TEMPERATURE = torch.finfo(torch.float32).tiny
-"""Below this a temperature is greedy: float32 cannot represent 1 / T."""
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How logits become a token."""
-
-    temperature: float = 0.0
-    """0 is greedy; above 0 divides the logits before the softmax."""
-    top_k: int = 0
-    """Keep only the k most likely tokens; 0 keeps all."""
-    top_p: float = 1.0
-    """Keep the smallest set of tokens whose probability reaches top_p; 1.0 keeps all."""
-
-    @property
-    def greedy(self) -> bool:
-        """Temperature 0, or one below float32's smallest normal number (no float32
-        division by it is safe): both mean "always the argmax"."""
-        return self.temperature < MIN_TEMPERATURE
+from specchat.engine.params import SamplingParams
 
 
 def _mask_top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:

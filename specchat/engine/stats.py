@@ -9,10 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from specchat.engine.decoder import Round
-from specchat.engine.theory import acceptance_alpha, expected_tokens_per_round, ideal_speedup
-
-__all__ = ["SpecStats", "acceptance_alpha", "expected_tokens_per_round", "ideal_speedup",
-           "carried_prefill"]
+from specchat.engine.theory import acceptance_alpha
 
 
 def carried_prefill(event: Round) -> bool:

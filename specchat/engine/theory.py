@@ -1,18 +1,22 @@
 """Speculative decoding theory (Leviathan et al., 2023): expected tokens per round,
 the ideal speedup of a draft length k at measured costs, the best k, the acceptance
-α a draft needs to pay off, and α estimated from acceptance events.
+α a draft needs to pay off, and α estimated from acceptance events; and the measured
+speedup the theory is checked against (one rate over another of the same run).
 
 Every input is measured on its own: α from which draft positions were accepted
 (never solved back out of a measured τ or speed), c and v(n) from timed forwards.
+The one owner of these formulas: the engine's statistics and adaptive k, the chat's
+gauges and race verdict, `bench` and `pairs --check` call them and derive none.
 Pure arithmetic on floats, standard library only (importing it never imports torch:
-specchat/engine/__init__ is lazy), so that the engine's statistics,
-`bench`, and the torch-free TUI all use the same functions. Knows nothing about
-models.
+specchat/engine/__init__ is lazy), so the torch-free TUI path uses it too. Knows
+nothing about models.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
+
+from specchat.engine.params import AUTO_K_MAX
 
 VerifyCost = Callable[[int], float]
 """v(n): seconds of one target forward over n tokens, relative to one plain decoding step."""
@@ -45,7 +49,7 @@ def speedup_at(alpha: float, k: int, c: float, v: VerifyCost, match_rate: float 
     return ideal_speedup(alpha, k, c, v(k + 1), match_rate, v(1))
 
 
-def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = 8,
+def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = AUTO_K_MAX,
            match_rate: float = 1.0) -> tuple[int, float]:
     """The k in 0..k_max with the highest ideal speedup, and that speedup (k = 0: don't draft)."""
     return max(((k, speedup_at(alpha, k, c, v, match_rate)) for k in range(k_max + 1)),
@@ -70,6 +74,17 @@ def break_even_alpha(k: int, c: float, v: VerifyCost, tolerance: float = 1e-6) -
     return (low + high) / 2
 
 
+def cheapest_break_even(c: float, v: VerifyCost, k_max: int = AUTO_K_MAX) -> tuple[int, float] | None:
+    """(k, α): the draft length in 1..k_max that starts to pay at the lowest acceptance, and
+    that acceptance; None where no k pays even if every draft were accepted."""
+    evens = [(alpha, k) for k in range(1, k_max + 1)
+             if (alpha := break_even_alpha(k, c, v)) is not None]
+    if not evens:
+        return None
+    alpha, k = min(evens)
+    return k, alpha
+
+
 def acceptance_alpha(accepted: Sequence[int], tried: Sequence[int]) -> float | None:
     """Per-token acceptance α from acceptance events, pooled over draft positions.
 
@@ -85,3 +100,11 @@ def acceptance_alpha(accepted: Sequence[int], tried: Sequence[int]) -> float | N
 def per_position_alpha(accepted: Sequence[int], tried: Sequence[int]) -> list[float | None]:
     """Conditional acceptance at each draft position: accepted there / tried there."""
     return [a / t if t else None for a, t in zip(accepted, tried)]
+
+
+def measured_speedup(tokens_per_s: float | None, reference_tokens_per_s: float | None) -> float | None:
+    """A measured speedup: one arm's tokens/s over the reference's (target-only), both
+    measured in the same run on the same prompts; None where either rate is unknown or 0."""
+    if not tokens_per_s or not reference_tokens_per_s:
+        return None
+    return tokens_per_s / reference_tokens_per_s

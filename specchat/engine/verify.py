@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from specchat.engine.sampling import SamplingParams, sample, to_probs
+from specchat.engine.params import SamplingParams
+from specchat.engine.sampling import sample, to_probs
 
 
 def leading_true(mask: torch.Tensor) -> torch.Tensor:

@@ -15,8 +15,7 @@ import json
 from datetime import datetime, timezone
 
 from specchat.history.store import SavedConversation, SavedTurn
-
-KINDS = ("accepted", "rejected", "resampled", "bonus", "target")
+from specchat.token_kinds import TOKEN_KINDS
 
 
 def _when(timestamp: float) -> str:
@@ -65,7 +64,7 @@ def to_json(conversation: SavedConversation) -> str:
 
 def _css(colours: dict[str, str]) -> str:
     rules = [f".{kind}{{color:{colours.get(kind, colours.get('foreground', '#000'))}}}"
-             for kind in KINDS]
+             for kind in TOKEN_KINDS]
     return (
         f"body{{background:{colours.get('background', '#fff')};"
         f"color:{colours.get('foreground', '#000')};font-family:ui-monospace,monospace;"
@@ -93,7 +92,7 @@ def _turn_html(turn: SavedTurn) -> str:
 
 def to_html(conversation: SavedConversation, colours: dict[str, str]) -> str:
     """A standalone page; `colours` maps token kinds (and foreground/background) to CSS colours."""
-    legend = "".join(f'<span class="{k}">■ {k}</span>' for k in KINDS)
+    legend = "".join(f'<span class="{k}">■ {k}</span>' for k in TOKEN_KINDS)
     system = (f'<p class="meta">System: {html.escape(conversation.system)}</p>'
               if conversation.system else "")
     turns = "".join(_turn_html(turn) for turn in conversation.turns)

@@ -233,7 +233,8 @@ def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
     """e.g. "llama.cpp (llama 135M Q4_1, 2 threads)" or "... , 30 of 30 layers on CUDA)"."""
     plural = "" if model.threads == 1 else "s"
     where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
-    return f"llama.cpp ({model.description}, {model.threads} thread{plural}{where})"
+    note = f"; {model.threads_note}" if model.threads_note else ""
+    return f"llama.cpp ({model.description}, {model.threads} thread{plural}{where}{note})"
 
 
 def target_eos(raw, tokenizer) -> set[int]:

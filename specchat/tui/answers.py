@@ -233,7 +233,7 @@ class Conversation(VerticalScroll):
     def _race_result(self, done) -> None:
         host = self.host
         spec, baseline = self.last_speculative
-        greedy = host.service.sampling_key()[0] == 0
+        greedy = host.service.sampling_key().greedy
         verdict = race_verdict(spec, done, gauge_speedup(spec.stats, baseline), greedy,
                                host.info.dtype if host.info else "", baseline)
         self._announce(describe(verdict))

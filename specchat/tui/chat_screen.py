@@ -18,14 +18,13 @@ from textual.screen import Screen
 from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
+from specchat.token_kinds import TOKEN_KINDS
 from specchat.tui.answers import Conversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.keys import bindings
 from specchat.tui.themes import Preferences
 from specchat.tui.transcript import KIND_LABELS, token_styles
 from specchat.tui.worker import Pacing
-
-LEGEND_KINDS = ("accepted", "rejected", "resampled", "bonus", "target")
 
 
 class ChatInput(TextArea):
@@ -70,7 +69,7 @@ class Legend(Static):
     def render(self) -> Content:
         styles = token_styles(self.app.theme_variables)
         parts: list = []
-        kinds = LEGEND_KINDS + (("pending",) if self.pacing.step else ())
+        kinds = TOKEN_KINDS + (("pending",) if self.pacing.step else ())
         for kind in kinds:
             parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
         return Content.assemble(*parts)

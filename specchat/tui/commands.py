@@ -10,9 +10,11 @@ from typing import Any, Callable, Iterator, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from specchat.chat.service import K_MAX
 from specchat.tui.keys import palette_actions
 
-K_CHOICES = range(0, 9)
+K_CHOICES = range(0, K_MAX + 1)
+"""Every fixed k the config file and -k allow (engine/params.py's K_MAX)."""
 TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0)
 SLOW_DELAYS_MS = (100, 250, 500, 1000, 2000)
 

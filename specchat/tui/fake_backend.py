@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
                                   StatsSnapshot, TokenSpan)
-from specchat.chat.baseline import Baseline, SamplingKey
+from specchat.chat.baseline import Baseline, Costs, SamplingParams
 from specchat.chat.verdict import IdentityCheck
 from specchat.chat.service import PairInfo, Progress, ShouldStop
 from specchat.turn import Turn
@@ -153,14 +153,14 @@ class ScriptedBackend:
         if rate is None:
             return None
         step = 1.0 / rate
-        verify = tuple((n, cost * step) for n, cost in enumerate(SCRIPTED_VERIFY_COST, 1))
+        verify = {n: cost * step for n, cost in enumerate(SCRIPTED_VERIFY_COST, 1)}
         return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
-                        verify, 256, SCRIPTED_DRAFT_S, when, self.config.calibration_s,
+                        Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.calibration_s,
                         forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,
                         settled_passes=self.config.calibration_passes)
 
-    def sampling_key(self) -> SamplingKey:
-        return (float(self.temperature), 0, 1.0)
+    def sampling_key(self) -> SamplingParams:
+        return SamplingParams(float(self.temperature))
 
     def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
         tokens = len(words(self.config.answer))

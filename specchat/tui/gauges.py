@@ -19,7 +19,7 @@ from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Digits, Sparkline, Static
 
-from specchat.chat.baseline import (Baseline, SamplingKey, decode_span, gauge_speedup,
+from specchat.chat.baseline import (Baseline, SamplingParams, decode_span, gauge_speedup,
                                     theory_for, too_short)
 from specchat.chat.events import StatsSnapshot
 from specchat.chat.service import PairInfo
@@ -63,8 +63,8 @@ def theory_line(stats: StatsSnapshot | None, baseline: Baseline | None) -> str:
             f"best k {theory.best_k}: {theory.best:.2f}×")
 
 
-def _sampling_text(key: SamplingKey) -> str:
-    temperature, top_k, top_p = key
+def _sampling_text(sampling: SamplingParams) -> str:
+    temperature, top_k, top_p = sampling.temperature, sampling.top_k, sampling.top_p
     extra = (f", top-k {top_k}" if top_k else "") + (f", top-p {top_p:g}" if top_p < 1 else "")
     return f"T={temperature:g}{extra}"
 
@@ -87,7 +87,7 @@ def speedup_value(stats: StatsSnapshot | None, baseline: Baseline | None, mode: 
 
 
 def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str,
-                 sampling: SamplingKey | None, value: float | None) -> str:
+                 sampling: SamplingParams | None, value: float | None) -> str:
     """The speedup (`value`, from `speedup_value`) and what it is measured against; what the
     run is where none applies."""
     if mode == "race":
@@ -121,7 +121,7 @@ class Gauges(VerticalScroll):
     """The target-only baseline for the current answer's sampling settings."""
     mode: reactive[str] = reactive("speculative")
     """What the current (or last) run is: "speculative", "target-only" or "race"."""
-    sampling: reactive[SamplingKey | None] = reactive(None)
+    sampling: reactive[SamplingParams | None] = reactive(None)
     k: reactive[int] = reactive(4)
     k_auto: reactive[bool] = reactive(False)
     temperature: reactive[float] = reactive(0.0)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from specchat.chat.service import ConversationService, PairInfo
-
-K_MAX = 16
+from specchat.chat.service import FIXED_DRAFT_LENGTH, ConversationService, PairInfo
 
 
 class SettingsHost(Protocol):
@@ -63,11 +61,18 @@ class Settings:
     # ----- k and temperature ---------------------------------------------------------------
 
     def set_k(self, k: int) -> None:
+        """A fixed k from the next round; one outside 0..K_MAX (engine/params.py) is refused
+        with a message that names the range, as the config file and -k would."""
         service = self._service("k")
-        if service is not None:
-            service.set_k(max(0, min(K_MAX, k)))
-            self.show()
-            self.app.notify(f"k = {service.k} from the next round")
+        if service is None:
+            return
+        problem = FIXED_DRAFT_LENGTH.message("k", k)
+        if problem:
+            self.app.notify(problem, severity="warning")
+            return
+        service.set_k(k)
+        self.show()
+        self.app.notify(f"k = {service.k} from the next round")
 
     def action_change_k(self, delta: int) -> None:
         if self.app.service is not None:

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
+from specchat.token_kinds import TOKEN_KINDS
 
 KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
                "resampled": "resampled", "bonus": "bonus", "target": "target only",
@@ -31,7 +32,7 @@ def token_styles(variables: dict[str, str]) -> dict[str, Style]:
     def colour(kind: str) -> Color:
         return Color.parse(variables.get(f"spec-{kind}") or variables.get("foreground", "#ffffff"))
 
-    styles = {kind: Style(foreground=colour(kind)) for kind in ("accepted", "resampled", "bonus", "target")}
+    styles = {kind: Style(foreground=colour(kind)) for kind in TOKEN_KINDS}
     styles["rejected"] = Style(foreground=colour("rejected"), dim=True, strike=True)
     styles["pending"] = Style(foreground=colour("pending"), underline=True, italic=True)
     return styles

@@ -34,7 +34,7 @@ from typing import Callable, TextIO
 import torch
 
 from specchat.engine.costs import median_seconds, verify_costs
-from specchat.engine.theory import best_k, ideal_speedup
+from specchat.engine.theory import best_k, ideal_speedup, measured_speedup
 
 WIDTHS = tuple(range(1, 17))
 ALPHAS = (0.6, 0.7, 0.8)
@@ -213,8 +213,8 @@ def speculative_runs(recorder: Recorder, target_model, draft_model, target_fig: 
     rate, alpha, _ = decode_rate(target, ModelDrafter(static_model(target_model, True)), k,
                                  prompt, tokens)
     recorder.emit("spec", target=target_fig["shape"], draft="self (shares the target's weights)",
-                  k=k, target_only_tok_s=alone, spec_tok_s=rate, measured_speedup=rate / alone,
-                  alpha=alpha, c=1.0, v=v,
+                  k=k, target_only_tok_s=alone, spec_tok_s=rate,
+                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=1.0, v=v,
                   predicted_speedup=ideal_speedup(min(alpha or 0.0, 0.999999), k, 1.0, v))
     if draft_fig is None:
         return
@@ -222,8 +222,8 @@ def speculative_runs(recorder: Recorder, target_model, draft_model, target_fig: 
     drafter = ModelDrafter(static_model(draft_model, True))
     rate, alpha, _ = decode_rate(target, drafter, k, prompt, tokens)
     recorder.emit("spec", target=target_fig["shape"], draft=draft_fig["shape"], k=k,
-                  target_only_tok_s=alone, spec_tok_s=rate, measured_speedup=rate / alone,
-                  alpha=alpha, c=c, v=v,
+                  target_only_tok_s=alone, spec_tok_s=rate,
+                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=c, v=v,
                   predicted_at_measured_alpha=ideal_speedup(alpha or 0.0, k, c, v),
                   syncs_per_round=count_syncs(target, drafter, k, prompt),
                   **predictions(c, target_fig["v"], k))

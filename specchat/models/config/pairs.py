@@ -2,8 +2,11 @@
 
 Files are layered: the built-in models.toml, then the user's (in the config
 directory), then a file named with --config; a pair defined later replaces one of
-the same name. Every mistake becomes a `ConfigError` naming the file and key.
-Knows nothing about loading models.
+the same name. Every mistake becomes a `ConfigError` naming the file and key, and for a
+number the allowed range. The ranges of the decoding knobs (k, top_k, ngram_n) and the
+sampling settings' shape (`SamplingParams`) are the engine's (engine/params.py); this
+module owns the others (`THREADS`, temperature, top_p). Knows nothing about loading
+models.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from specchat import paths
+from specchat.engine.params import DRAFT_LENGTH, NGRAM_N, TOP_K, Bound, SamplingParams
 from specchat.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -20,6 +24,19 @@ QUANTIZATIONS = ("none", "8bit", "4bit")
 BACKENDS = ("auto", "torch", "llama.cpp")
 TORCH_FORWARDS = ("auto", "static", "lean", "eager")
 CUDA_GRAPHS = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
+CHOICES = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "draft_quantization": QUANTIZATIONS,
+           "backend": BACKENDS, "torch_forward": TORCH_FORWARDS, "cuda_graphs": CUDA_GRAPHS}
+"""Keys whose value is one of a few words."""
+THREADS = Bound(0, None)
+"""threads: 0 chooses; more than this machine's usable cores are capped to them when the
+model loads, with a note (models/device/cores.py)."""
+GPU_LAYERS = Bound(0, None, also="all")
+"""gpu_layers: how many layers llama.cpp offloads; "all" every one."""
+BOUNDS: dict[str, Bound] = {"k": DRAFT_LENGTH, "top_k": TOP_K, "ngram_n": NGRAM_N,
+                            "threads": THREADS, "gpu_layers": GPU_LAYERS}
+"""The whole-number keys and their ranges."""
+SAMPLING_KEYS = ("temperature", "top_k", "top_p")
+"""Keys of models.toml that make up a pair's `SamplingParams`."""
 
 
 @dataclass(frozen=True)
@@ -32,13 +49,11 @@ class PairConfig:
     draft: str | None = None
     """Draft model reference, "ngram" for prompt lookup, or None for plain decoding."""
     k: int | str = 4
-    """Draft tokens per round; 0 decodes with the target alone; "auto" adapts it every round."""
-    temperature: float = 0.0
-    """0 is greedy (exactly the target's own greedy output in float32)."""
-    top_p: float = 1.0
-    """Nucleus sampling threshold in (0, 1]."""
-    top_k: int = 0
-    """Keep only the k most likely tokens; 0 keeps all."""
+    """Draft tokens per round (0 to K_MAX, engine/params.py); 0 decodes with the target
+    alone; "auto" adapts it every round."""
+    sampling: SamplingParams = SamplingParams()
+    """temperature (0 is greedy: exactly the target's own greedy output in float32), top_p
+    (nucleus threshold in (0, 1]) and top_k (0 keeps all), the file's keys of those names."""
     dtype: str = "auto"
     """auto picks bfloat16 where the hardware supports it, else float32."""
     device: str = "auto"
@@ -74,7 +89,7 @@ class PairConfig:
     """The file this pair came from."""
 
 
-PAIR_KEYS = {f.name for f in fields(PairConfig)} - {"name", "source"}
+PAIR_KEYS = {f.name for f in fields(PairConfig)} - {"name", "source", "sampling"} | set(SAMPLING_KEYS)
 
 
 @dataclass(frozen=True)
@@ -152,19 +167,24 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
     if not isinstance(table.get("target"), str) or not table["target"]:
         raise ConfigError(f"{where}: 'target' is required: a hub id, folder, .gguf file or builtin:NAME")
     values = {key: _typed(where, key, value) for key, value in table.items()}
-    pair = PairConfig(name=name, source=str(file), **values)
+    sampling = SamplingParams(**{key: values.pop(key) for key in SAMPLING_KEYS if key in values})
+    pair = PairConfig(name=name, source=str(file), sampling=sampling, **values)
     validate_pair(pair, where)
     return pair
 
 
-_TYPES = {"target": str, "draft": str, "k": (int, str), "temperature": (int, float),
-          "top_p": (int, float), "top_k": int, "dtype": str, "device": str,
-          "quantization": str, "draft_quantization": str, "max_memory": dict, "backend": str,
-          "torch_forward": str, "cuda_graphs": str, "ngram_n": int, "threads": int,
-          "gpu_layers": (int, str), "description": str}
+_TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
+          "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
+          "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
+          "description": str}
 
 
 def _typed(where: str, key: str, value):
+    if key in BOUNDS:
+        problem = BOUNDS[key].message(f"'{key}'", value)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
+        return value
     expected = _TYPES[key]
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = expected.__name__ if isinstance(expected, type) else "number"
@@ -178,46 +198,25 @@ def _typed(where: str, key: str, value):
 
 def validate_pair(pair: PairConfig, where: str) -> None:
     """Range checks shared by config files and command-line overrides."""
-    problem = decoding_problem(pair.k, pair.temperature, pair.top_p, pair.top_k)
-    if problem is None and pair.dtype not in DTYPES:
-        problem = f"'dtype' must be one of {', '.join(DTYPES)}"
-    if problem is None and pair.quantization not in QUANTIZATIONS:
-        problem = f"'quantization' must be one of {', '.join(QUANTIZATIONS)}"
-    if problem is None and pair.draft_quantization not in QUANTIZATIONS:
-        problem = f"'draft_quantization' must be one of {', '.join(QUANTIZATIONS)}"
-    if problem is None and pair.backend not in BACKENDS:
-        problem = f"'backend' must be one of {', '.join(BACKENDS)} (got {pair.backend!r})"
-    if problem is None and pair.torch_forward not in TORCH_FORWARDS:
-        problem = f"'torch_forward' must be one of {', '.join(TORCH_FORWARDS)} (got {pair.torch_forward!r})"
-    if problem is None and pair.cuda_graphs not in CUDA_GRAPHS:
-        problem = f"'cuda_graphs' must be one of {', '.join(CUDA_GRAPHS)} (got {pair.cuda_graphs!r})"
-    if problem is None and not _valid_device(pair.device):
-        problem = "'device' must be auto, cpu, cuda or cuda:N"
-    if problem is None and pair.ngram_n < 1:
-        problem = "'ngram_n' must be at least 1"
-    if problem is None and not (pair.gpu_layers == "all" or (isinstance(pair.gpu_layers, int)
-                                                               and pair.gpu_layers >= 0)):
-        problem = f"'gpu_layers' must be \"all\" or a number of layers, 0 or more (got {pair.gpu_layers!r})"
-    if problem is None and pair.threads < 0:
-        problem = "'threads' must be 0 (choose) or a number of CPU threads"
+    values = {"k": pair.k, "top_k": pair.sampling.top_k, "ngram_n": pair.ngram_n,
+              "threads": pair.threads, "gpu_layers": pair.gpu_layers}
+    problems = [BOUNDS[key].message(f"'{key}'", value) for key, value in values.items()]
+    problems.append(sampling_problem(pair.sampling.temperature, pair.sampling.top_p))
+    problems += [f"'{key}' must be one of {', '.join(words)} (got {getattr(pair, key)!r})"
+                 for key, words in CHOICES.items() if getattr(pair, key) not in words]
+    if not _valid_device(pair.device):
+        problems.append(f"'device' must be auto, cpu, cuda or cuda:N (got {pair.device!r})")
+    problem = next((p for p in problems if p), None)
     if problem:
         raise ConfigError(f"{where}: {problem}")
 
 
-def decoding_problem(k: int | None, temperature: float | None, top_p: float | None,
-                     top_k: int | None) -> str | None:
-    """What is out of range among the decoding knobs, or None."""
-    if isinstance(k, str):
-        if k != "auto":
-            return f"k must be a whole number or \"auto\" (got {k!r})"
-    elif k is not None and k < 0:
-        return f"k must be 0 or more (got {k}); 0 means plain decoding"
+def sampling_problem(temperature: float | None, top_p: float | None) -> str | None:
+    """What is out of range in the sampling knobs that are no whole numbers, or None."""
     if temperature is not None and temperature < 0:
         return f"temperature must be 0 or more (got {temperature}); 0 is greedy"
     if top_p is not None and not 0 < top_p <= 1:
         return f"top-p must be in (0, 1] (got {top_p})"
-    if top_k is not None and top_k < 0:
-        return f"top-k must be 0 or more (got {top_k}); 0 keeps every token"
     return None
 
 

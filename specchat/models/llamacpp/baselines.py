@@ -16,7 +16,8 @@
 - `forward_seconds`: the time of one evaluation of n tokens with logits for all n,
   after a context, the cache cut back each time (verify cost on llama.cpp).
 
-Knows nothing about specchat's engine or reports.
+Sampling settings are the engine's `SamplingParams` (engine/params.py, torch-free); knows
+nothing else about specchat's engine, nor about reports.
 """
 
 from __future__ import annotations
@@ -28,17 +29,9 @@ from typing import Sequence
 
 import numpy as np
 
+from specchat.engine.params import SamplingParams
 from specchat.errors import ModelNotFound, UsageError
-
-
-@dataclass
-class LlamaSampling:
-    """llama.cpp's sampler settings for one arm; temperature 0 is greedy."""
-
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
+from specchat.models.device.cores import capped_threads
 
 
 def llama_cpp_module():
@@ -52,8 +45,9 @@ def llama_cpp_module():
 
 def open_llama(path: Path, threads: int, n_ctx: int = 2048, draft_model=None,
                logits_all: bool = False, seed: int = 0):
-    """A quiet `llama_cpp.Llama` on the GGUF file `path`."""
+    """A quiet `llama_cpp.Llama` on the GGUF file `path` (threads capped to the usable cores)."""
     llama_cpp = llama_cpp_module()
+    threads, _ = capped_threads(threads)
     if not Path(path).is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the pair's model reference")
     try:
@@ -66,12 +60,14 @@ def open_llama(path: Path, threads: int, n_ctx: int = 2048, draft_model=None,
 
 
 def llama_generate(llm, prompt: Sequence[int], max_new_tokens: int, eos_ids: set[int],
-                   sampling: LlamaSampling = LlamaSampling()) -> list[int]:
-    """New ids from the bindings' own generate loop, from an empty cache."""
+                   sampling: SamplingParams = SamplingParams(), seed: int = 0) -> list[int]:
+    """New ids from the bindings' own generate loop, from an empty cache (greedy where the
+    engine would be: llama.cpp's sampler treats a temperature of 0 or less as greedy)."""
     llm.reset()
-    llm.set_seed(sampling.seed)
+    llm.set_seed(seed)
     out: list[int] = []
-    stream = llm.generate(list(prompt), temp=sampling.temperature, top_k=sampling.top_k,
+    temperature = 0.0 if sampling.greedy else sampling.temperature
+    stream = llm.generate(list(prompt), temp=temperature, top_k=sampling.top_k,
                           top_p=sampling.top_p, min_p=0.0, repeat_penalty=1.0, reset=True)
     for token in stream:
         out.append(int(token))

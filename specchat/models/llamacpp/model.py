@@ -18,7 +18,6 @@ decoding or configuration files.
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 
 from specchat.errors import ModelNotFound
+from specchat.models.device.cores import capped_threads, physical_cores  # noqa: F401  (scripts' name)
 
 MAX_CONTEXT = 4096
 """n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
@@ -90,24 +90,6 @@ def last_problem() -> str:
     return (errors or lines or ["no detail logged"])[-1][:200]
 
 
-def physical_cores() -> int:
-    """Physical cores this process may use (hyper-threads share a core's arithmetic units)."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores: set[tuple[str, str]] = set()
-    physical = core = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "physical id":
-                physical = value.strip()
-            elif key.strip() == "core id":
-                core = value.strip()
-                cores.add((physical, core))
-    except OSError:
-        pass
-    return max(1, min(usable or 1, len(cores) or usable or 1))
-
-
 def file_type_name(value: str | None) -> str | None:
     """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
     import gguf
@@ -157,7 +139,8 @@ class LlamaCppModel:
         self.vocab_size = self.n_vocab
         """Logit columns handed to the engine (the pair's shared vocabulary; settable)."""
         self.device = torch.device("cpu")
-        self.threads = threads or physical_cores()
+        self.threads, self.threads_note = capped_threads(threads)
+        """llama.cpp's threads; the note says where the pair's `threads` was capped."""
         self.batch = batch
         trained = int(lib.llama_model_n_ctx_train(self._model))
         self.context_length = min(trained, max_context) if trained > 0 else max_context

@@ -4,7 +4,7 @@ assisted generation with a draft model (`assistant_model=`), and prompt lookup
 
 Token ids in, new token ids out, on the very models a `LoadedPair` holds. The
 decoding settings mirror the engine's: greedy at temperature 0, else sampling with
-the same temperature, top-k and top-p; the same EOS ids end the answer. Knows
+the same `SamplingParams` (engine/params.py); the same EOS ids end the answer. Knows
 nothing about timing or reports: the benchmark times the calls.
 """
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specchat.engine.params import SamplingParams
+
 
 @dataclass(frozen=True)
 class BaselineSettings:
@@ -21,9 +23,7 @@ class BaselineSettings:
 
     max_new_tokens: int
     eos_ids: tuple[int, ...]
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
+    sampling: SamplingParams = SamplingParams()
     seed: int = 0
 
 
@@ -43,12 +43,12 @@ class Speculation:
     """max_matching_ngram_size for prompt lookup."""
 
 
-def sampling_kwargs(settings: BaselineSettings) -> dict:
-    """generate() keywords that match the engine's SamplingParams."""
-    if settings.temperature <= 0:
+def sampling_kwargs(sampling: SamplingParams) -> dict:
+    """generate() keywords that match the engine's processing of the same SamplingParams."""
+    if sampling.greedy:
         return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-    return {"do_sample": True, "temperature": settings.temperature,
-            "top_p": settings.top_p, "top_k": settings.top_k or None}
+    return {"do_sample": True, "temperature": sampling.temperature,
+            "top_p": sampling.top_p, "top_k": sampling.top_k or None}
 
 
 def speculation_kwargs(spec: Speculation | None) -> dict:
@@ -69,13 +69,13 @@ def hf_generate(model, prompt: list[int], settings: BaselineSettings,
     """New token ids from `model.generate` (plain, assisted or prompt lookup)."""
     device = next(model.parameters()).device
     ids = torch.tensor([prompt], dtype=torch.long, device=device)
-    if settings.temperature > 0:
+    if not settings.sampling.greedy:
         torch.manual_seed(settings.seed)
     output = model.generate(
         input_ids=ids, attention_mask=torch.ones_like(ids),
         max_new_tokens=settings.max_new_tokens, eos_token_id=list(settings.eos_ids),
         pad_token_id=settings.eos_ids[0], use_cache=True,
-        **sampling_kwargs(settings), **speculation_kwargs(speculation))
+        **sampling_kwargs(settings.sampling), **speculation_kwargs(speculation))
     return output[0, len(prompt):].tolist()
 
 

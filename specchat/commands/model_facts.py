@@ -1,0 +1,159 @@
+"""The models of a pair, sized without loading them, for `pairs --check` (commands/advice.py).
+
+A model llama.cpp runs is sized from its GGUF header (weights in the file's own types,
+the KV cache in llama.cpp's f16); a torch model from its safetensors headers or
+config.json, in the dtype or quantization the pair loads it in. Sizes are
+models/device/estimate.py's; which backend runs each model is models/adapters.py's
+choice. Also the draft's expected acceptance, where `specchat distill` recorded it.
+Imports no transformers (the models layer does).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One model of a pair, sized without loading it."""
+
+    role: str
+    ref: str
+    parameters: int
+    weight_bytes: int
+    kv_bytes_per_token: int
+    source: str
+
+
+@dataclass(frozen=True)
+class PairFacts:
+    """What `pairs --check` knows of a pair before timing anything."""
+
+    header: str
+    """"pair NAME on this machine: ..." with the device and how each model computes."""
+    device: str
+    target: ModelFacts | None
+    draft: ModelFacts | None
+    context: int
+    """Tokens of context the pair budgets by."""
+    llamacpp: str | None
+    """Where llama.cpp computes the target ("llama.cpp decodes on the CPU", "llama.cpp
+    computes on CUDA; ..."); None for a torch target."""
+    alpha: float | None = None
+    alpha_why: str = ""
+    why_unknown: str = ""
+    """Why the target's size is unknown (target None)."""
+
+
+def pair_facts(pair, progress) -> PairFacts:
+    """Sizes, context and the draft's acceptance of `pair` on this machine."""
+    from specchat.models.adapters import choose_backends
+    from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
+    from specchat.models.loader import llamacpp_device_why
+
+    device, why = resolve_device(pair.device)
+    backends = choose_backends(pair, device)
+    llamacpp = llamacpp_device_why(backends) if backends.target == "llama.cpp" else None
+    if llamacpp:
+        device, why = "cpu", llamacpp
+    dtype, _ = resolve_dtype(pair.dtype, device)
+    computes = ("target on llama.cpp (the GGUF file's own types)" if llamacpp
+                else f"target on torch in {dtype_name(dtype)}")
+    if backends.draft is not None:
+        computes += f", draft on {backends.draft}"
+    header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"
+    target, context = target_facts(pair, llamacpp is not None, dtype, device, progress)
+    draft, folder = draft_facts(pair, backends.draft, dtype, progress)
+    alpha, alpha_why = expected_alpha(folder)
+    unknown = "" if target is not None else ("an unreadable GGUF header" if llamacpp
+                                             else "no safetensors or config.json")
+    return PairFacts(header, device, target, draft, context, llamacpp, alpha, alpha_why, unknown)
+
+
+def target_facts(pair, llamacpp: bool, dtype, device: str, progress) -> tuple[ModelFacts | None, int]:
+    """(the target's facts, the context the pair budgets by)."""
+    from specchat.models.config.refs import parse_ref
+    from specchat.models.loader import context_tokens, model_folder
+
+    ref = parse_ref(pair.target)
+    if llamacpp:
+        return gguf_facts("target", pair.target, ref, progress)
+    folder = model_folder(ref, progress)
+    facts = torch_facts("target", pair.target, folder, dtype, pair.quantization)
+    return facts, context_tokens(folder, device) if facts is not None else 0
+
+
+def draft_facts(pair, backend: str | None, dtype, progress):
+    """(the draft model's facts or None, its torch folder or None)."""
+    from specchat.models.config.refs import parse_ref
+    from specchat.models.loader import draft_folder
+
+    if backend == "llama.cpp":
+        return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress)[0], None
+    from specchat.models.loader import distill_facts
+
+    folder = draft_folder(pair, progress)
+    if folder is None:
+        return None, None
+    int8 = distill_facts(folder)[1]  # a shipped int8 draft multiplies by 1-byte weights
+    quantization = "8bit" if int8 else pair.draft_quantization
+    return torch_facts("draft", pair.draft, folder, dtype, quantization), folder
+
+
+def gguf_facts(role: str, text: str, ref, progress) -> tuple[ModelFacts | None, int]:
+    """(facts of a model llama.cpp runs, from its GGUF header; its context there)."""
+    from specchat.models.device.estimate import gguf_shape
+    from specchat.models.gguf.drafts import gguf_file
+    from specchat.models.llamacpp.model import MAX_CONTEXT
+
+    path = gguf_file(ref, progress)
+    shape = gguf_shape(path) if path is not None else None
+    if shape is None:
+        return None, 0
+    size = shape.size
+    facts = ModelFacts(role, text, size.parameters, size.weight_bytes(0), shape.kv_bytes_per_token,
+                       size.source)
+    return facts, min(shape.context_length or MAX_CONTEXT, MAX_CONTEXT)
+
+
+def torch_facts(role: str, ref: str, folder: Path | str, dtype, quantization: str) -> ModelFacts | None:
+    """Facts of a model torch runs, from its folder, in `dtype` or `quantization`."""
+    import torch
+
+    from specchat.models.device.estimate import kv_bytes_per_token, model_size
+
+    size = model_size(folder)
+    if size is None:
+        return None
+    element = torch.empty((), dtype=dtype).element_size()
+    config_file = Path(folder) / "config.json"
+    kv = 0
+    if config_file.is_file():
+        kv = kv_bytes_per_token(json.loads(config_file.read_text()), element)
+    return ModelFacts(role, ref, size.parameters, size.weight_bytes(element, quantization), kv,
+                      size.source)
+
+
+def facts_line(facts: ModelFacts, context: int) -> str:
+    return (f"{facts.role:<6} {facts.ref}: {facts.parameters / 1e6:.1f}M parameters, weights "
+            f"{size_text(facts.weight_bytes)}, KV cache {facts.kv_bytes_per_token / 1024:.1f} KiB/token "
+            f"({size_text(facts.kv_bytes_per_token * context)} at {context} tokens) [{facts.source}]")
+
+
+def size_text(size: int) -> str:
+    """MiB under a GiB, GiB above."""
+    return f"{size / (1 << 20):.1f} MiB" if size < 1 << 30 else f"{size / (1 << 30):.2f} GiB"
+
+
+def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:
+    """The draft's held-out acceptance where `specchat distill` recorded it."""
+    if folder is None:
+        return None, ""
+    from specchat.models.torch_backend.shipped_draft import SPEC_FILE, DraftSpec
+
+    if not (Path(folder) / SPEC_FILE).is_file():
+        return None, ""
+    rate = DraftSpec.load(Path(folder)).info.get("heldout_acceptance")
+    return (float(rate), "the draft's held-out acceptance") if rate else (None, "")

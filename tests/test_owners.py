@@ -1,0 +1,126 @@
+"""One owner per number (issue 25): step costs and their timing (engine/costs.py), the
+theory's formulas and the measured speedup (engine/theory.py), the k bounds and the
+sampling settings (engine/params.py), the token kinds (specchat/token_kinds.py). Every
+other module imports them; these tests fail when a second copy creeps back."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+from specchat.engine.params import AUTO_K_MAX, K_MAX, SamplingParams
+from specchat.token_kinds import TOKEN_KINDS
+
+PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
+
+
+def sources() -> dict[str, str]:
+    """specchat's modules by path relative to the package, with their text."""
+    return {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+
+
+def defining(pattern: str) -> list[str]:
+    """The modules whose source matches `pattern` (a regular expression, multiline)."""
+    return [name for name, text in sources().items() if re.search(pattern, text, re.MULTILINE)]
+
+
+@pytest.mark.parametrize("name, owner", [
+    ("expected_tokens_per_round", "engine/theory.py"), ("ideal_speedup", "engine/theory.py"),
+    ("break_even_alpha", "engine/theory.py"), ("best_k", "engine/theory.py"),
+    ("measured_speedup", "engine/theory.py"), ("median_seconds", "engine/costs.py"),
+    ("verify_costs", "engine/costs.py"), ("draft_step_cost", "engine/costs.py"),
+])
+def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
+    assert defining(rf"^def {name}\(") == [owner]
+
+
+def test_no_module_divides_one_rate_by_another_outside_the_theory():
+    """A measured speedup is `theory.measured_speedup` (the race, bench tables and sweep,
+    bench profile and the live gauge), never a division of its own."""
+    division = r"tokens_per_s[\"'\]]*\s*/\s*[a-z(]|\brate\w*(\([^)]*\))?\s*/\s*\w"
+    assert defining(division) == ["engine/theory.py"]
+
+
+def test_step_costs_have_one_class_and_no_second_timer():
+    assert defining(r"^class \w*Cost\w*\b") == ["engine/adaptive.py", "engine/costs.py"]
+    assert defining(r"^class CostModel\b") == ["engine/adaptive.py"]  # learns live, holds a Costs
+    assert defining(r"^class (CostPrior|StepCosts)\b|^def median_time\(") == []
+
+
+def test_the_k_bounds_are_literals_only_in_the_engines_params():
+    assert defining(r"^K_MAX\s*=") == ["engine/params.py"]
+    assert defining(r"k_max(: int)?\s*=\s*\d") == []
+    from specchat.models.config.pairs import BOUNDS
+    from specchat.tui.commands import K_CHOICES
+
+    assert BOUNDS["k"].high == K_MAX and list(K_CHOICES) == list(range(K_MAX + 1))
+
+
+def test_adaptive_k_and_the_theory_search_the_same_range_the_calibration_times():
+    from specchat.chat.calibrate import VERIFY_WIDTHS
+    from specchat.engine.adaptive import AdaptiveK
+    from specchat.engine.theory import best_k
+
+    assert AdaptiveK().k_max == AUTO_K_MAX <= K_MAX
+    assert inspect.signature(best_k).parameters["k_max"].default == AUTO_K_MAX
+    assert max(VERIFY_WIDTHS) == AUTO_K_MAX + 1
+
+
+def test_sampling_settings_are_one_frozen_dataclass_everywhere():
+    import dataclasses
+
+    from specchat.chat.baseline import Baseline
+    from specchat.models.config.pairs import PairConfig
+    from specchat.models.torch_backend.baselines import BaselineSettings
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SamplingParams().temperature = 1.0  # type: ignore[misc]
+    for holder in (PairConfig, BaselineSettings, Baseline):
+        assert typing.get_type_hints(holder)["sampling"] is SamplingParams, holder
+    assert defining(r"^class \w*Sampling\w*\b") == ["engine/params.py"]
+    assert defining(r"^SamplingKey\b") == []
+
+
+def test_the_token_kinds_are_one_tuple_shared_by_chat_history_and_tui():
+    from specchat.chat.events import TokenSpan
+    from specchat.engine import decoder
+    from specchat.history import export
+    from specchat.tui import chat_screen, history_actions, transcript
+
+    for module in (export, chat_screen, history_actions, transcript):
+        assert module.TOKEN_KINDS is TOKEN_KINDS, module.__name__
+    assert set(typing.get_args(decoder.TokenKind)) <= set(TOKEN_KINDS)  # the target's own kinds
+    assert set(typing.get_args(typing.get_type_hints(TokenSpan)["kind"])) == set(TOKEN_KINDS)
+    assert set(transcript.KIND_LABELS) == set(TOKEN_KINDS) | {"pending"}
+    five = r"""\(\s*["']accepted["'],\s*["']rejected["'],\s*["']resampled["']"""
+    assert defining(five) == ["token_kinds.py"]
+
+
+def test_the_html_export_and_the_legend_list_the_kinds_in_order():
+    from specchat.history.export import to_html
+    from specchat.history.store import SavedConversation
+
+    page = to_html(SavedConversation(1, "t", "pair", None, 0.0, 0.0), {})
+    shown = re.findall(r'<span class="(\w+)">■', page)
+    assert tuple(shown) == TOKEN_KINDS
+
+
+def test_the_owners_load_without_torch():
+    code = ("import sys, specchat.engine.params, specchat.engine.theory, specchat.engine.costs, "
+            "specchat.engine.adaptive, specchat.chat.baseline, specchat.token_kinds; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_float32_greedy_threshold_is_torchs_smallest_normal():
+    import torch
+
+    from specchat.engine.params import MIN_TEMPERATURE
+
+    assert MIN_TEMPERATURE == torch.finfo(torch.float32).tiny
