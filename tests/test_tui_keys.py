@@ -1,13 +1,17 @@
-"""One key table (specchat.tui.keys) makes the chat's bindings, the help screen and
-the palette's action entries: each names the same keys and actions."""
+"""One key table (specchat.tui.keys) makes the chat's bindings, the help screen, the
+palette's action entries and the docs' key tables: each names the same keys and actions.
+Every binding has an id a user's keymap can move; F9-F12 have second keys."""
 
 from __future__ import annotations
 
 from textual.widgets import Markdown
+import os
+from pathlib import Path
+
 from tui_support import make_app, ready, wait_for
 
 from specchat.tui.chat_screen import ChatScreen
-from specchat.tui.keys import KEYS, bindings, help_markdown, palette_actions
+from specchat.tui.keys import KEYS, bindings, help_markdown, key_table, palette_actions, with_key_table
 from specchat.tui.screens import HelpScreen
 
 
@@ -40,7 +44,7 @@ def test_the_chat_screen_binds_exactly_the_tables_keys():
 def test_the_help_table_has_a_row_for_every_key_and_only_those():
     rows = [line for line in help_markdown().splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == len(KEYS) + 1  # the header row
-    assert "| F8 or Ctrl+F | step: resolve the pending round |" in rows
+    assert any(row.startswith("| F8 or Ctrl+F | step: resolve the pending drafts") for row in rows)
 
 
 def test_palette_actions_are_bound_keys_too():
@@ -58,3 +62,67 @@ async def test_f1_opens_the_help_built_from_the_table():
         assert source == help_markdown()
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_readme_and_docs_key_tables_are_the_ones_the_key_table_renders():
+    for name in ("README.md", "docs/tui.md"):
+        text = (ROOT / name).read_text()
+        assert key_table() in text and with_key_table(text) == text, (
+            f"{name}'s key table is stale: run python -m specchat.tui.keys")
+
+
+def test_every_binding_has_its_own_id():
+    ids = [b.id for b in bindings()]
+    assert all(ids) and len(ids) == len(set(ids))
+
+
+async def test_k_and_temperature_answer_to_a_second_key_beside_f9_to_f12():
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        backend = app.backends["fake"]
+        k, temperature = backend.k, backend.temperature
+        await pilot.press("alt+up", "alt+right")
+        await wait_for(pilot, lambda: (backend.k, round(backend.temperature, 2))
+                       == (k + 1, round(temperature + 0.1, 2)))
+        await pilot.press("alt+down", "alt+left")
+        await wait_for(pilot, lambda: (backend.k, round(backend.temperature, 2))
+                       == (k, round(temperature, 2)))
+
+
+def keymap(text: str) -> None:
+    folder = Path(os.environ["SPECCHAT_CONFIG_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "keymap.toml").write_text(text)
+
+
+async def test_a_keymap_moves_a_key_and_the_help_shows_the_keys_in_effect():
+    keymap('[keys]\nk-up = "ctrl+up"\n')
+    app = make_app()
+    async with app.run_test(size=(120, 60)) as pilot:
+        await ready(pilot)
+        backend = app.backends["fake"]
+        k = backend.k
+        await pilot.press("f10")  # moved away: no longer k + 1
+        await pilot.pause()
+        assert backend.k == k
+        await pilot.press("ctrl+up")
+        await wait_for(pilot, lambda: backend.k == k + 1)
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert "| Ctrl+Up | k + 1" in app.screen.query_one(Markdown).source
+
+
+async def test_a_bad_keymap_entry_is_named_on_screen_and_the_rest_applies():
+    keymap('[keys]\nk-upp = "ctrl+up"\nk-down = 3\ntemperature-up = "ctrl+right"\n')
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await ready(pilot)
+        shown = str(app.chat_screen.problems.render())
+        assert "unknown key id 'k-upp'" in shown and "'k-down' must be key names" in shown
+        temperature = app.backends["fake"].temperature
+        await pilot.press("ctrl+right")
+        await wait_for(pilot, lambda: app.backends["fake"].temperature > temperature)

@@ -26,6 +26,7 @@ from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.hangup import HangupWatch
 from specchat.tui.history_actions import HistoryActions
+from specchat.tui.keymap import load_keymap
 from specchat.tui.keys import owner_actions
 from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import ServiceFactory
@@ -69,6 +70,8 @@ class SpecchatApp(App):
         """What went wrong that the user must fix (a theme file, the history database):
         shown on the chat screen until the app closes, never as a toast that fades."""
         self.skipped_themes = {problem.name for problem in theme_problems}
+        self.user_keymap: dict[str, str] = {}
+        """The keymap.toml entries in effect (binding id -> keys)."""
         self.service: ConversationService | None = None
         self.info: PairInfo | None = None
         self.pair = PairSwitch.over(self, service_factory)
@@ -91,6 +94,10 @@ class SpecchatApp(App):
         self.set_theme(self.requested_theme or self.preferences.theme, remember=False)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.history.open(self.settings.system)
+        self.user_keymap, keymap_problems = load_keymap()
+        self.set_keymap(self.user_keymap)
+        for problem in keymap_problems:
+            self.report_problem(problem)
         self.chat_screen.problems.show(self.problems)
         HangupWatch(self).start()
 
@@ -111,7 +118,7 @@ class SpecchatApp(App):
     def action_help(self) -> None:
         from specchat.tui.screens import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.user_keymap))
 
     # ----- theme and preferences -----------------------------------------------------------
 

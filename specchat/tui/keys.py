@@ -1,6 +1,13 @@
 """The one key table: every key of the chat, what it does, how the footer, the help
-screen and the command palette name it. The chat screen's bindings, the help
-screen's table and the palette's action entries are all built from `KEYS`.
+screen, the command palette and the docs name it. The chat screen's bindings, the help
+screen's table, the palette's action entries and the key tables of README.md and
+docs/tui.md (between `<!-- keys:start -->` and `<!-- keys:end -->`, checked by a test;
+`python -m specchat.tui.keys` rewrites them) are all built from `KEYS`.
+
+Every binding has an id (`Key.id`), so a user's keymap (tui/keymap.py) can move it to
+other keys; the help screen shows the keys in effect. The default keys avoid the ones
+desktops take, or have a second binding: F9-F12 (k and temperature; GNOME takes F10 and
+F11, macOS laptops use them as media keys) also answer to Alt+Down/Up and Alt+Left/Right.
 
 Knows nothing about the app's state: an entry names an action by its string, as
 Textual's bindings do, and the part of the app that owns it (`owner`): the
@@ -11,10 +18,15 @@ app's one-line action methods that run each on its owner come from here too
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from textual.binding import Binding
+
+TABLE_START, TABLE_END = "<!-- keys:start -->", "<!-- keys:end -->"
 
 
 @dataclass(frozen=True)
@@ -24,7 +36,7 @@ class Key:
     keys: str
     """Textual key names, comma-separated ("f8,ctrl+f"); empty for keys bound elsewhere."""
     shown: str
-    """How the help screen writes the key ("F8 or Ctrl+F")."""
+    """How the help screen writes a key bound elsewhere ("Enter"); empty: from `keys`."""
     help: str
     """The help screen's line: what the key does."""
     action: str = ""
@@ -41,6 +53,8 @@ class Key:
     """The palette's help line."""
     owner: str = "conversation"
     """The app attribute whose `action_<name>` runs: conversation, settings, history or app."""
+    id: str = ""
+    """The binding's id, which a keymap names to move it (empty for keys bound elsewhere)."""
 
     @property
     def action_name(self) -> str:
@@ -50,56 +64,72 @@ class Key:
 
 KEYS: tuple[Key, ...] = (
     Key("", "Enter", "send the message"),
-    Key("", "Ctrl+J (or Shift+Enter where the terminal reports it)", "new line in the message"),
-    Key("escape", "Esc", "stop the answer (keeps the partial answer, marked stopped)",
-        "stop", "Stop", footer=True),
-    Key("", "Ctrl+Q", "quit (also while an answer streams)"),
-    Key("ctrl+n", "Ctrl+N", "new chat", "new_chat", "New", priority=True,
-        palette="New chat", palette_help="clear the conversation"),
-    Key("ctrl+r", "Ctrl+R", "regenerate the last answer", "regenerate", "Regenerate", priority=True,
-        palette="Regenerate last answer", palette_help="ask again"),
-    Key("ctrl+o", "Ctrl+O", "copy the last answer (never includes rejected drafts)", "copy_answer",
-        "Copy", priority=True, palette="Copy last answer", palette_help="without rejected drafts"),
-    Key("ctrl+g", "Ctrl+G", "show / hide rejected drafts (ghosts)", "toggle_ghosts", "Ghosts",
-        footer=True, priority=True, palette="Toggle ghosts (rejected drafts)",
-        palette_help="show or hide"),
-    Key("ctrl+t", "Ctrl+T", "last answer: coloured tokens ⇄ rendered Markdown", "toggle_markdown",
-        "Markdown", footer=True, priority=True, palette="Toggle Markdown view of last answer",
-        palette_help="tokens ⇄ Markdown"),
-    Key("ctrl+s", "Ctrl+S", "speculation on / off for the next answer (A/B)", "toggle_speculation",
-        "Spec on/off", footer=True, priority=True, palette="Toggle speculation (A/B)",
-        palette_help="for the next answer"),
-    Key("", "Ctrl+P", "command palette: k, temperature, slow-motion delay, theme, pair, export…"),
-    Key("f1", "F1", "this help", "help", "Help", footer=True, owner="app"),
-    Key("f2", "F2", "system prompt", "system_prompt", "System", palette="Edit system prompt",
-        palette_help="applies from the next answer", owner="settings"),
-    Key("f3", "F3", "switch pair (loads in the background)", "pick_pair", "Pair", footer=True,
-        owner="settings"),
-    Key("f4", "F4", "history: reopen, export, delete past conversations", "history", "History",
+    Key("", "Ctrl+J (or Shift+Enter / Alt+Enter where the terminal reports them)",
+        "new line in the message"),
+    Key("escape", "", "stop the answer within one round; the partial answer stays, marked "
+        "*stopped*", "stop", "Stop", footer=True, id="stop"),
+    Key("", "Ctrl+Q", "quit (also while an answer streams: exits within a second)"),
+    Key("ctrl+n", "", "new chat (keeps the system prompt)", "new_chat", "New", priority=True,
+        palette="New chat", palette_help="clear the conversation", id="new-chat"),
+    Key("ctrl+r", "", "regenerate the last answer (or retry a failed one)", "regenerate",
+        "Regenerate", priority=True, palette="Regenerate last answer", palette_help="ask again",
+        id="regenerate"),
+    Key("ctrl+o", "", "copy the last answer to the clipboard (OSC 52; never includes rejected "
+        "drafts)", "copy_answer", "Copy", priority=True, palette="Copy last answer",
+        palette_help="without rejected drafts", id="copy-answer"),
+    Key("ctrl+g", "", "show / hide rejected drafts (ghosts), remembered", "toggle_ghosts",
+        "Ghosts", footer=True, priority=True, palette="Toggle ghosts (rejected drafts)",
+        palette_help="show or hide", id="toggle-ghosts"),
+    Key("ctrl+t", "", "last finished answer: coloured tokens ⇄ rendered Markdown",
+        "toggle_markdown", "Markdown", footer=True, priority=True,
+        palette="Toggle Markdown view of last answer", palette_help="tokens ⇄ Markdown",
+        id="toggle-markdown"),
+    Key("ctrl+s", "", "speculation on / off for the next answer (A/B against target-only)",
+        "toggle_speculation", "Spec on/off", footer=True, priority=True,
+        palette="Toggle speculation (A/B)", palette_help="for the next answer",
+        id="toggle-speculation"),
+    Key("", "Ctrl+P", "command palette: k, temperature, slow-motion delay, theme, pair, charts, "
+        "export…"),
+    Key("f1", "", "this help", "help", "Help", footer=True, owner="app", id="help"),
+    Key("f2", "", "system prompt (Ctrl+S in the dialog saves; applies from the next answer)",
+        "system_prompt", "System", palette="Edit system prompt",
+        palette_help="applies from the next answer", owner="settings", id="system-prompt"),
+    Key("f3", "", "switch pair: the new pair loads in the background while the current one "
+        "keeps answering; the conversation carries over", "pick_pair", "Pair", footer=True,
+        owner="settings", id="pick-pair"),
+    Key("f4", "", "history: Enter reopens a conversation with its colours; `m` / `j` / `h` "
+        "export Markdown / JSON / HTML; `d` deletes", "history", "History",
         palette="Open history", palette_help="reopen or export past conversations",
-        owner="history"),
-    Key("f5", "F5", "race: replay the last prompt target-only, compare tokens/s and text", "race",
-        "Race", footer=True, palette="Race: replay last prompt target-only",
-        palette_help="compare tokens/s and text"),
-    Key("ctrl+b", "Ctrl+B", "float32 replay: answer the last prompt greedily in float32, "
-        "speculative and target-only; they must be identical", "float32_check", "f32 check",
-        priority=True, palette="Float32 replay: check lossless",
-        palette_help="speculative and target-only, greedy, float32: must be identical"),
-    Key("f6", "F6", "presentation mode (large gauges)", "toggle_presentation", "Present",
-        priority=True, palette="Toggle presentation mode", palette_help="large gauges",
-        owner="settings"),
-    Key("f7", "F7", "step mode: each round pauses with its drafts pending", "toggle_step",
-        "Step mode", priority=True, palette="Toggle step mode", palette_help="pause every round"),
-    Key("f8,ctrl+f", "F8 or Ctrl+F", "step: resolve the pending round", "step", "Step",
-        priority=True),
-    Key("f9", "F9", "k − 1 (from the next round)", "change_k(-1)", "k−", owner="settings"),
-    Key("f10", "F10", "k + 1 (from the next round)", "change_k(1)", "k+", owner="settings"),
-    Key("f11", "F11", "temperature − 0.1 (from the next round)", "change_temperature(-0.1)", "T−",
-        owner="settings"),
-    Key("f12", "F12", "temperature + 0.1 (from the next round)", "change_temperature(0.1)", "T+",
-        owner="settings"),
-    Key("ctrl+l", "Ctrl+L", "slow motion on / off (delay set in the palette)", "toggle_slow", "Slow",
-        priority=True, palette="Toggle slow motion", palette_help="delay every round"),
+        owner="history", id="history"),
+    Key("f5", "", "race: replay the last prompt target-only and show both tokens/s side by "
+        "side, and whether the texts are identical", "race", "Race", footer=True,
+        palette="Race: replay last prompt target-only", palette_help="compare tokens/s and text",
+        id="race"),
+    Key("ctrl+b", "", "float32 replay: answer the last prompt greedily in float32, speculative "
+        "and target-only; they must be identical", "float32_check", "f32 check", priority=True,
+        palette="Float32 replay: check lossless",
+        palette_help="speculative and target-only, greedy, float32: must be identical",
+        id="float32-check"),
+    Key("f6", "", "presentation mode: wide gauges panel, large speedup digits, a taller "
+        "sparkline", "toggle_presentation", "Present", priority=True,
+        palette="Toggle presentation mode", palette_help="large gauges", owner="settings",
+        id="toggle-presentation"),
+    Key("f7", "", "step mode: each round stops with its drafts shown *pending*", "toggle_step",
+        "Step mode", priority=True, palette="Toggle step mode", palette_help="pause every round",
+        id="toggle-step"),
+    Key("f8,ctrl+f", "", "step: resolve the pending drafts into accepted / rejected / resampled "
+        "/ bonus and let the next round come", "step", "Step", priority=True, id="step"),
+    Key("f9,alt+down", "", "k − 1 (applies from the next round)", "change_k(-1)", "k−",
+        priority=True, owner="settings", id="k-down"),
+    Key("f10,alt+up", "", "k + 1 (applies from the next round)", "change_k(1)", "k+",
+        priority=True, owner="settings", id="k-up"),
+    Key("f11,alt+left", "", "temperature − 0.1 (applies from the next round)",
+        "change_temperature(-0.1)", "T−", priority=True, owner="settings", id="temperature-down"),
+    Key("f12,alt+right", "", "temperature + 0.1 (applies from the next round)",
+        "change_temperature(0.1)", "T+", priority=True, owner="settings", id="temperature-up"),
+    Key("ctrl+l", "", "slow motion on / off (delay per round set in the palette, remembered)",
+        "toggle_slow", "Slow", priority=True, palette="Toggle slow motion",
+        palette_help="delay every round", id="toggle-slow"),
 )
 
 COLOURS_HELP = """\
@@ -110,15 +140,48 @@ after a full accept), **target** (plain decoding), **pending** (step mode).
 
 
 def bindings(keys: tuple[Key, ...] = KEYS) -> list[Binding]:
-    """The chat screen's bindings: every entry with keys, running its app action."""
+    """The chat screen's bindings: every entry with keys, running its app action, with its id
+    (a keymap moves it)."""
     return [Binding(key.keys, f"app.{key.action}", key.label, show=key.footer,
-                    priority=key.priority) for key in keys if key.keys]
+                    priority=key.priority, id=key.id) for key in keys if key.keys]
 
 
-def help_markdown(keys: tuple[Key, ...] = KEYS) -> str:
-    """The help screen: a table of every key, then the colours."""
-    rows = "\n".join(f"| {key.shown} | {key.help} |" for key in keys)
-    return f"# specchat keys\n\n| key | what it does |\n|---|---|\n{rows}\n\n{COLOURS_HELP}"
+NAMES = {"escape": "Esc", "pageup": "PgUp", "pagedown": "PgDn"}
+
+
+def key_name(key: str) -> str:
+    """How people write one Textual key: "ctrl+f" -> "Ctrl+F", "f9" -> "F9", "alt+down" ->
+    "Alt+Down", "escape" -> "Esc"."""
+    return "+".join(NAMES.get(part) or (part.upper() if len(part) == 1 or re.fullmatch(r"f\d+", part)
+                                        else part.capitalize()) for part in key.split("+"))
+
+
+def shown_keys(key: Key, keymap: dict[str, str] | None = None) -> str:
+    """The key's keys as the help shows them, a keymap's in place of the defaults."""
+    if not key.keys:
+        return key.shown
+    names = (keymap or {}).get(key.id, key.keys)
+    return " or ".join(key_name(name.strip()) for name in names.split(",") if name.strip())
+
+
+def key_table(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None) -> str:
+    """The Markdown table of every key and what it does (help screen, README, docs)."""
+    rows = "\n".join(f"| {shown_keys(key, keymap)} | {key.help} |" for key in keys)
+    return f"| key | what it does |\n|---|---|\n{rows}"
+
+
+def help_markdown(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None) -> str:
+    """The help screen: a table of every key (as the keymap has them), then the colours."""
+    return f"# specchat keys\n\n{key_table(keys, keymap)}\n\n{COLOURS_HELP}"
+
+
+def with_key_table(text: str) -> str:
+    """A document with the table between its key markers rewritten from `KEYS`."""
+    before, marker, rest = text.partition(TABLE_START)
+    _, end, after = rest.partition(TABLE_END)
+    if not marker or not end:
+        raise ValueError(f"no {TABLE_START} ... {TABLE_END} markers")
+    return f"{before}{TABLE_START}\n{key_table()}\n{TABLE_END}{after}"
 
 
 def palette_actions(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str, str]]:
@@ -139,3 +202,14 @@ def _run_on(owner: str, name: str) -> Callable:
 
     action.__doc__ = f"Run `{owner}.action_{name}`."
     return action
+
+
+def main(files: list[str]) -> None:
+    """Rewrite the key tables of the given documents (README.md docs/tui.md) from `KEYS`."""
+    for name in files:
+        path = Path(name)
+        path.write_text(with_key_table(path.read_text()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["README.md", "docs/tui.md"])

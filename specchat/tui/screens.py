@@ -20,13 +20,17 @@ from specchat.tui.keys import help_markdown
 
 
 class HelpScreen(ModalScreen[None]):
-    """The keys, as a table."""
+    """The keys in effect (a user's keymap applied), as a table."""
 
     BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
 
+    def __init__(self, keymap: dict[str, str] | None = None):
+        super().__init__()
+        self.keymap = keymap or {}
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Markdown(help_markdown())
+            yield Markdown(help_markdown(keymap=self.keymap))
             yield Static("Esc closes", classes="dialog-hint")
 
 
