@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import torch
 
 from specchat.chat.calibrate import start_auto_from_prior
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
+
+if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
 
 
 @dataclass
@@ -78,7 +81,7 @@ def synchronize(device: torch.device) -> None:
 class SpecchatArm:
     """specchat's own decoding loop, speculative or target-only."""
 
-    def __init__(self, key: str, label: str, pair, settings: Settings, speculate: bool,
+    def __init__(self, key: str, label: str, pair: Pair, settings: Settings, speculate: bool,
                  seed: int = 0):
         self.key, self.label, self.pair = key, label, pair
         self.settings = settings
@@ -133,8 +136,8 @@ class SpecchatArm:
 class TransformersArm:
     """transformers `generate` on the pair's own model objects."""
 
-    def __init__(self, key: str, label: str, pair, sampling: SamplingParams, seed: int = 0,
-                 speculation=None):
+    def __init__(self, key: str, label: str, pair: Pair, sampling: SamplingParams, seed: int = 0,
+                 speculation: Any=None):
         self.key, self.label, self.pair = key, label, pair
         self.sampling, self.seed = sampling, seed
         self.speculation = speculation
@@ -153,7 +156,7 @@ class TransformersArm:
         return ArmRun(tokens, time.perf_counter() - started)
 
 
-def transformers_speculation(pair, k: int, schedule: str = "constant"):
+def transformers_speculation(pair: Pair, k: int, schedule: str = "constant"):
     """transformers' counterpart of the pair's drafter, or None for a plain pair."""
     from specchat.models.torch_backend.baselines import Speculation
 
@@ -164,7 +167,7 @@ def transformers_speculation(pair, k: int, schedule: str = "constant"):
     return None
 
 
-def standard_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+def standard_arms(pair: Pair, settings: Settings, seed: int = 0) -> list[Arm]:
     """The four contenders of issue 2: spec, target-only, generate, transformers' speculation."""
     arms: list[Arm] = [
         SpecchatArm("spec", "specchat speculative", pair, settings, True, seed),
@@ -181,7 +184,7 @@ def standard_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
     return arms
 
 
-def sweep_arms(pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
+def sweep_arms(pair: Pair, sampling: SamplingParams, ks: Sequence[int], seed: int = 0,
                auto: bool = True) -> list[Arm]:
     """Target-only, specchat at each fixed k, k = "auto", and transformers' heuristic schedule."""
     from specchat.engine.adaptive import settings_for

@@ -11,12 +11,15 @@ from specchat.engine import Settings
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
+    from specchat.bench.llama_programs import Programs
+    from specchat.chat.pair import Pair
     from specchat.bench.arms import Arm
 
 ArmsFactory = Callable[[Any, Settings, int, Any], "list[Arm]"]
 
 
-def llamacpp_comparison(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+def llamacpp_comparison(pair: Pair, settings: Settings, seed: int = 0,
+                        programs: Programs | None = None) -> list[Arm]:
     """specchat's arms beside llama.cpp's own decoding and speculation (bench/llamacpp_arms.py),
     and llama.cpp's own programs where `programs` (bench/llama_programs.py) has them."""
     from specchat.bench.llamacpp_arms import bench_arms
@@ -24,7 +27,8 @@ def llamacpp_comparison(pair, settings: Settings, seed: int = 0, programs=None) 
     return bench_arms(pair, settings, seed, programs)
 
 
-def torch_comparison(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+def torch_comparison(pair: Pair, settings: Settings, seed: int = 0,
+                     programs: Programs | None = None) -> list[Arm]:
     """specchat's arms beside transformers' own decoding and assisted generation (llama.cpp's
     programs run GGUF files only: `programs` is not used)."""
     from specchat.bench.arms import standard_arms
@@ -37,13 +41,14 @@ COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": torch_comparison, "llama.cpp
 its own list of arms here."""
 
 
-def target_backend(pair) -> str:
+def target_backend(pair: Pair) -> str:
     """"llama.cpp" or "torch": what computed the loaded target's logits."""
     label = (getattr(pair, "backends", None) or {}).get("target", "torch")
     return label.split(" ", 1)[0]
 
 
-def comparison_arms(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+def comparison_arms(pair: Pair, settings: Settings, seed: int = 0,
+                    programs: Programs | None = None) -> list[Arm]:
     backend = target_backend(pair)
     if backend not in COMPARISON_ARMS:
         raise UsageError(f"pair '{pair.config.name}': bench has no arms for backend '{backend}' "

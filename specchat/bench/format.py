@@ -26,7 +26,7 @@ def short_ratio(ratio: str) -> str:
     return "/".join(SHORT.get(key, key) for key in ratio.split("/"))
 
 
-def fmt(value, digits: int = 1, suffix: str = "") -> str:
+def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 

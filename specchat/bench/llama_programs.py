@@ -23,9 +23,13 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from specchat.bench.arms import ArmRun
 from specchat.errors import UsageError
+
+if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
 
 SPECULATIVE = "llama-speculative-simple"
 BENCH = "llama-bench"
@@ -125,7 +129,7 @@ class SpeculativeProgramArm:
 
     speculative = True
 
-    def __init__(self, key: str, label: str, programs: Programs, setup: Setup, tokenizer,
+    def __init__(self, key: str, label: str, programs: Programs, setup: Setup, tokenizer: Any,
                  spec_args: list[str]):
         self.key, self.label = key, label
         self.programs, self.setup, self.tokenizer = programs, setup, tokenizer
@@ -178,7 +182,8 @@ def ngram_args(kind: str, n: int, k: int) -> list[str]:
     return ["--spec-type", kind, f"{option}-size-n", str(n), f"{option}-size-m", str(k)]
 
 
-def speculation_arms(pair, programs: Programs, setup: Setup, k: int, suffix: str = "") -> list:
+def speculation_arms(pair: Pair, programs: Programs, setup: Setup, k: int,
+                     suffix: str = "") -> list:
     """`llama-speculative-simple` as the pair drafts: its draft model at k, or (an n-gram pair)
     each of llama.cpp's n-gram lookups; keys `lcpp_draft`, `lcpp_ngram-simple`, ... + suffix."""
     if hasattr(pair.draft, "max_ngram"):
@@ -194,12 +199,12 @@ def speculation_arms(pair, programs: Programs, setup: Setup, k: int, suffix: str
                                              setup.gpu_layers))]
 
 
-def program_arms(pair, programs: Programs, setup: Setup, k: int) -> list:
+def program_arms(pair: Pair, programs: Programs, setup: Setup, k: int) -> list:
     """`bench run`'s arms of llama.cpp's programs: its speculation at k, then llama-bench."""
     return speculation_arms(pair, programs, setup, k) + [BenchProgramArm(programs, setup)]
 
 
-def sweep_program_arms(pair, programs: Programs, setup: Setup, ks) -> list:
+def sweep_program_arms(pair: Pair, programs: Programs, setup: Setup, ks: Sequence[int]) -> list:
     """`bench sweep`'s: its speculation at every fixed k (keys ending `_k{k}`), then llama-bench."""
     arms = [arm for k in ks for arm in speculation_arms(pair, programs, setup, k, f"_k{k}")]
     return arms + [BenchProgramArm(programs, setup)]

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from specchat.bench.arms import Arm, ArmRun, SpecchatArm, standard_arms
 from specchat.engine import SamplingParams, Settings
+
+if TYPE_CHECKING:
+    from specchat.bench.llama_programs import Programs
+    from specchat.chat.pair import Pair
 
 
 class LlamaCppArm:
     """llama.cpp's own generate loop (with the bindings' speculation when given a drafter)."""
 
-    def __init__(self, key: str, label: str, llm, eos_ids: set[int], sampling: SamplingParams,
+    def __init__(self, key: str, label: str, llm: Any, eos_ids: set[int], sampling: SamplingParams,
                  seed: int = 0, speculative: bool = False):
         self.key, self.label, self.llm = key, label, llm
         self.eos_ids, self.sampling, self.seed = set(eos_ids), sampling, seed
@@ -40,7 +45,7 @@ class LlamaCppArm:
         return ArmRun(tokens, time.perf_counter() - started)
 
 
-def is_llamacpp_pair(pair) -> bool:
+def is_llamacpp_pair(pair: Pair) -> bool:
     """Whether the pair's target decodes through the llama.cpp backend (models/llamacpp/model.py)."""
     return type(pair.target).__module__.startswith("specchat.models.llamacpp.")
 
@@ -52,7 +57,8 @@ def gguf_path(ref: str) -> Path | None:
     return gguf_file(parse_ref(ref))
 
 
-def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None = None) -> list[Arm]:
+def llamacpp_arms(pair: Pair, settings: Settings, seed: int = 0,
+                  threads: int | None = None) -> list[Arm]:
     """llama.cpp generate on the pair's target file, and llama.cpp speculation if offered."""
     import torch
 
@@ -74,7 +80,7 @@ def llamacpp_arms(pair, settings: Settings, seed: int = 0, threads: int | None =
     return arms
 
 
-def llamacpp_drafter(pair, k: int, threads: int):
+def llamacpp_drafter(pair: Pair, k: int, threads: int):
     """(the bindings' draft hook for the pair's drafter, its label), or (None, "")."""
     from specchat.models.llamacpp.baselines import gguf_draft_model, prompt_lookup
 
@@ -86,12 +92,13 @@ def llamacpp_drafter(pair, k: int, threads: int):
     return gguf_draft_model(draft, k, threads), "llama.cpp draft (bindings' hook)"
 
 
-def specchat_arms(pair, settings: Settings, seed: int = 0) -> list[Arm]:
+def specchat_arms(pair: Pair, settings: Settings, seed: int = 0) -> list[Arm]:
     return [SpecchatArm("spec", "specchat speculative", pair, settings, True, seed),
             SpecchatArm("target", "specchat target-only", pair, settings, False, seed)]
 
 
-def bench_arms(pair, settings: Settings, seed: int = 0, programs=None) -> list[Arm]:
+def bench_arms(pair: Pair, settings: Settings, seed: int = 0,
+               programs: Programs | None = None) -> list[Arm]:
     """specchat's arms and the baselines of the pair's backend (llama.cpp or transformers);
     for a llama.cpp pair also llama.cpp's own programs, where `programs` holds them."""
     if not is_llamacpp_pair(pair):
@@ -104,7 +111,7 @@ def bench_arms(pair, settings: Settings, seed: int = 0, programs=None) -> list[A
     return arms + program_arms(pair, programs, program_setup(pair, seed), max(settings.k, 1))
 
 
-def program_setup(pair, seed: int = 0):
+def program_setup(pair: Pair, seed: int = 0):
     """The target file, threads, context and GPU layers of the pair's llama.cpp target, for
     llama.cpp's own programs."""
     from specchat.bench.llama_programs import Setup

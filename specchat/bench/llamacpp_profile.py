@@ -13,16 +13,18 @@ Knows nothing about `bench`'s arms or reports.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Sequence
 
 from specchat.engine.costs import Costs, draft_step_cost
 from specchat.engine.theory import break_even_alpha
+
 
 WIDTHS = tuple(range(1, 9))
 BREAK_EVEN_KS = (1, 2, 3, 4)
 
 
 def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path | None = None,
-                   drafter=None, widths=WIDTHS, repeats: int = 5) -> Costs:
+                   drafter: Any=None, widths: Sequence[int]=WIDTHS, repeats: int = 5) -> Costs:
     """Step and verify costs of the GGUF `target` on llama.cpp; the draft's from the GGUF
     `draft` on llama.cpp, or from `drafter` (an engine drafter such as n-gram lookup)."""
     from specchat.models.llamacpp.baselines import forward_seconds, open_llama
@@ -38,7 +40,7 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
     return Costs.of(verify, draft_s)
 
 
-def cost_report(costs: Costs, ks=BREAK_EVEN_KS) -> dict:
+def cost_report(costs: Costs, ks: Sequence[int]=BREAK_EVEN_KS) -> dict:
     return costs.report() | {"break_even_alpha": {k: break_even_alpha(k, costs.c, costs.v)
                                                   for k in ks}}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.reports import (ComparisonReport, OverheadReport, RunMeta, SweepReport,
@@ -19,11 +19,18 @@ from specchat.bench.reports import (ComparisonReport, OverheadReport, RunMeta, S
 from specchat.bench.runner import PromptResult
 from specchat.errors import UsageError
 
+if TYPE_CHECKING:
+    from pathlib import Path
+    from specchat.bench.arms import Arm
+    from specchat.bench.llama_programs import Programs
+    from specchat.chat.pair import Pair
+    from specchat.models.config.pairs import PairConfig
+
 Note = Callable[[str], None]
 OnPrompt = Callable[[PromptResult], None]
 
 
-def load(pair_config, dtype: str | None, note: Note):
+def load(pair_config: PairConfig, dtype: str | None, note: Note):
     """The pair, loaded and (for a static cache) with every step shape captured before timing."""
     from specchat.models.torch_backend.baselines import quiet_generation_warnings
     from specchat.models.loader import load_pair
@@ -37,8 +44,9 @@ def load(pair_config, dtype: str | None, note: Note):
     return pair
 
 
-def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
-                   on_prompt: OnPrompt, repeats: int = 1, programs=None) -> ComparisonReport:
+def run_comparison(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_new_tokens: int,
+                   seed: int, on_prompt: OnPrompt, repeats: int = 1,
+                   programs: Programs | None = None) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers or llama.cpp, and
     llama.cpp's own programs where `programs` has them) on every prompt."""
     from specchat.bench.comparison import comparison_arms
@@ -50,9 +58,10 @@ def run_comparison(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: i
     return ComparisonReport(meta, tables)
 
 
-def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, seed: int,
-              ks: list[int], on_prompt: OnPrompt, profile: bool = False,
-              note: Note = lambda _: None, repeats: int = 1, programs=None) -> SweepReport:
+def run_sweep(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_new_tokens: int,
+              seed: int, ks: list[int], on_prompt: OnPrompt, profile: bool = False,
+              note: Note = lambda _: None, repeats: int = 1,
+              programs: Programs | None = None) -> SweepReport:
     """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic, and
     llama.cpp's own speculation at every fixed k where `programs` has it."""
     from specchat.bench.arms import sweep_arms
@@ -80,7 +89,8 @@ def run_sweep(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int, s
     return report
 
 
-def run_overhead(pair, prompts: Sequence[BenchPrompt], path, max_new_tokens: int) -> OverheadReport:
+def run_overhead(pair: Pair, prompts: Sequence[BenchPrompt], path: Path,
+                 max_new_tokens: int) -> OverheadReport:
     """`bench overhead`: time outside model forwards, speculative and target-only."""
     from specchat.bench.overhead import measure_overhead, profiler_table
     from specchat.bench.runner import prompt_ids
@@ -111,7 +121,8 @@ def run_synthetic(sizes: str, dtype: str | None, layers: int | None) -> Syntheti
     return SyntheticReport(result)
 
 
-def measure(pair, arms, prompts, path, max_new_tokens: int, on_prompt: OnPrompt,
+def measure(pair: Pair, arms: Sequence[Arm], prompts: Sequence[BenchPrompt], path: Path,
+            max_new_tokens: int, on_prompt: OnPrompt,
             repeats: int = 1) -> tuple[RunMeta, dict, list[PromptResult]]:
     from specchat.bench.tables import build_tables
     from specchat.bench.runner import run_prompts
@@ -123,7 +134,7 @@ def measure(pair, arms, prompts, path, max_new_tokens: int, on_prompt: OnPrompt,
     return meta, tables, results
 
 
-def k_histogram(ks_per_answer) -> dict[int, int]:
+def k_histogram(ks_per_answer: Iterable[Sequence[int]]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for ks in ks_per_answer:
         for k in ks:
@@ -131,7 +142,7 @@ def k_histogram(ks_per_answer) -> dict[int, int]:
     return dict(sorted(counts.items()))
 
 
-def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
+def run_meta(pair: Pair, path: Path, max_new_tokens: int, prompts: int) -> RunMeta:
     import torch
 
     config = pair.config
@@ -143,7 +154,7 @@ def run_meta(pair, path, max_new_tokens: int, prompts: int) -> RunMeta:
                    dict(getattr(pair, "backends", {}) or {}))
 
 
-def adapter_description(model) -> str:
+def adapter_description(model: Any) -> str:
     """Which KV cache path decoded: eager DynamicCache, or the static cache and its capture."""
     name = type(model).__name__
     if not hasattr(model, "compiled"):
@@ -151,7 +162,7 @@ def adapter_description(model) -> str:
     return f"{name} ({'CUDA graphs: ' + model.capture if model.compiled else 'not captured'})"
 
 
-def shown_device(pair) -> str:
+def shown_device(pair: Pair) -> str:
     """The device the target computes on, with the GPU's name (a llama.cpp target offloaded to
     CUDA keeps its logits, and so `pair.device`, on the CPU)."""
     gpu = getattr(pair, "offloaded_to", None)

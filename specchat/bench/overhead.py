@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Finished
 
+if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
+    from specchat.engine.decoder import Settings
+
 
 class TimedModel:
     """A `CausalModel` that records how long each forward takes; otherwise the model itself."""
 
-    def __init__(self, model):
+    def __init__(self, model: Any):
         self.inner = model
         self.vocab_size, self.device = model.vocab_size, model.device
         self.spans: list = []
@@ -77,12 +82,12 @@ class OverheadResult:
                 "outside_forward_share": outside / self.wall_s if self.wall_s else None}
 
 
-def measure_overhead(pair, settings, prompts: list[list[int]], max_new_tokens: int,
+def measure_overhead(pair: Pair, settings: Settings, prompts: list[list[int]], max_new_tokens: int,
                      speculate: bool = True) -> OverheadResult:
     """Decode every prompt with timed models; sum wall time and time inside forwards."""
     timed: dict[int, TimedModel] = {}
 
-    def wrap(model) -> TimedModel:
+    def wrap(model: Any) -> TimedModel:
         if id(model) not in timed:
             timed[id(model)] = TimedModel(model)
         return timed[id(model)]
@@ -104,7 +109,8 @@ def measure_overhead(pair, settings, prompts: list[list[int]], max_new_tokens: i
     return result
 
 
-def profiler_table(pair, settings, ids: list[int], max_new_tokens: int, rows: int = 20) -> str:
+def profiler_table(pair: Pair, settings: Settings, ids: list[int], max_new_tokens: int,
+                   rows: int = 20) -> str:
     """torch.profiler's busiest operators for one speculative answer."""
     from torch.profiler import ProfilerActivity, profile
 

@@ -11,18 +11,25 @@ here. Works on any engine `CausalModel`; knows nothing about transformers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 from specchat.chat.decoding import drafter_for
 from specchat.engine import costs as engine_costs
 from specchat.engine.costs import WIDTHS, Costs, verify_costs  # noqa: F401  (the scripts' names)
 from specchat.engine.stats import SpecStats
 from specchat.engine.theory import measured_speedup, speedup_at
 
+if TYPE_CHECKING:
+    from specchat.bench.arms import ArmRun
+    from specchat.bench.runner import PromptResult
+    from specchat.chat.pair import Pair
 
-def measure_costs(pair, context: list[int], repeats: int = 5) -> Costs:
+
+def measure_costs(pair: Pair, context: list[int], repeats: int = 5) -> Costs:
     return engine_costs.measure_costs(pair.target, drafter_for(pair), context, repeats=repeats)
 
 
-def run_acceptance(runs) -> tuple[float | None, float]:
+def run_acceptance(runs: Sequence[ArmRun]) -> tuple[float | None, float]:
     """(α from the acceptance events, match rate m) of some answers of one arm.
 
     α is pooled over draft positions that were really tested (theory.acceptance_alpha),
@@ -36,7 +43,7 @@ def run_acceptance(runs) -> tuple[float | None, float]:
     return stats.alpha, match
 
 
-def profile_rows(results, ks, costs: Costs) -> list[dict]:
+def profile_rows(results: Sequence[PromptResult], ks: Sequence[int], costs: Costs) -> list[dict]:
     """Per k: α from acceptance events, match rate, τ, ideal and measured speedup."""
     target_rate = rate([r.runs["target"] for r in results])
     rows = []
@@ -63,12 +70,12 @@ def pooled_alpha(rows: list[dict]) -> float:
     return sum(r["alpha"] * w for r, w in zip(rows, weights)) / sum(weights)
 
 
-def rate(runs) -> float:
+def rate(runs: Sequence[ArmRun]) -> float:
     seconds = sum(r.seconds for r in runs)
     return sum(len(r.tokens) for r in runs) / seconds if seconds else 0.0
 
 
-def profile_report(results, ks, costs: Costs) -> dict:
+def profile_report(results: Sequence[PromptResult], ks: Sequence[int], costs: Costs) -> dict:
     rows = profile_rows(results, ks, costs)
     measured = [r for r in rows if r["measured_speedup"] is not None]
     best_measured = max(measured, key=lambda r: r["measured_speedup"])["k"] if measured else None

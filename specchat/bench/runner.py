@@ -15,10 +15,11 @@ nothing about formatting.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from specchat.bench.arms import Arm, ArmRun
 from specchat.bench.prompts import BenchPrompt
+
 
 WARMUP_TOKENS = 8
 REFERENCE = "target"
@@ -34,12 +35,12 @@ class PromptResult:
     runs: dict[str, ArmRun] = field(default_factory=dict)
 
 
-def prompt_ids(tokenizer, text: str) -> list[int]:
+def prompt_ids(tokenizer: Any, text: str) -> list[int]:
     """The chat-templated ids every arm starts from."""
     return conversation_ids(tokenizer, [{"role": "user", "content": text}])
 
 
-def conversation_ids(tokenizer, messages: list[dict]) -> list[int]:
+def conversation_ids(tokenizer: Any, messages: list[dict]) -> list[int]:
     from specchat.chat.conversation import render_prompt
 
     return render_prompt(tokenizer, messages)
@@ -49,7 +50,7 @@ Asked = dict[str, tuple[list[dict], ArmRun]]
 """Per prompt id: the messages it was asked with, and the reference arm's answer."""
 
 
-def messages_for(tokenizer, prompt: BenchPrompt, asked: Asked) -> list[dict]:
+def messages_for(tokenizer: Any, prompt: BenchPrompt, asked: Asked) -> list[dict]:
     """The prompt as the last user turn, after the conversation it follows (if any) and the
     reference arm's answer to that."""
     turn = [{"role": "user", "content": prompt.prompt}]
@@ -72,7 +73,7 @@ def warm_up(arms: Sequence[Arm], ids: list[int]) -> None:
         arm.run(ids, WARMUP_TOKENS)
 
 
-def run_prompts(arms: Sequence[Arm], tokenizer, prompts: Sequence[BenchPrompt],
+def run_prompts(arms: Sequence[Arm], tokenizer: Any, prompts: Sequence[BenchPrompt],
                 max_new_tokens: int,
                 progress: Callable[[PromptResult], None] = lambda _: None,
                 repeats: int = 1) -> list[PromptResult]:

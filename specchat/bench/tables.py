@@ -9,10 +9,13 @@ target-only token for token. Knows nothing about models.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from specchat.bench.runner import REFERENCE, PromptResult
 from specchat.engine.theory import measured_speedup
+
+if TYPE_CHECKING:
+    from specchat.bench.arms import ArmRun
 
 RATIOS = (("spec", "target"), ("spec", "hf_spec"), ("target", "hf"), ("hf_spec", "hf"),
           ("spec", "hf"), ("spec", "llama_spec"), ("target", "llama"), ("llama_spec", "llama"),
@@ -32,7 +35,7 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return min(len(a), len(b))
 
 
-def arm_entry(runs) -> dict:
+def arm_entry(runs: Sequence[ArmRun]) -> dict:
     """Totals over some answers of one arm."""
     tokens = sum(r.token_count for r in runs)
     seconds = sum(r.seconds for r in runs)
@@ -46,7 +49,7 @@ def arm_entry(runs) -> dict:
             "outside_llama_ms_per_token": outside_llama(runs, seconds, tokens)}
 
 
-def outside_llama(runs, seconds: float, tokens: int) -> float | None:
+def outside_llama(runs: Sequence[ArmRun], seconds: float, tokens: int) -> float | None:
     """Milliseconds per token spent outside llama.cpp's decode calls (specchat's own work:
     logits copies, verification, sampling, bookkeeping), where the arm timed them."""
     inside = [getattr(r, "inside_llama_s", None) for r in runs]

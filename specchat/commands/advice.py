@@ -21,12 +21,15 @@ about the TUI; imports no transformers (the models layer does).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
 from specchat.engine.costs import Costs
 from specchat.engine.params import AUTO_K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
+
+if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
@@ -37,7 +40,7 @@ Alphas = list[tuple[float, str]]
 """(α, where it came from) pairs the verdicts are shown at."""
 
 
-def k_max_of(pair) -> int:
+def k_max_of(pair: Pair) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
     return pair.k if isinstance(pair.k, int) and pair.k > 0 else AUTO_K_MAX
 
@@ -49,7 +52,7 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair, k_max: int, progress: Callable[[str], None]) -> Costs:
+def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None]) -> Costs:
     """The loaded pair's costs, timed as the chat's calibration times them (more repeats:
     nothing waits for this report)."""
     from specchat.chat.calibrate import measure_prior
@@ -82,7 +85,7 @@ def indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def drafter_lines(pair, costs: Costs, k_max: int) -> list[str]:
+def drafter_lines(pair: Pair, costs: Costs, k_max: int) -> list[str]:
     """Which drafter can pay on these costs: the pair's draft model, an n-gram lookup, none."""
     ngram = pair.draft == "ngram"
     candidates = [] if ngram else [(f"draft {pair.draft}", costs.c or 0.0)]
@@ -139,7 +142,8 @@ def alphas_for(alpha: float | None, why: str) -> Alphas:
     return [(a, " (assumed)") for a in ASSUMED_ALPHAS]
 
 
-def check_lines(pair, measure: bool = False, progress=lambda _: None) -> list[str]:
+def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
+                None] = lambda _: None) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine."""
     facts = pair_facts(pair, progress)
     lines = [facts.header]
@@ -162,7 +166,7 @@ def check_lines(pair, measure: bool = False, progress=lambda _: None) -> list[st
     return lines + (one_step_lines(facts.target, facts.draft, alphas, k_max) if measure else [])
 
 
-def memory_lines(pair, facts) -> list[str]:
+def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:
     from specchat.errors import OutOfMemory
     from specchat.models.device.placement import (automatic_limits, current_inventory, describe,
                                                   plan_placement)

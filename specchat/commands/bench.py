@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -25,6 +26,10 @@ from specchat.commands.options import (apply_overrides, backend_option, dtype_op
                                        temperature_option)
 from specchat.engine.params import AUTO_K_MAX
 from specchat.errors import UsageError
+
+if TYPE_CHECKING:
+    from specchat.bench.prompts import BenchPrompt
+    from specchat.models.config.pairs import PairConfig
 
 PROFILE_KS = ",".join(str(k) for k in range(1, AUTO_K_MAX + 1))
 """The fixed k a sweep compares by default: every k that k = "auto" may pick."""
@@ -45,7 +50,7 @@ def bench():
     """Benchmark a pair (bare `bench` = `bench run`): specchat vs transformers, and more."""
 
 
-def common_options(command):
+def common_options(command: Callable):
     """The options every prompt-set benchmark takes."""
     for option in reversed([
         pair_option,
@@ -84,14 +89,17 @@ ks_option = click.option("--ks", default=PROFILE_KS, show_default=True, metavar=
                          help="Fixed draft lengths to compare, e.g. 2,3,4.")
 
 
-def prompt_set_command(name: str, extra=()):
+def prompt_set_command(name: str, extra: tuple[Callable, ...]=()):
     """A subcommand over a loaded pair and the prompt set; the function gets them ready."""
-    def decorate(measure):
+    def decorate(measure: Callable):
         @bench.command(name, context_settings=CONTEXT, help=measure.__doc__)
         @common_options
-        def command(ctx, pair_name, prompts_file, max_new_tokens, temperature, dtype, backend, k,
-                    seed, categories, limit, repeats, threads, as_json, all_turns, llama_bin,
-                    config_file, **more):
+        def command(ctx: click.Context, pair_name: str | None, prompts_file: Path | None,
+                    max_new_tokens: int, temperature: float | None, dtype: str | None,
+                    backend: str | None, k: int | str | None, seed: int,
+                    categories: tuple[str, ...], limit: int | None, repeats: int,
+                    threads: int | None, as_json: bool, all_turns: bool, llama_bin: Path | None,
+                    config_file: Path | None, **more: Any):
             set_threads(threads)
             setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
                             limit, config_file, all_turns)
@@ -106,7 +114,7 @@ def prompt_set_command(name: str, extra=()):
 class Setup:
     """The pair's configuration, the selected prompts and their file."""
 
-    def __init__(self, pair_config, prompts, path):
+    def __init__(self, pair_config: PairConfig, prompts: list[BenchPrompt], path: Path):
         self.pair_config, self.prompts, self.path = pair_config, prompts, path
         self.repeats = 1
         self.llama_bin: Path | None = None
@@ -128,7 +136,7 @@ class Setup:
             return None
         return programs
 
-    def load(self, dtype):
+    def load(self, dtype: str | None):
         from specchat.bench.modes import load
         from specchat.commands.progress import LoadingNotes
 
@@ -139,8 +147,10 @@ class Setup:
             notes.close()
 
 
-def prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories, limit,
-            config_file, all_turns: bool = False) -> Setup:
+def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None,
+            k: int | str | None, temperature: float | None, backend: str | None,
+            categories: tuple[str, ...], limit: int | None, config_file: Path | None,
+            all_turns: bool = False) -> Setup:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
     config = config_file or (ctx.obj or {}).get("config")
@@ -151,7 +161,7 @@ def prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories, l
 
 
 @prompt_set_command("run")
-def run_command(setup: Setup, max_new_tokens, dtype, seed):
+def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int):
     """Speculative vs target-only vs transformers, per prompt, category and in total."""
     from specchat.bench.modes import run_comparison
 
@@ -163,19 +173,19 @@ def run_command(setup: Setup, max_new_tokens, dtype, seed):
 
 
 @prompt_set_command("sweep", extra=(ks_option,))
-def sweep_command(setup: Setup, max_new_tokens, dtype, seed, ks):
+def sweep_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """Fixed k against k = auto and transformers' heuristic schedule; the best k per category."""
     return sweep(setup, max_new_tokens, dtype, seed, ks, profile=False)
 
 
 @prompt_set_command("profile", extra=(ks_option,))
-def profile_command(setup: Setup, max_new_tokens, dtype, seed, ks):
+def profile_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """The sweep plus the cost model: c, verify cost of 1..16 tokens, α, ideal vs measured."""
     return sweep(setup, max_new_tokens, dtype, seed, ks, profile=True)
 
 
 @prompt_set_command("overhead")
-def overhead_command(setup: Setup, max_new_tokens, dtype, seed):
+def overhead_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int):
     """Share of each round spent outside model forwards (timed forwards + torch.profiler)."""
     from specchat.bench.modes import run_overhead
 
@@ -189,7 +199,8 @@ def overhead_command(setup: Setup, max_new_tokens, dtype, seed):
               help="Layers per synthetic model (default: all on CUDA, 2 on CPU).")
 @threads_option
 @json_option
-def synthetic_command(sizes, dtype, layers, threads, as_json):
+def synthetic_command(sizes: str, dtype: str | None, layers: int | None, threads: int | None,
+                      as_json: bool):
     """Verify cost vs tokens on random models of real Llama shapes (SIZES like 1b,8b)."""
     from specchat.bench.modes import run_synthetic
 
@@ -202,7 +213,7 @@ def synthetic_command(sizes, dtype, layers, threads, as_json):
               help="Parallel compile jobs (default: every core).")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where to put the programs (default: where bench looks for them).")
-def build_llama_command(jobs, out):
+def build_llama_command(jobs: int | None, out: Path | None):
     """Build llama.cpp's llama-bench and llama-speculative-simple from the llama.cpp that
     llama-cpp-python vendors (CMAKE_ARGS adds CMake flags, e.g. -DGGML_CUDA=on)."""
     from specchat.bench.llama_build import build
@@ -211,7 +222,7 @@ def build_llama_command(jobs, out):
     click.echo(f"built into {folder} (bench uses them for llama.cpp pairs)")
 
 
-def sweep(setup: Setup, max_new_tokens, dtype, seed, ks: str, profile: bool):
+def sweep(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str, profile: bool):
     from specchat.bench.modes import run_sweep
 
     draft_lengths = parse_ks(ks)
@@ -250,7 +261,7 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
-def select(prompts, categories, limit, path):
+def select(prompts: list[BenchPrompt], categories: tuple[str, ...], limit: int | None, path: Path):
     if categories:
         prompts = [p for p in prompts if p.category in categories]
         if not prompts:
@@ -265,7 +276,7 @@ def prompt_bar(setup: Setup):
 
     bar = StepBar(stderr_console(), "prompts", len(setup.prompts), "prompt")
 
-    def prompt_done(result) -> None:
+    def prompt_done(result: Any) -> None:
         rates = "  ".join(f"{key} {run.tokens_per_s:.1f}" for key, run in result.runs.items())
         bar.advance(f"[{result.prompt.id}] tokens/s: {rates}", keep=True)
 
@@ -275,5 +286,5 @@ def prompt_bar(setup: Setup):
         bar.close()
 
 
-def print_report(report, as_json: bool) -> None:
+def print_report(report: Any, as_json: bool) -> None:
     click.echo(json.dumps(report.as_dict(), indent=1) if as_json else report.format())

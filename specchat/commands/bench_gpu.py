@@ -15,7 +15,7 @@ import click
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def split_list(_ctx, _param, value: str) -> tuple[str, ...]:
+def split_list(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
@@ -62,13 +62,15 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
 @click.option("--budget-s", type=click.IntRange(min=30), default=540, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Tiny shapes, a few tokens, float32: the plumbing.")
 @click.pass_context
-def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None, prompts: Path | None, pair: str,
-             ngram_pair: str, gguf_pair: str, budget_s: int, dry_run: bool) -> None:
+def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None,
+             prompts: Path | None, pair: str, ngram_pair: str, gguf_pair: str, budget_s: int,
+             dry_run: bool) -> None:
     """One phase of the GPU measurement (scale, pair, llama) as timed steps within a budget."""
     from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
 
     plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s)
-    run_phase(dry_plan(plan) if dry_run else plan, phase, note=lambda text: click.echo(text, err=True),
+    run_phase(dry_plan(plan) if dry_run else plan, phase,
+              note=lambda text: click.echo(text, err=True),
               run_here=lambda args: in_process(ctx.find_root().command, args))
 
 

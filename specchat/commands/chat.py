@@ -11,11 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        max_new_tokens_option, pair_option, temperature_option)
+
+if TYPE_CHECKING:
+    from specchat.models.config.pairs import PairConfig
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,8 +36,9 @@ from specchat.commands.options import (apply_overrides, backend_option, dtype_op
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
               help="Use the scripted fake pair streaming at this many tokens/s (no model).")
 @click.pass_context
-def chat(ctx, pair_name, theme, k, temperature, dtype, backend, system, max_new_tokens,
-         config_file, demo_rate):
+def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
+         temperature: float | None, dtype: str | None, backend: str | None, system: str | None,
+         max_new_tokens: int, config_file: Path | None, demo_rate: float | None):
     """Open the chat: watch speculative decoding token by token."""
     if demo_rate is not None:
         app = build_demo_app(demo_rate, theme, system)
@@ -52,7 +57,8 @@ def chat(ctx, pair_name, theme, k, temperature, dtype, backend, system, max_new_
     leave(app.return_code or 0)
 
 
-def build_app(catalog, first, theme, system, max_new_tokens, dtype, backend=None):
+def build_app(catalog: Any, first: PairConfig, theme: str | None, system: str | None,
+              max_new_tokens: int, dtype: str | None, backend: str | None = None):
     from specchat.tui.app import create_app
 
     def factory(name: str):
@@ -66,11 +72,11 @@ def build_app(catalog, first, theme, system, max_new_tokens, dtype, backend=None
                       temperature=first.sampling.temperature, system=system)
 
 
-def pair_service(config, system, max_new_tokens: int, dtype: str | None):
+def pair_service(config: PairConfig, system: str | None, max_new_tokens: int, dtype: str | None):
     """The conversation service of one pair; its models load when the TUI's worker asks."""
     from specchat.chat.pair_service import PairService
 
-    def load(override: str | None, progress):
+    def load(override: str | None, progress: Callable[[str], None]):
         from specchat.models.device.cores import physical_cores
         from specchat.models.loader import load_pair
 
@@ -88,7 +94,7 @@ def chat_threads(pair_threads: int, cores: int) -> int:
     return pair_threads or max(1, cores - 1)
 
 
-def build_demo_app(rate: float, theme, system):
+def build_demo_app(rate: float, theme: str | None, system: str | None):
     from specchat.tui.app import create_app
     from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
 
@@ -117,7 +123,7 @@ def leave(code: int) -> None:
 @click.option("--startup/--no-startup", default=True,
               help="Also time opening the real app in tmux until it accepts typing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_ui(rate, tokens, answers, startup, as_json):
+def bench_ui(rate: float, tokens: int, answers: int, startup: bool, as_json: bool):
     """UI benchmark: the app against a scripted pair streaming at RATE tokens/s."""
     from specchat.tui.bench import main as bench_main
 

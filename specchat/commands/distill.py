@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from specchat.commands.export_gguf import report, type_option
+
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,9 +57,11 @@ from specchat.commands.export_gguf import report, type_option
 @click.option("--gguf", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE.gguf",
               help="Also write the trained draft as a GGUF file for llama.cpp (needs a GGUF target).")
 @type_option
-def distill(target, out, layers, vocab, tokens, prompts, steps, batch_size, lr, max_new_tokens,
-            checkpoint_every, device, seed, threads, resume, init_from, int8, teacher_batch,
-            teacher_only, gguf, gguf_type):
+def distill(target: str, out: Path, layers: int, vocab: int, tokens: int, prompts: Path | None,
+            steps: int, batch_size: int, lr: float, max_new_tokens: int, checkpoint_every: int,
+            device: str, seed: int, threads: int | None, resume: bool, init_from: Path | None,
+            int8: bool, teacher_batch: int, teacher_only: bool, gguf: Path | None,
+            gguf_type: str | None):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if gguf:
         check_gguf_export(target, gguf)
@@ -125,7 +129,7 @@ class DistillProgress:
         rate = (done - first) / max(time.perf_counter() - since, 1e-9)
         self.enter("teacher tokens", total, None, done).update(done, f"{rate:.1f} tok/s")
 
-    def trained(self, progress) -> None:
+    def trained(self, progress: Any) -> None:
         if progress.heldout_acceptance is not None:
             self.acceptance = progress.heldout_acceptance
         held = "-" if self.acceptance is None else f"{self.acceptance:.3f}"

@@ -8,8 +8,10 @@ and the writing are in `specchat.models.gguf.drafts` and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
+
 
 TYPES = ("q8_0", "f16", "f32")
 type_option = click.option(
@@ -26,14 +28,14 @@ type_option = click.option(
 @click.option("--target", default=None, metavar="REF",
               help="The draft's target (default: the one it was trained for; must be that file).")
 @type_option
-def export_gguf(draft_dir, out, target, gguf_type):
+def export_gguf(draft_dir: Path, out: Path, target: str | None, gguf_type: str | None):
     """Write a trained draft as a GGUF file for llama.cpp (same tokenizer and vocabulary)."""
     from specchat.models.gguf.drafts import export_draft
 
     report(export_draft(draft_dir, out, target, gguf_type))
 
 
-def report(result) -> None:
+def report(result: Any) -> None:
     vocab = (f"proposes from {result.reduced} of {result.vocab_size} tokens (the others score the "
              f"mean of those)" if result.reduced else f"vocabulary {result.vocab_size}")
     click.echo(f"wrote {result.path} ({result.size_bytes / 1e6:.1f} MB, {result.layers} layers, "

@@ -13,6 +13,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class PairFacts:
     """Why the target's size is unknown (target None)."""
 
 
-def pair_facts(pair, progress) -> PairFacts:
+def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
     """Sizes, context and the draft's acceptance of `pair` on this machine."""
     from specchat.models.adapters import choose_backends
     from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
@@ -72,7 +76,8 @@ def pair_facts(pair, progress) -> PairFacts:
     return PairFacts(header, device, target, draft, context, llamacpp, alpha, alpha_why, unknown)
 
 
-def target_facts(pair, llamacpp: bool, dtype, device: str, progress) -> tuple[ModelFacts | None, int]:
+def target_facts(pair: Pair, llamacpp: bool, dtype: str | None, device: str,
+                 progress: Callable[[str], None]) -> tuple[ModelFacts | None, int]:
     """(the target's facts, the context the pair budgets by)."""
     from specchat.models.config.refs import parse_ref
     from specchat.models.loader import context_tokens, model_folder
@@ -85,7 +90,8 @@ def target_facts(pair, llamacpp: bool, dtype, device: str, progress) -> tuple[Mo
     return facts, context_tokens(folder, device) if facts is not None else 0
 
 
-def draft_facts(pair, backend: str | None, dtype, progress):
+def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Callable[[str],
+                None]):
     """(the draft model's facts or None, its torch folder or None)."""
     from specchat.models.config.refs import parse_ref
     from specchat.models.loader import draft_folder
@@ -102,7 +108,8 @@ def draft_facts(pair, backend: str | None, dtype, progress):
     return torch_facts("draft", pair.draft, folder, dtype, quantization), folder
 
 
-def gguf_facts(role: str, text: str, ref, progress) -> tuple[ModelFacts | None, int]:
+def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str],
+               None]) -> tuple[ModelFacts | None, int]:
     """(facts of a model llama.cpp runs, from its GGUF header; its context there)."""
     from specchat.models.device.estimate import gguf_shape
     from specchat.models.gguf.drafts import gguf_file
@@ -118,7 +125,8 @@ def gguf_facts(role: str, text: str, ref, progress) -> tuple[ModelFacts | None, 
     return facts, min(shape.context_length or MAX_CONTEXT, MAX_CONTEXT)
 
 
-def torch_facts(role: str, ref: str, folder: Path | str, dtype, quantization: str) -> ModelFacts | None:
+def torch_facts(role: str, ref: str, folder: Path | str, dtype: str | None,
+                quantization: str) -> ModelFacts | None:
     """Facts of a model torch runs, from its folder, in `dtype` or `quantization`."""
     import torch
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
@@ -17,7 +18,8 @@ from specchat.errors import UsageError
 from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_problem
 
 
-def pair_option(function):
+
+def pair_option(function: Callable):
     return click.option("--pair", "pair_name", metavar="NAME",
                         help="Pair from models.toml (default: the file's `default`).")(function)
 
@@ -30,7 +32,7 @@ class WholeNumber(click.ParamType):
     def __init__(self, bound: Bound):
         self.bound = bound
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         if isinstance(value, str) and value != self.bound.also:
             value = int(value) if value.strip().lstrip("+-").isdigit() else value
         problem = self.bound.problem(value)
@@ -39,13 +41,13 @@ class WholeNumber(click.ParamType):
         return value
 
 
-def k_option(function):
+def k_option(function: Callable):
     return click.option("-k", "k", type=WholeNumber(DRAFT_LENGTH), default=None, metavar="N|auto",
                         help=f"Draft tokens per round, {DRAFT_LENGTH.allowed()} "
                              "(0 = target only, auto = adaptive).")(function)
 
 
-def top_k_option(function):
+def top_k_option(function: Callable):
     return click.option("--top-k", type=WholeNumber(TOP_K), default=None, metavar="K",
                         help="Keep the K most likely tokens (0 keeps all).")(function)
 
@@ -56,17 +58,17 @@ def max_new_tokens_option(default: int):
                         help=f"Longest answer in tokens ({MAX_NEW_TOKENS.allowed()}).")
 
 
-def temperature_option(function):
+def temperature_option(function: Callable):
     return click.option("--temperature", type=float, default=None, metavar="T",
                         help="0 is greedy and lossless-exact; >0 samples.")(function)
 
 
-def dtype_option(function):
+def dtype_option(function: Callable):
     return click.option("--dtype", type=click.Choice(DTYPES), default=None,
                         help="Override the pair's dtype.")(function)
 
 
-def backend_option(function):
+def backend_option(function: Callable):
     return click.option("--backend", type=click.Choice(BACKENDS), default=None,
                         help="Override the pair's backend (auto: llama.cpp for a GGUF target "
                              "on the CPU when llama-cpp-python is installed).")(function)

@@ -10,12 +10,13 @@ of its own beyond what rich measures.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
                            SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
+
 
 
 class RateColumn(ProgressColumn):
@@ -25,7 +26,7 @@ class RateColumn(ProgressColumn):
         super().__init__()
         self.unit = unit
 
-    def render(self, task) -> Text:
+    def render(self, task: Any) -> Text:
         speed = task.finished_speed or task.speed
         return Text("" if speed is None else f"{speed:.2f} {self.unit}/s", style="progress.data.speed")
 

@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
@@ -23,6 +24,10 @@ from specchat.commands.options import (apply_overrides, backend_option, dtype_op
                                        load_pair_config, max_new_tokens_option, pair_option,
                                        temperature_option, top_k_option)
 from specchat.errors import SpecchatError, UsageError
+
+if TYPE_CHECKING:
+    from specchat.chat.events import StatsSnapshot, TokenSpan
+    from specchat.chat.pair import Pair
 
 
 class AnswerFailed(SpecchatError):
@@ -46,8 +51,10 @@ class AnswerFailed(SpecchatError):
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", nargs=-1)
 @click.pass_context
-def run(ctx, pair_name, no_spec, k, temperature, top_p, top_k, seed, max_new_tokens, dtype,
-        backend, system, jsonl, config_file, prompt):
+def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str | None,
+        temperature: float | None, top_p: float | None, top_k: int | None, seed: int | None,
+        max_new_tokens: int, dtype: str | None, backend: str | None, system: str | None,
+        jsonl: bool, config_file: Path | None, prompt: tuple[str, ...]):
     """Answer PROMPT once (- or no PROMPT with piped input: read it from stdin)."""
     text = read_prompt(prompt)
     config = config_file or (ctx.obj or {}).get("config")
@@ -94,10 +101,10 @@ class Interrupt:
         self.previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         signal.signal(signal.SIGINT, self.previous)
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
@@ -158,13 +165,13 @@ def stdin_text() -> str:
 class TextPrinter:
     """Streams the answer's text; coloured by kind on a terminal (as far as it can)."""
 
-    def __init__(self, console):
+    def __init__(self, console: Console):
         self.console = console
         self.colour = console.is_terminal
         self.colours = token_colours() if self.colour else {}
         self.done = None
 
-    def handle(self, event) -> None:
+    def handle(self, event: Any) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
 
         if isinstance(event, RoundUpdate):
@@ -175,7 +182,7 @@ class TextPrinter:
         elif isinstance(event, AnswerDone):
             self.done = event
 
-    def write(self, spans) -> None:
+    def write(self, spans: Sequence[TokenSpan]) -> None:
         from rich.text import Text
 
         from specchat.commands.render import paint
@@ -187,7 +194,7 @@ class TextPrinter:
             sys.stdout.write("".join(s.text for s in spans if s.kind != "rejected"))
         self.console.file.flush()
 
-    def finish(self, pair, session) -> None:
+    def finish(self, pair: Pair, session: Any) -> None:
         from specchat.commands.render import stats_block
 
         sys.stdout.write("\n")
@@ -204,14 +211,14 @@ class TextPrinter:
         click.echo(stats_block(self.done.stats, self.done.stop_reason, header), err=True)
 
 
-def k_text(session, stats) -> str:
+def k_text(session: Any, stats: StatsSnapshot) -> str:
     """The fixed k, or "auto" with the k most rounds used."""
     if session.settings.k_policy is None:
         return str(session.settings.k)
     return f"auto (mostly {stats.k_in_use})" if stats.k_in_use else "auto"
 
 
-def backend_rows(pair) -> list[tuple[str, str]]:
+def backend_rows(pair: Pair) -> list[tuple[str, str]]:
     """What computes each model's logits, and why the target's backend was chosen."""
     rows = [("target backend", f"{pair.backends['target']} ({pair.reasons['backend']})")]
     if "draft" in pair.backends:
@@ -222,11 +229,11 @@ def backend_rows(pair) -> list[tuple[str, str]]:
 class JsonlPrinter:
     """One object per verify round, then `done` (README: "JSON lines")."""
 
-    def __init__(self, session):
+    def __init__(self, session: Any):
         self.session = session
         self.done: dict | None = None
 
-    def handle(self, event) -> None:
+    def handle(self, event: Any) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
 
         if isinstance(event, RoundUpdate):
@@ -240,7 +247,7 @@ class JsonlPrinter:
             if event.error:
                 self.done["error"] = event.error
 
-    def finish(self, pair, session) -> None:
+    def finish(self, pair: Pair, session: Any) -> None:
         if self.done is not None:
             memory = pair.memory() if hasattr(pair, "memory") else None
             if memory is not None:
@@ -248,13 +255,13 @@ class JsonlPrinter:
             emit(self.done)
 
 
-def memory_rows(pair) -> list[tuple[str, str]]:
+def memory_rows(pair: Pair) -> list[tuple[str, str]]:
     """Placement and memory lines of the stats block (weights, KV cache, CUDA peak)."""
     rows = [("placement", pair.placement)] if getattr(pair, "placement", "") else []
     return rows + (pair.memory().rows() if hasattr(pair, "memory") else [])
 
 
-def round_object(event) -> dict:
+def round_object(event: Any) -> dict:
     token = event.token
     return {"type": "round",
             "accepted": [s.token_id for s in event.accepted],
@@ -290,5 +297,6 @@ def token_colours() -> dict[str, str]:
     themes, problems = load_themes(is_colour)
     for problem in problems:
         click.echo(f"specchat: {problem}", err=True)
-    variables = themes[DEFAULT_THEME].variables if DEFAULT_THEME in themes else DEFAULT_TOKEN_COLOURS
+    default = themes.get(DEFAULT_THEME)
+    variables = default.variables if default else DEFAULT_TOKEN_COLOURS
     return {kind: variables.get(f"spec-{kind}", "default") for kind in TOKEN_KINDS}

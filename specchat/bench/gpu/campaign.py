@@ -136,7 +136,8 @@ def campaign_pairs(plan: Plan) -> str:
     text = plan.config.read_text() + "\n" if plan.config else ""
     text += f'\n[pairs.{plan.pair}-8bit]\n{same}quantization = "8bit"\n'
     text += f'\n[pairs.{plan.pair}-4bit]\n{same}quantization = "4bit"\n'
-    text += f'\n[pairs.{plan.pair}-spread]\n{same}max_memory = {{ "0" = "150MiB", "cpu" = "16GiB" }}\n'
+    spread = 'max_memory = { "0" = "150MiB", "cpu" = "16GiB" }'
+    text += f'\n[pairs.{plan.pair}-spread]\n{same}{spread}\n'
     text += f'\n[pairs.{gguf.name}-llama]\ntarget = "{gguf.target}"\nk = 0\nbackend = "llama.cpp"\n'
     text += (f'\n[pairs.{gguf.name}-llama-spec]\ntarget = "{gguf.target}"\n'
              f'draft = "{gguf_draft(base.draft)}"\nk = 3\nbackend = "llama.cpp"\n')
@@ -201,7 +202,8 @@ def run_step(step: Step, plan: Plan, limit: float,
         return None
 
 
-def run_phase(plan: Plan, phase: str, note=print, run_here: RunHere | None = None) -> list[dict]:
+def run_phase(plan: Plan, phase: str, note: Callable[[str], None] = print,
+              run_here: RunHere | None = None) -> list[dict]:
     """Every step of `phase` in order within the plan's budget; the records written."""
     plan.out.mkdir(parents=True, exist_ok=True)
     plan.campaign_config.write_text(campaign_pairs(plan))

@@ -27,7 +27,7 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def verdict(value, threshold: float, higher: bool = True) -> str:
+def verdict(value: float | None, threshold: float, higher: bool = True) -> str:
     if value is None:
         return "not measured"
     ok = value >= threshold if higher else value <= threshold

@@ -29,12 +29,13 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 import torch
 
 from specchat.engine.costs import median_seconds, verify_costs
 from specchat.engine.theory import best_k, ideal_speedup, measured_speedup
+
 
 WIDTHS = tuple(range(1, 17))
 ALPHAS = (0.6, 0.7, 0.8)
@@ -83,14 +84,14 @@ class Recorder:
     def left(self) -> float:
         return self.settings.budget_s - (time.perf_counter() - self.started)
 
-    def emit(self, kind: str, **figures) -> dict:
+    def emit(self, kind: str, **figures: Any) -> dict:
         record = {"kind": kind, "device": self.device_name, "command": self.command, **figures}
         self.out.write(json.dumps(record) + "\n")
         self.out.flush()
         self.echo(json.dumps(record)[:400])
         return record
 
-    def guarded(self, kind: str, function: Callable, **labels):
+    def guarded(self, kind: str, function: Callable, **labels: Any):
         """Run one measurement; record its error instead of stopping the run."""
         if self.left() < 15 and not self.settings.tiny:
             self.emit(kind, skipped="time budget spent", **labels)
@@ -116,7 +117,7 @@ def copy_bandwidth(device: str, nbytes: int) -> float:
     return 2 * nbytes / seconds
 
 
-def static_model(model, buckets: bool, max_length: int = 1024):
+def static_model(model: Any, buckets: bool, max_length: int = 1024):
     """specchat's own static forward; on CUDA its steps are captured as CUDA graphs."""
     from specchat.models.torch_backend.adapter import static_adapter
 
@@ -155,7 +156,7 @@ def measure_model(recorder: Recorder, shape: str, quantization: str):
     return model, figures
 
 
-def decode_rate(target, drafter, k: int, prompt: list[int], tokens: int):
+def decode_rate(target: Any, drafter: Any, k: int, prompt: list[int], tokens: int):
     """(tokens/s, acceptance rate, rounds) of one greedy answer, after a warm-up answer."""
     from specchat.engine import Decoder, Finished, SamplingParams, Settings
 
@@ -173,7 +174,8 @@ def decode_rate(target, drafter, k: int, prompt: list[int], tokens: int):
     return committed / seconds, accepted / drafted if drafted else None, len(rounds)
 
 
-def count_syncs(target, drafter, k: int, prompt: list[int], rounds: int = 8) -> float | None:
+def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
+                rounds: int = 8) -> float | None:
     """Host synchronisations per round, counted by CUDA's sync debug mode (None off CUDA)."""
     from specchat.engine import Decoder, SamplingParams, Settings
 
@@ -200,7 +202,7 @@ def predictions(c: float, v: dict[int, float], k: int) -> dict:
             "best_k_at": {str(a): best_k(a, c, verify, k_max=len(v) - 1)[0] for a in ALPHAS}}
 
 
-def speculative_runs(recorder: Recorder, target_model, draft_model, target_fig: dict,
+def speculative_runs(recorder: Recorder, target_model: Any, draft_model: Any, target_fig: dict,
                      draft_fig: dict | None) -> None:
     """Target-only, self-draft (α = 1) and the 1B draft, each beside the cost model."""
     from specchat.engine import ModelDrafter
@@ -229,7 +231,7 @@ def speculative_runs(recorder: Recorder, target_model, draft_model, target_fig: 
                   **predictions(c, target_fig["v"], k))
 
 
-def free(*objects) -> None:
+def free(*objects: object) -> None:
     del objects
     gc.collect()
     if torch.cuda.is_available():
