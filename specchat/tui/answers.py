@@ -1,11 +1,13 @@
 """The conversation on screen: the transcript and the lifecycle of its answers.
 
-`Conversation` is the transcript widget and the one owner of the answer that
+`ChatTranscript` is the transcript widget and the one owner of the answer that
 streams: it runs jobs (answer, race, float32 replay) in its own thread workers,
-which post to it; it holds step mode and slow motion, the prompt queued until a
-pair has loaded, and what regenerate, copy and race need. Its keys are its actions.
+which post to it; it holds the prompt queued until a pair has loaded, the round held
+in step mode, and what regenerate, copy and the replays need. Its keys are its actions;
+the pacing keys are `PacingControls`' (tui/pacing_controls.py) and the race and the
+float32 replay are `Replays`' (tui/replays.py).
 It reaches the pair's service, the recorder and the settings through the app
-(`ConversationHost`) and says when it falls idle (`Idle`). It never loads a pair
+(`TranscriptHost`) and says when it falls idle (`Idle`). It never loads a pair
 and never imports models or torch.
 """
 
@@ -18,9 +20,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from specchat.chat.baseline import gauge_speedup
 from specchat.chat.service import ConversationService, PairInfo
-from specchat.chat.verdict import describe, race_verdict
 from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, ContextNotice, IdentityChecked,
@@ -35,7 +35,14 @@ if TYPE_CHECKING:  # the app's other parts, as the host protocol names them
     from specchat.tui.settings import Settings
 
 
-class ConversationHost(Protocol):
+class ReplayResults(Protocol):
+    """Where the replays' results go (tui/replays.py's `Replays`)."""
+
+    def race_finished(self, done) -> None: ...
+    def announce(self, text: str) -> None: ...
+
+
+class TranscriptHost(Protocol):
     """What the conversation needs of the app."""
 
     service: ConversationService | None
@@ -44,11 +51,12 @@ class ConversationHost(Protocol):
     settings: Settings
     history: HistoryActions
     pair: PairSwitch
+    replays: ReplayResults
 
     def remember(self, **preferences) -> None: ...
 
 
-class Conversation(VerticalScroll):
+class ChatTranscript(VerticalScroll):
     """The transcript, and the answers streaming into it."""
 
     class Idle(Message):
@@ -77,7 +85,7 @@ class Conversation(VerticalScroll):
         """The conversation's turns while no pair has loaded (a reopened one)."""
 
     @property
-    def host(self) -> ConversationHost:
+    def host(self) -> TranscriptHost:
         return self.app  # type: ignore[return-value]
 
     @property
@@ -118,10 +126,24 @@ class Conversation(VerticalScroll):
         self.failed = None
         speculate = self.speculate and bool(host.info and host.info.has_drafter)
         mode = f"speculative k={host.service.k}" if speculate else "target only"
-        self.job_counter += 1
-        job = AnswerJob(self.job_counter, host.service, self.pacing, speculate=speculate, text=text)
+        job = AnswerJob(self.next_job_id(), host.service, self.pacing, speculate=speculate, text=text)
         self._start_job(job, f"{host.pair_name} · {mode}")
         self.recorder.start_answer(mode, host.pair_name)
+
+    def next_job_id(self) -> int:
+        self.job_counter += 1
+        return self.job_counter
+
+    def start_replay(self, job: Job, label: str) -> None:
+        """Run a replay of the last prompt (the race) as the answer worker's job."""
+        self._start_job(job, label)
+
+    def release_round(self) -> None:
+        """Step mode: show the held round resolved and let the next one come."""
+        if self.job is None:
+            return
+        self._release_held()
+        self.job.gate.set()
 
     def _start_job(self, job: Job, label: str) -> None:
         host = self.host
@@ -144,7 +166,7 @@ class Conversation(VerticalScroll):
         stream_job(job, self, self.gauges, lambda: worker.is_cancelled)
 
     @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
-    def _float32_worker(self, service: ConversationService) -> None:
+    def float32_worker(self, service: ConversationService) -> None:
         worker = get_current_worker()
         check_float32(service, self, lambda: worker.is_cancelled)
 
@@ -191,7 +213,7 @@ class Conversation(VerticalScroll):
                         severity="error", timeout=12)
         self.host.pair.loading.reach(done.stats.prompt_tokens + done.stats.tokens)
         if isinstance(job, RaceJob):
-            self._race_result(done)
+            self.host.replays.race_finished(done)
         else:
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
@@ -216,7 +238,7 @@ class Conversation(VerticalScroll):
         if message.result is None:
             self.notify(f"float32 replay did not finish: {message.error}", severity="warning")
             return
-        self._announce(message.result.describe())
+        self.host.replays.announce(message.result.describe())
 
     def _release_held(self) -> None:
         held = self.held_round
@@ -229,18 +251,6 @@ class Conversation(VerticalScroll):
         self.answer_view = None
         self.gauges.status = "ready"
         self.post_message(self.Idle())
-
-    def _race_result(self, done) -> None:
-        host = self.host
-        spec, baseline = self.last_speculative
-        greedy = host.service.sampling_key().greedy
-        verdict = race_verdict(spec, done, gauge_speedup(spec.stats, baseline), greedy,
-                               host.info.dtype if host.info else "", baseline)
-        self._announce(describe(verdict))
-
-    def _announce(self, text: str) -> None:
-        self.mount(Notice(text, "race"))
-        self.notify(text, timeout=12)
 
     # ----- actions: answers ----------------------------------------------------------------
 
@@ -266,7 +276,7 @@ class Conversation(VerticalScroll):
         self.notify("new chat")
 
     def action_regenerate(self) -> None:
-        if not self._ready_for("regenerate"):
+        if not self.ready_for("regenerate"):
             return
         if self.failed is not None:
             view, text = self.failed
@@ -312,31 +322,10 @@ class Conversation(VerticalScroll):
         state = "on" if self.speculate else "off (target only)"
         self.notify(f"speculation {state} from the next answer")
 
-    def action_race(self) -> None:
-        if not self._ready_for("race"):
-            return
-        if self.last_speculative is None or not self._asked():
-            self.notify("race needs a speculative answer first: ask something", severity="warning")
-            return
-        self.job_counter += 1
-        self._start_job(RaceJob(self.job_counter, self.host.service, self.pacing),
-                        f"{self.host.pair_name} · race: same prompt, target only")
-
-    def action_float32_check(self) -> None:
-        """Replay the last prompt greedily in float32, speculative and target-only."""
-        if not self._ready_for("replay in float32"):
-            return
-        if not self._asked():
-            self.notify("the float32 replay needs a question first", severity="warning")
-            return
-        self.notify("float32 replay: loading a float32 copy of the pair and answering twice…")
-        self.gauges.status = "float32 replay running…"
-        self._float32_worker(self.host.service)
-
-    def _asked(self) -> bool:
+    def asked(self) -> bool:
         return any(turn.role == "user" for turn in self.host.service.turns())
 
-    def _ready_for(self, what: str) -> bool:
+    def ready_for(self, what: str) -> bool:
         if self.job is not None:
             self.notify(f"cannot {what} while an answer streams (Esc stops it)", severity="warning")
             return False
@@ -344,43 +333,6 @@ class Conversation(VerticalScroll):
             self.notify(f"cannot {what}: the pair has not loaded yet", severity="warning")
             return False
         return True
-
-    # ----- actions: pacing (step mode, slow motion) ----------------------------------------
-
-    def _show_pacing(self) -> None:
-        parts = (["step mode"] if self.pacing.step else []) + (
-            [f"slow motion {self.pacing.slow_ms} ms"] if self.pacing.slow_ms else [])
-        self.gauges.pacing = " · ".join(parts)
-        for legend in self.screen.query("#legend"):
-            legend.refresh()
-
-    def action_toggle_step(self) -> None:
-        self.pacing.step = not self.pacing.step
-        self._show_pacing()
-        if not self.pacing.step:
-            self.action_step()
-        self.notify("step mode on: F8 or Ctrl+F resolves each round" if self.pacing.step
-                    else "step mode off")
-
-    def action_step(self) -> None:
-        """Resolve the round held in step mode and let the next one come."""
-        if self.job is None:
-            return
-        self._release_held()
-        self.job.gate.set()
-
-    def action_toggle_slow(self) -> None:
-        self.pacing.slow_ms = 0 if self.pacing.slow_ms else self.slow_motion_ms
-        self._show_pacing()
-        self.notify(f"slow motion: {self.pacing.slow_ms} ms per round" if self.pacing.slow_ms
-                    else "slow motion off")
-
-    def set_slow_motion(self, ms: int) -> None:
-        """Slow motion on, at this delay (remembered)."""
-        self.slow_motion_ms = self.pacing.slow_ms = ms
-        self.host.remember(slow_motion_ms=ms)
-        self._show_pacing()
-        self.notify(f"slow motion: {ms} ms per round")
 
     # ----- a saved conversation ------------------------------------------------------------
 

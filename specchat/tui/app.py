@@ -1,7 +1,7 @@
 """The specchat Textual app: it composes the chat screen and holds what is app-wide
 (theme, preferences, the pair's conversation service).
 
-The parts own the rest: `Conversation` (tui/answers.py) the transcript and the
+The parts own the rest: `ChatTranscript` (tui/answers.py) the transcript and the
 answer lifecycle, `Settings` (tui/settings.py) k, temperature, the system prompt and
 the pair choice, `HistoryActions` (tui/history_actions.py) the recorder and saved
 conversations, `PairSwitch` (tui/pair_switch.py) loads, baselines and which pair
@@ -21,7 +21,7 @@ from textual.app import App, SystemCommand
 
 from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS
 from specchat.chat.service import ConversationService, PairInfo
-from specchat.tui.answers import Conversation
+from specchat.tui.answers import ChatTranscript
 from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.hangup import HangupWatch
@@ -30,7 +30,9 @@ from specchat.tui.keymap import load_keymap
 from specchat.tui.keys import owner_actions
 from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import ServiceFactory
+from specchat.tui.pacing_controls import PacingControls
 from specchat.tui.pair_switch import PairSwitch
+from specchat.tui.replays import Replays
 from specchat.tui.settings import Settings
 from specchat.tui.themes import load_preferences, load_textual_themes, save_preferences
 from specchat.tui.transcript import TokenText
@@ -55,7 +57,7 @@ class SpecchatApp(App):
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "specchat"
     COMMANDS = App.COMMANDS | {SpecchatCommands}
-    CONVERSATION = Conversation
+    TRANSCRIPT = ChatTranscript
 
     def __init__(self, service_factory: ServiceFactory, pairs: list[tuple[str, str]],
                  pair_name: str, theme: str | None = None, k: int | None = None,
@@ -77,8 +79,10 @@ class SpecchatApp(App):
         self.pair = PairSwitch.over(self, service_factory)
         self.settings = Settings(self, k, temperature, system)
         self.history = HistoryActions(self, history_path)
-        self.chat_screen = ChatScreen(self.CONVERSATION, self.preferences)
-        self.conversation, self.gauges = self.chat_screen.conversation, self.chat_screen.gauges
+        self.chat_screen = ChatScreen(self.TRANSCRIPT, self.preferences)
+        self.transcript, self.gauges = self.chat_screen.transcript, self.chat_screen.gauges
+        self.pacing = PacingControls(self.transcript)
+        self.replays = Replays(self.transcript)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)
@@ -164,7 +168,7 @@ class SpecchatApp(App):
     def on_calibrated(self, message: Calibrated) -> None:
         self.pair.calibrated(message)
 
-    def on_conversation_idle(self) -> None:
+    def on_chat_transcript_idle(self) -> None:
         self.pair.idle()
 
 

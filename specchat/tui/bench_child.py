@@ -16,7 +16,7 @@ import sys
 import time
 
 from specchat.chat.events import RoundUpdate
-from specchat.tui.answers import Conversation
+from specchat.tui.answers import ChatTranscript
 from specchat.tui.app import SpecchatApp
 from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
 from specchat.tui.messages import AnswerFinished, RoundArrived
@@ -44,7 +44,7 @@ class TimedBackend(ScriptedBackend):
                 self.held.append(time.perf_counter() - now)
 
 
-class TimedConversation(Conversation):
+class TimedTranscript(ChatTranscript):
     """Notes when each round is handled and when a frame shows it, and tells the app when
     an answer ends."""
 
@@ -68,7 +68,7 @@ class TimedConversation(Conversation):
 class BenchApp(SpecchatApp):
     """Asks `answers` questions one after another and times what it sees."""
 
-    CONVERSATION = TimedConversation
+    TRANSCRIPT = TimedTranscript
 
     def __init__(self, rate: float, tokens: int, answers: int, out: str):
         self.config = FakeConfig(name="bench", tokens_per_s=rate, answer=bench_text(tokens))
@@ -91,7 +91,7 @@ class BenchApp(SpecchatApp):
     def ask(self) -> None:
         self.handled, self.frames = [], []
         self.cpu_at_start = (time.thread_time(), time.perf_counter(), os.times())
-        self.conversation.submit("stream please")
+        self.transcript.submit("stream please")
 
     def answer_finished(self) -> None:
         self.cpu_at_end = (time.thread_time(), time.perf_counter(), os.times())

@@ -19,7 +19,7 @@ from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
 from specchat.token_kinds import TOKEN_KINDS
-from specchat.tui.answers import Conversation
+from specchat.tui.answers import ChatTranscript
 from specchat.tui.gauges import Gauges
 from specchat.tui.keys import bindings
 from specchat.tui.themes import Preferences
@@ -93,11 +93,11 @@ class ChatScreen(Screen):
 
     BINDINGS = bindings()
 
-    def __init__(self, conversation: type[Conversation], preferences: Preferences) -> None:
+    def __init__(self, transcript: type[ChatTranscript], preferences: Preferences) -> None:
         super().__init__()
         self.gauges = Gauges(id="gauges")
         self.problems = Problems(id="problems")
-        self.conversation = conversation(self.gauges, preferences.ghosts,
+        self.transcript = transcript(self.gauges, preferences.ghosts,
                                          preferences.slow_motion_ms)
         """The transcript, where user turns, answers and notices are mounted."""
         self.message_box = ChatInput(id="input", soft_wrap=True, show_line_numbers=False,
@@ -107,21 +107,21 @@ class ChatScreen(Screen):
     def compose(self) -> ComposeResult:
         yield self.problems
         with Horizontal(id="main"):
-            yield self.conversation
+            yield self.transcript
             yield self.gauges
-        yield Legend(self.conversation.pacing, id="legend")
+        yield Legend(self.transcript.pacing, id="legend")
         yield self.message_box
         yield Footer()
 
     def on_mount(self) -> None:
-        self.conversation.anchor()
+        self.transcript.anchor()
         self.message_box.cursor_blink = not self.app.is_headless  # steady screenshots in tests
         self.message_box.focus()
 
     def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
         text = message.text.strip()
-        if text and self.conversation.submit(text):
+        if text and self.transcript.submit(text):
             self.message_box.clear()
 
     def on_chat_input_stop_requested(self) -> None:
-        self.conversation.action_stop()
+        self.transcript.action_stop()

@@ -26,7 +26,8 @@ class PaletteTarget(Protocol):
     spec_themes: dict
     pairs: list[tuple[str, str]]
     settings: Any
-    conversation: Any
+    transcript: Any
+    pacing: Any
     pair: Any
     history: Any
 
@@ -36,7 +37,7 @@ class PaletteTarget(Protocol):
 
 def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[], object]]]:
     """(title, help, callback) for every palette command."""
-    settings, conversation = app.settings, app.conversation
+    settings = app.settings
     for k in K_CHOICES:
         yield f"Set k = {k}", "draft tokens per round, from the next round", partial(settings.set_k, k)
     for t in TEMPERATURES:
@@ -44,7 +45,7 @@ def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[],
                partial(settings.set_temperature, t))
     for ms in SLOW_DELAYS_MS:
         yield (f"Slow motion delay = {ms} ms", "and turn slow motion on",
-               partial(conversation.set_slow_motion, ms))
+               partial(app.pacing.set_slow_motion, ms))
     for name in sorted(app.spec_themes):
         yield f"Theme: {name}", "switch colour theme (remembered)", partial(app.set_theme, name)
     for name, about in app.pairs:

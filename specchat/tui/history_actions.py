@@ -72,12 +72,12 @@ class HistoryActions:
     def reopen(self, conversation: SavedConversation) -> None:
         """Show a saved conversation and continue it (new turns are added to it)."""
         app = self.app
-        if not app.conversation.show_saved(conversation):
+        if not app.transcript.show_saved(conversation):
             return
         app.settings.system = conversation.system
         self.recorder.reopen(conversation)
         if app.service is not None:
-            app.service.reset(conversation.system, app.conversation.pending_turns)
+            app.service.reset(conversation.system, app.transcript.pending_turns)
 
     # ----- export --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ F11, macOS laptops use them as media keys) also answer to Alt+Down/Up and Alt+Le
 
 Knows nothing about the app's state: an entry names an action by its string, as
 Textual's bindings do, and the part of the app that owns it (`owner`): the
-conversation (answers, pacing), the settings, the history, or the app itself; the
+transcript (answers), the pacing, the replays, the settings, the history, or the app itself; the
 app's one-line action methods that run each on its owner come from here too
 (`owner_actions`).
 """
@@ -51,8 +51,9 @@ class Key:
     """The palette's title for the action; empty: not in the palette."""
     palette_help: str = ""
     """The palette's help line."""
-    owner: str = "conversation"
-    """The app attribute whose `action_<name>` runs: conversation, settings, history or app."""
+    owner: str = "transcript"
+    """The app attribute whose `action_<name>` runs: transcript, pacing, replays, settings,
+    history or app."""
     id: str = ""
     """The binding's id, which a keymap names to move it (empty for keys bound elsewhere)."""
 
@@ -104,21 +105,22 @@ KEYS: tuple[Key, ...] = (
     Key("f5", "", "race: replay the last prompt target-only and show both tokens/s side by "
         "side, and whether the texts are identical", "race", "Race", footer=True,
         palette="Race: replay last prompt target-only", palette_help="compare tokens/s and text",
-        id="race"),
+        owner="replays", id="race"),
     Key("ctrl+b", "", "float32 replay: answer the last prompt greedily in float32, speculative "
         "and target-only; they must be identical", "float32_check", "f32 check", priority=True,
         palette="Float32 replay: check lossless",
         palette_help="speculative and target-only, greedy, float32: must be identical",
-        id="float32-check"),
+        owner="replays", id="float32-check"),
     Key("f6", "", "presentation mode: wide gauges panel, large speedup digits, a taller "
         "sparkline", "toggle_presentation", "Present", priority=True,
         palette="Toggle presentation mode", palette_help="large gauges", owner="settings",
         id="toggle-presentation"),
     Key("f7", "", "step mode: each round stops with its drafts shown *pending*", "toggle_step",
         "Step mode", priority=True, palette="Toggle step mode", palette_help="pause every round",
-        id="toggle-step"),
+        owner="pacing", id="toggle-step"),
     Key("f8,ctrl+f", "", "step: resolve the pending drafts into accepted / rejected / resampled "
-        "/ bonus and let the next round come", "step", "Step", priority=True, id="step"),
+        "/ bonus and let the next round come", "step", "Step", priority=True, owner="pacing",
+        id="step"),
     Key("f9,alt+down", "", "k − 1 (applies from the next round)", "change_k(-1)", "k−",
         priority=True, owner="settings", id="k-down"),
     Key("f10,alt+up", "", "k + 1 (applies from the next round)", "change_k(1)", "k+",
@@ -129,7 +131,7 @@ KEYS: tuple[Key, ...] = (
         "change_temperature(0.1)", "T+", priority=True, owner="settings", id="temperature-up"),
     Key("ctrl+l", "", "slow motion on / off (delay per round set in the palette, remembered)",
         "toggle_slow", "Slow", priority=True, palette="Toggle slow motion",
-        palette_help="delay every round", id="toggle-slow"),
+        palette_help="delay every round", owner="pacing", id="toggle-slow"),
 )
 
 COLOURS_HELP = """\
@@ -191,7 +193,7 @@ def palette_actions(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str, str]]:
 
 def owner_actions(keys: tuple[Key, ...] = KEYS) -> dict[str, Callable]:
     """The app's `action_<name>` methods for the keys its parts own: each runs the owner's
-    action of the same name (`app.conversation.action_stop`, ...)."""
+    action of the same name (`app.transcript.action_stop`, ...)."""
     return {f"action_{key.action_name}": _run_on(key.owner, key.action_name)
             for key in keys if key.action and key.owner != "app"}
 

@@ -54,7 +54,7 @@ class PairSwitch:
         self.start(pair_name)
 
     def _idle(self) -> bool:
-        return self.app.conversation.job is None
+        return self.app.transcript.job is None
 
     # ----- what the workers post -----------------------------------------------------------
 
@@ -70,7 +70,7 @@ class PairSwitch:
         app.gauges.status = f"load failed: {message.pair}"
         app.notify(f"cannot load pair '{message.pair}': {message.error} ({usable})",
                    severity="error", timeout=12)
-        app.conversation.pair_failed()
+        app.transcript.pair_failed()
 
     def loaded(self, message: PairLoaded) -> None:
         if message.load_id != self.loading.load_id:
@@ -97,7 +97,7 @@ class PairSwitch:
         app = self.app
         previous, service, info = app.service, loaded.backend, loaded.info
         service.reset(app.settings.system,
-                      previous.turns() if previous else app.conversation.pending_turns)
+                      previous.turns() if previous else app.transcript.pending_turns)
         app.service, app.info, self.loading.current_load_id = service, info, loaded.load_id
         app.pair_name = app.sub_title = info.name
         app.gauges.info = info
@@ -106,7 +106,7 @@ class PairSwitch:
         app.gauges.status = f"ready · loaded in {info.load_s:.1f} s"
         if previous is not None:
             app.notify(f"now answering with {info.name}")
-        app.conversation.pair_ready()
+        app.transcript.pair_ready()
         self.maybe_calibrate()
 
     def calibrated(self, message: Calibrated) -> None:
