@@ -10,7 +10,7 @@ from tui_support import (ROUNDS, answers, ask, drawn, last_answer, make_app, rea
                           saved_conversation, streaming, wait_for)
 
 from specchat.history.store import HistoryStore
-from specchat.tui.fake_backend import FakeConfig
+from specchat.chat.scripted import FakeConfig
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow
 
 SIZE = (150, 45)
@@ -365,3 +365,19 @@ async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
     assert rounds > 500
     assert len(redraws) < rounds / 2, (len(redraws), rounds)
     assert redraws[-1].rounds == rounds  # the latest figures always arrive
+
+
+def test_a_scripted_answer_gets_its_figures_from_the_engines_statistics():
+    """The scripted pair plays engine rounds through the chat layer's metrics: acceptance,
+    τ, α and per-position acceptance are the engine's (ROUNDS: k = 2; drafts 2 kept of 3 at
+    position 1, 1 of 3 at position 2; α counts only the drafts put to the test)."""
+    from specchat.chat.scripted import ScriptedBackend
+
+    backend = ScriptedBackend(FakeConfig(k=2, rounds=ROUNDS))
+    done = list(backend.answer("hi", True, lambda: False))[-1]
+    stats = done.stats
+    assert (stats.accepted, stats.drafted, stats.rounds, stats.tokens) == (3, 6, 3, 6)
+    assert stats.mean_acceptance_length == 2.0
+    assert [round(p, 3) for p in stats.per_position_acceptance] == [0.667, 0.333]
+    assert stats.alpha == 3 / 5  # tested: 2 + 2 + 1 drafts (round 3's second never was)
+    assert stats.histogram == (1, 1, 1) and stats.k_in_use == 2

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from tui_support import ask, make_app, ready, saved_conversation, streaming, wait_for
 
 from specchat.tui.commands import palette_entries
-from specchat.tui.fake_backend import token_id
+from specchat.chat.scripted import token_id
 from specchat.tui.transcript import AnswerView
 
 SIZE = (150, 45)

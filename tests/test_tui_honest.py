@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tui_support import ask, last_answer, make_app, ready, wait_for
 
-from specchat.tui.fake_backend import FakeConfig
+from specchat.chat.scripted import FakeConfig
 from specchat.tui.transcript import Notice
 
 SIZE = (150, 45)

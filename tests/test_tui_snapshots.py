@@ -8,7 +8,7 @@ import time
 import pytest
 from tui_support import StepClock, ROUNDS, ask, make_app, ready, wait_for
 
-from specchat.tui.fake_backend import FakeConfig
+from specchat.chat.scripted import FakeConfig
 
 THEMES = ["specchat-dark", "specchat-light", "specchat-high-contrast", "specchat-colorblind"]
 CALIBRATED_AT = 1_790_000_000.0

@@ -9,7 +9,7 @@ import itertools
 
 from specchat.history.store import HistoryStore, SavedConversation
 from specchat.tui.app import create_app
-from specchat.tui.fake_backend import FakeConfig, ScriptedBackend, ScriptedRound
+from specchat.chat.scripted import FakeConfig, ScriptedBackend, ScriptedRound
 from specchat.tui.gauges import Gauges
 from specchat.tui.transcript import AnswerView
 

@@ -5,7 +5,7 @@ loaded pair reports (`PairInfo`), and one-line error messages.
 
 The UI only ever talks to a service from its worker threads, and only through this
 protocol, so the real one (chat/pair_service.py, over `ChatSession`) and the scripted
-one (tui/fake_backend.py, for tests and the UI benchmark) are interchangeable. The
+one (chat/scripted.py, for tests, the demo and the UI benchmark) are interchangeable. The
 CLI builds the real one (it alone knows how to load models) and hands the UI a
 factory. No torch, no Textual, no models here.
 """

@@ -96,7 +96,7 @@ def chat_threads(pair_threads: int, cores: int) -> int:
 
 def build_demo_app(rate: float, theme: str | None, system: str | None):
     from specchat.tui.app import create_app
-    from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
+    from specchat.chat.scripted import FakeConfig, ScriptedBackend
 
     def factory(name: str):
         return ScriptedBackend(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 _WHERE = {
     "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
-    "Event": "decoder", "Finished": "decoder", "Round": "decoder", "Settings": "decoder",
+    "Event": "events", "Finished": "events", "Round": "events", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
     "SamplingParams": "params", "SpecStats": "stats",
 }
@@ -23,8 +23,8 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:
-    from specchat.engine.decoder import (Decoder, EngineInvariantError, Event, Finished, Round,
-                                         Settings)
+    from specchat.engine.decoder import Decoder, EngineInvariantError, Settings
+    from specchat.engine.events import Event, Finished, Round
     from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
     from specchat.engine.params import SamplingParams
     from specchat.engine.protocol import CausalModel

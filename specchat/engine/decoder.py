@@ -25,16 +25,10 @@ from typing import Callable, Iterator, Literal, Protocol
 import torch
 
 from specchat.engine.drafters import Proposal, empty_proposal
+from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
 from specchat.engine.verify import numpy_friendly, verify
-
-TokenKind = Literal["resampled", "bonus", "target"]
-"""The kinds the target's own token can have: three of specchat/token_kinds.py's, named
-here because the engine imports nothing of specchat's outside itself (tests/test_owners.py
-checks they stay among those)."""
-StopReason = Literal["eos", "max_tokens", "stopped"]
-
 
 class EngineInvariantError(AssertionError):
     """A cache length disagrees with the committed sequence: a bug, not a user error."""
@@ -47,45 +41,6 @@ class Drafter(Protocol):
                 should_stop: Callable[[], bool]) -> Proposal: ...
     def rollback(self, committed_length: int) -> None: ...
     max_cache_lag: int
-
-
-@dataclass(frozen=True)
-class Round:
-    """What one verify pass decided."""
-
-    accepted: tuple[int, ...]
-    """Drafts the target kept, in order (a prefix of the proposal)."""
-    rejected: tuple[int, ...]
-    """Drafts thrown away: the first rejected one and everything after it."""
-    token: int | None
-    """The target's own token after the accepted drafts; None if an accepted EOS ended the answer."""
-    token_kind: TokenKind
-    draft_s: float
-    verify_s: float
-    k: int
-    """The draft length asked for this round (0 for plain decoding)."""
-    fed: int = 0
-    """Tokens the target's forward processed this round: drafted + 1, more when it also
-    carried tokens its cache lacked (the prompt, in an answer's first round)."""
-    margins: tuple[float, ...] = ()
-    """The target's top-two logit margin (raw logits) at the position of each committed
-    token, in order: how near a tie each choice was (for the race's verdict)."""
-
-    @property
-    def drafted(self) -> int:
-        return len(self.accepted) + len(self.rejected)
-
-    @property
-    def committed(self) -> tuple[int, ...]:
-        return self.accepted + (() if self.token is None else (self.token,))
-
-
-@dataclass(frozen=True)
-class Finished:
-    """The answer is complete."""
-
-    stop_reason: StopReason
-    new_tokens: int
 
 
 @dataclass
@@ -107,7 +62,6 @@ class Settings:
             observe(event)
 
 
-Event = Round | Finished
 
 
 class Decoder:

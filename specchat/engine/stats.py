@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specchat.engine.decoder import Round
+from specchat.engine.events import Round
 from specchat.engine.theory import acceptance_alpha
 
 

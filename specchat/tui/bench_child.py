@@ -18,7 +18,7 @@ import time
 from specchat.chat.events import RoundUpdate
 from specchat.tui.answers import ChatTranscript
 from specchat.tui.app import SpecchatApp
-from specchat.tui.fake_backend import FakeConfig, ScriptedBackend
+from specchat.chat.scripted import FakeConfig, ScriptedBackend
 from specchat.tui.messages import AnswerFinished, RoundArrived
 
 

@@ -1,10 +1,16 @@
-"""A scripted backend: streams `RoundUpdate`s and an `AnswerDone` from a script of
-rounds at a chosen pace, with no model at all.
+"""A scripted pair: a conversation service that plays a script of rounds at a chosen pace,
+with no model at all.
 
-Used by the pilot tests (deterministic rounds, a fake clock, injected failures)
-and by the UI benchmark (thousands of tokens per second on an absolute
-schedule, so the stream never slows down to wait for anyone). It computes its
-statistics the way the chat layer defines them. No torch, no Textual.
+Each scripted round becomes a real engine `Round` (token ids, draft and verify seconds, the
+k in use), and the chat layer's own `AnswerMetrics` (over the engine's `SpecStats`) turns
+the rounds into the figures the screen shows: acceptance, τ, α, per-position acceptance,
+tokens/s are computed by the one implementation a real pair uses, never by the script.
+
+Used by the pilot tests (deterministic rounds, a fake clock, injected failures), by the
+demo mode (`specchat chat --demo`) and by the UI benchmark (thousands of tokens per
+second on an absolute schedule, so the stream never slows down to wait for anyone). The
+command line builds it and hands it to the TUI like a real pair's service. No torch
+(engine/events.py and the statistics are torch-free), no Textual.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from typing import Callable, Iterator
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
                                   StatsSnapshot, TokenSpan)
 from specchat.chat.baseline import Baseline, Costs, SamplingParams
+from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.verdict import IdentityCheck
 from specchat.chat.service import PairInfo, Progress, ShouldStop
+from specchat.engine.events import Round
 from specchat.turn import Turn
 
 SAMPLE_ANSWER = (
@@ -189,19 +197,22 @@ class ScriptedBackend:
         return live_script(words(self.config.answer), (lambda: self.k) if speculate else (lambda: 0))
 
     def _play(self, speculate: bool, should_stop: ShouldStop):
-        stats = _Counter(self.config.clock)
+        metrics = AnswerMetrics(self.config.clock)
         spans: list[TokenSpan] = []
         started = time.perf_counter()
         for index, scripted in enumerate(self._rounds(speculate)):
             if should_stop():
-                return self._done(spans, "stopped", stats)
+                return self._done(spans, "stopped", metrics)
             if index == self.config.fail_at_round:
                 raise RuntimeError(f"scripted failure at round {index}")
-            update = self._update(scripted, stats)
-            self._pace(started, stats.tokens)
+            played = engine_round(scripted, self.k if speculate else 0)
+            metrics.record(played)
+            update = RoundUpdate(*round_spans(scripted), played.draft_s * 1000,
+                                 played.verify_s * 1000, metrics.snapshot())
+            self._pace(started, metrics.spec.tokens)
             spans.extend(update.spans)
             yield update
-        return self._done(spans, "eos", stats)
+        return self._done(spans, "eos", metrics)
 
     def _pace(self, started: float, tokens: int) -> None:
         """Sleep until the absolute time this many tokens are due (never drifts)."""
@@ -211,17 +222,9 @@ class ScriptedBackend:
             if delay > 0:
                 time.sleep(delay)
 
-    def _update(self, scripted: ScriptedRound, stats: "_Counter") -> RoundUpdate:
-        accepted = tuple(TokenSpan(t, "accepted", token_id(t)) for t in scripted.accepted)
-        rejected = tuple(TokenSpan(t, "rejected", token_id(t)) for t in scripted.rejected)
-        token = (None if scripted.token is None
-                 else TokenSpan(scripted.token, scripted.kind, token_id(scripted.token)))
-        stats.record(len(accepted), len(rejected), 0 if token is None else 1, self.k)
-        return RoundUpdate(accepted, rejected, token, 1.0, 2.0, stats.snapshot())
-
-    def _done(self, spans: list[TokenSpan], reason: str, stats: "_Counter") -> AnswerDone:
+    def _done(self, spans: list[TokenSpan], reason: str, metrics: AnswerMetrics) -> AnswerDone:
         text = "".join(s.text for s in spans if s.kind != "rejected")
-        return AnswerDone(text, reason, stats.snapshot(), tuple(spans))
+        return AnswerDone(text, reason, metrics.snapshot(), tuple(spans))
 
     def set_k(self, k: int) -> None:
         self.k, self.k_auto = k, False
@@ -244,75 +247,20 @@ class ScriptedBackend:
         return text
 
 
-class _Counter:
-    """The chat layer's metrics, computed from scripted rounds."""
-
-    def __init__(self, clock: Callable[[], float]):
-        self.clock = clock
-        self.started = clock()
-        self.first_at: float | None = None
-        self.rounds = self.drafted = self.accepted = self.tokens = self.k = 0
-        self.draft_s = self.verify_s = 0.0
-        self.histogram: list[int] = []
-        self.position_drafted: list[int] = []
-        self.position_accepted: list[int] = []
-        self.tried = 0
-        self.first_tokens = 0
-        self.k_used: dict[int, int] = {}
-        self.forwards: dict[int, tuple[int, int, float]] = {}
-        """Decode rounds' target forwards by width: (rounds, summed context lengths, seconds)."""
-        self.decode_drafted = 0
-
-    def record(self, accepted: int, rejected: int, token: int, k: int) -> None:
-        drafted = accepted + rejected
-        forward_s = scripted_verify_s(drafted + 1)
-        if self.first_at is None:
-            self.first_at = self.clock()
-            self.first_tokens = accepted + token
-        else:  # a decode round: timed like the engine's (`StatsSnapshot.target_forwards`)
-            rounds, contexts, seconds = self.forwards.get(drafted + 1, (0, 0, 0.0))
-            self.forwards[drafted + 1] = (rounds + 1, contexts + self.tokens, seconds + forward_s)
-            self.decode_drafted += drafted
-        self.rounds += 1
-        self.drafted += drafted
-        self.accepted += accepted
-        self.tokens += accepted + token
-        self.k = k
-        self.draft_s += SCRIPTED_DRAFT_S * drafted
-        self.verify_s += forward_s
-        if drafted:
-            self.tried += min(drafted, accepted + 1)
-            self.k_used[k] = self.k_used.get(k, 0) + 1
-            _bump(self.histogram, accepted)
-            for i in range(drafted):
-                _bump(self.position_drafted, i)
-                if i < accepted:
-                    _bump(self.position_accepted, i)
-
-    def snapshot(self) -> StatsSnapshot:
-        now = self.clock()
-        elapsed = now - (self.first_at if self.first_at is not None else now)
-        accepted = self.position_accepted + [0] * (len(self.position_drafted) - len(self.position_accepted))
-        decode = self.tokens - self.first_tokens
-        return StatsSnapshot(
-            tokens=self.tokens, rounds=self.rounds, drafted=self.drafted, accepted=self.accepted,
-            acceptance_rate=self.accepted / self.drafted if self.drafted else None,
-            mean_acceptance_length=self.tokens / self.rounds if self.rounds else None,
-            per_position_acceptance=tuple(a / d for a, d in zip(accepted, self.position_drafted)),
-            histogram=tuple(self.histogram),
-            tokens_per_s=decode / elapsed if elapsed > 0 and decode else None,
-            live_tokens_per_s=decode / elapsed if elapsed > 0 and decode else None,
-            ttft_s=None if self.first_at is None else self.first_at - self.started,
-            elapsed_s=now - self.started, draft_s=self.draft_s, verify_s=self.verify_s, k=self.k,
-            first_round_tokens=self.first_tokens, decode_tokens=decode, decode_s=elapsed,
-            alpha=self.accepted / self.tried if self.tried else None,
-            drafting_rounds=sum(self.histogram),
-            k_in_use=max(self.k_used, key=self.k_used.get) if self.k_used else None,
-            target_forwards=tuple((width, *timed) for width, timed in sorted(self.forwards.items())),
-            decode_drafting=(self.decode_drafted, SCRIPTED_DRAFT_S * self.decode_drafted))
+def engine_round(scripted: ScriptedRound, k: int) -> Round:
+    """The engine's `Round` for a scripted one: the words' ids, the scripted seconds."""
+    accepted = tuple(token_id(word) for word in scripted.accepted)
+    rejected = tuple(token_id(word) for word in scripted.rejected)
+    token = None if scripted.token is None else token_id(scripted.token)
+    drafted = len(accepted) + len(rejected)
+    return Round(accepted, rejected, token, scripted.kind, SCRIPTED_DRAFT_S * drafted,
+                 scripted_verify_s(drafted + 1), k, fed=drafted + 1)
 
 
-def _bump(counts: list[int], index: int) -> None:
-    while len(counts) <= index:
-        counts.append(0)
-    counts[index] += 1
+def round_spans(scripted: ScriptedRound) -> tuple:
+    """(accepted, rejected, token) spans of a scripted round: the words as their own text."""
+    accepted = tuple(TokenSpan(t, "accepted", token_id(t)) for t in scripted.accepted)
+    rejected = tuple(TokenSpan(t, "rejected", token_id(t)) for t in scripted.rejected)
+    token = (None if scripted.token is None
+             else TokenSpan(scripted.token, scripted.kind, token_id(scripted.token)))
+    return accepted, rejected, token
