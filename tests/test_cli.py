@@ -88,6 +88,12 @@ def test_version_and_short_help():
 # --- bad input -------------------------------------------------------------------------
 
 
+def test_an_unknown_flag_is_a_usage_error_naming_it():
+    result = invoke("run", "--no-such-flag", "hi")
+    assert result.exit_code == 2 and "No such option '--no-such-flag'" in result.output
+    assert "Traceback" not in result.output
+
+
 def write(tmp_path: Path, text: str) -> str:
     file = tmp_path / "bad.toml"
     file.write_text(text)
