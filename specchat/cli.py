@@ -7,29 +7,40 @@ exit status 2; a traceback means a bug of ours, not a mistake of the user's.
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 from pathlib import Path
 
 import click
 
 from specchat import __version__
+from specchat.commands.options import k_option, pair_option, theme_option
 from specchat.errors import SpecchatError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
+log = logging.getLogger("specchat.cli")
+
+
 class Group(click.Group):
-    """Runs `chat` when no command is given; turns user errors into one line."""
+    """Runs `chat` when no command is given; turns user errors into one line; logs both
+    kinds of error (a traceback in the log file for ours)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except SpecchatError as error:
+            log.error("error shown to the user: %s", error)
             click.echo(f"specchat: error: {error}", err=True)
             ctx.exit(2)
         except KeyboardInterrupt:
             click.echo("specchat: interrupted", err=True)
             ctx.exit(130)
+        except Exception:
+            log.exception("unexpected error")
+            raise
 
 
 config_option = click.option(
@@ -40,19 +51,27 @@ config_option = click.option(
 @click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="specchat")
 @config_option
+@pair_option
+@theme_option
+@k_option
 @click.pass_context
-def main(ctx: click.Context, config_file: Path | None) -> None:
+def main(ctx: click.Context, config_file: Path | None, pair_name: str | None,
+         theme: str | None, k: int | str | None) -> None:
     """specchat: watch speculative decoding happen, token by token.
 
-    With no command, opens the chat on the default pair.
+    With no command, opens the chat (on --pair, else the default pair).
     """
+    from specchat.logs import start_logging
+
+    start_logging()
     ctx.ensure_object(dict)
     ctx.obj["config"] = config_file
+    chat_options = {"pair_name": pair_name, "theme": theme, "k": k}
     if ctx.invoked_subcommand is None:
-        chat_command = main.get_command(ctx, "chat")
-        if chat_command is None:
-            raise click.UsageError("the chat UI is not available in this build")
-        ctx.invoke(chat_command)
+        ctx.invoke(main.get_command(ctx, "chat"), **chat_options)
+    elif any(value is not None for value in chat_options.values()):
+        raise click.UsageError(f"--pair, --theme and -k before a command open the chat; "
+                               f"give them after it: specchat {ctx.invoked_subcommand} --pair ...")
 
 
 def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
@@ -67,12 +86,14 @@ def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
                    "speculation should pay.")
 @click.option("--measure", is_flag=True,
               help="With --check: load the pair and time its steps instead of predicting them.")
+@click.option("--json", "as_json", is_flag=True,
+              help="The list as JSON: every pair with its keys and each model's availability.")
 @click.pass_context
 def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
-          measure: bool) -> None:
+          measure: bool, as_json: bool) -> None:
     """List the pairs in models.toml and whether each model is available offline."""
+    from specchat.commands.pair_list import pair_lines, pair_records
     from specchat.models.config.pairs import load_catalog
-    from specchat.models.config.refs import availability, parse_ref
 
     catalog = load_catalog(config_from(ctx, config_file))
     if check_name is not None:
@@ -81,26 +102,25 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
         for line in check_lines(catalog.get(check_name), measure):
             click.echo(line)
         return
-    for name, pair in catalog.pairs.items():
-        marker = "*" if name == catalog.default else " "
-        click.echo(f"{marker} {name}  k={pair.k}  {pair.description}")
-        refs = [("target", pair.target)] + ([("draft", pair.draft)] if pair.draft else [])
-        for role, ref in refs:
-            ok, where = availability(parse_ref(ref))
-            state = "available offline" if ok else "NOT available"
-            click.echo(f"    {role:<6} {ref}: {state} ({where})")
-    click.echo(f"(* default; from {', '.join(sorted({p.source for p in catalog.pairs.values()}))})")
+    records = pair_records(catalog)
+    if as_json:
+        click.echo(json.dumps(records, ensure_ascii=False, indent=2))
+        return
+    for line in pair_lines(records):
+        click.echo(line)
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("what", type=click.Choice(["config", "data", "themes", "cache"]))
+@click.argument("what", type=click.Choice(["config", "data", "themes", "cache", "logs"]))
 @config_option
 def locate(what: str, config_file: Path | None) -> None:
-    """Print where specchat keeps its config, data (history), themes or model cache."""
+    """Print where specchat keeps its config, data (history), themes, model cache or log
+    file (attach it to a bug report)."""
     from specchat import paths
+    from specchat.logs import log_file
 
     place = {"config": paths.user_models_file, "data": paths.data_dir,
-             "themes": paths.user_themes_dir, "cache": paths.cache_dir}[what]()
+             "themes": paths.user_themes_dir, "cache": paths.cache_dir, "logs": log_file}[what]()
     click.echo(str(place))
 
 
@@ -110,6 +130,7 @@ def _register_commands() -> None:
     from specchat.commands.chat import bench_ui, chat
     from specchat.commands.distill import distill
     from specchat.commands.export_gguf import export_gguf
+    from specchat.commands.history import history
     from specchat.commands.run import run
 
     main.add_command(run)
@@ -120,6 +141,7 @@ def _register_commands() -> None:
         bench.add_command(command)
     main.add_command(distill)
     main.add_command(export_gguf)
+    main.add_command(history)
 
 
 _register_commands()

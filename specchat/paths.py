@@ -2,7 +2,7 @@
 and the files that ship with it (built-in models.toml, themes).
 
 Each directory can be moved with an environment variable (SPECCHAT_CONFIG_DIR,
-SPECCHAT_DATA_DIR, SPECCHAT_CACHE_DIR), which is also how tests isolate
+SPECCHAT_DATA_DIR, SPECCHAT_CACHE_DIR, SPECCHAT_LOG_DIR), which is also how tests isolate
 themselves. Standard library and platformdirs only.
 """
 
@@ -33,6 +33,10 @@ def data_dir() -> Path:
 
 def cache_dir() -> Path:
     return _user_dir("SPECCHAT_CACHE_DIR", "cache")
+
+
+def log_dir() -> Path:
+    return _user_dir("SPECCHAT_LOG_DIR", "log")
 
 
 def user_models_file() -> Path:

@@ -75,6 +75,15 @@ def token_colours(colors: dict[str, str | None], variables: dict[str, str]) -> d
     return {**derived, **variables}
 
 
+def page_colours(colors: dict[str, str | None], variables: dict[str, str]) -> dict[str, str]:
+    """A theme's colours for a static page (the HTML export): each token kind's colour by
+    kind, and the page's foreground and background."""
+    tokens = token_colours(colors, variables)
+    kinds = {name.removeprefix("spec-"): colour for name, colour in tokens.items()}
+    return kinds | {"foreground": colors.get("foreground") or tokens["spec-target"],
+                    "background": colors.get("background") or "#ffffff"}
+
+
 def theme_dirs() -> list[Path]:
     """Built-in themes first, then the user's (which win on a name clash)."""
     return [paths.shipped("themes"), paths.user_themes_dir()]

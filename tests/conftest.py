@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path, monkeypatch):
     """No test reads or writes the user's real config, history or model cache."""
-    for name in ("CONFIG", "DATA"):
+    for name in ("CONFIG", "DATA", "LOG"):
         monkeypatch.setenv(f"SPECCHAT_{name}_DIR", str(tmp_path / name.lower()))
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(shared_cache_dir()))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -91,9 +91,9 @@ def test_the_token_kinds_are_one_tuple_shared_by_chat_history_and_tui():
     from specchat.chat.events import TokenSpan
     from specchat.engine import decoder
     from specchat.history import export
-    from specchat.tui import chat_screen, history_actions, transcript
+    from specchat.tui import chat_screen, transcript
 
-    for module in (export, chat_screen, history_actions, transcript):
+    for module in (export, chat_screen, transcript):
         assert module.TOKEN_KINDS is TOKEN_KINDS, module.__name__
     assert set(typing.get_args(decoder.TokenKind)) <= set(TOKEN_KINDS)  # the target's own kinds
     assert set(typing.get_args(typing.get_type_hints(TokenSpan)["kind"])) == set(TOKEN_KINDS)

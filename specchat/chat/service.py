@@ -12,6 +12,7 @@ factory. No torch, no Textual, no models here.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
@@ -103,6 +104,7 @@ class ConversationService(Protocol):
 
 def describe_error(error: BaseException) -> str:
     """A one-line message for a notification, naming what to do where we can."""
+    logging.getLogger(__name__).error("error shown to the user", exc_info=error)
     text = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if "out of memory" in text.lower() or type(error).__name__ == "OutOfMemoryError":
         return ("out of memory: pick a smaller pair (F3), lower the answer length, "

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       max_new_tokens_option, pair_option, temperature_option)
+                                       max_new_tokens_option, pair_option, temperature_option,
+                                       theme_option)
 
 if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @pair_option
-@click.option("--theme", default=None, metavar="NAME",
-              help="Colour theme (default: the last one chosen; see `specchat locate themes`).")
+@theme_option
 @k_option
 @temperature_option
 @dtype_option

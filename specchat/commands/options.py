@@ -19,9 +19,27 @@ from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_
 
 
 
+def pair_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of --pair: the catalog's pair names (none where it cannot load)."""
+    from specchat.errors import SpecchatError
+    from specchat.models.config.pairs import load_catalog
+
+    try:
+        names = load_catalog((ctx.find_root().params or {}).get("config_file")).pairs
+    except SpecchatError:
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
 def pair_option(function: Callable):
-    return click.option("--pair", "pair_name", metavar="NAME",
+    return click.option("--pair", "pair_name", metavar="NAME", shell_complete=pair_names,
                         help="Pair from models.toml (default: the file's `default`).")(function)
+
+
+def theme_option(function: Callable):
+    return click.option("--theme", default=None, metavar="NAME",
+                        help="Colour theme (default: the last one chosen; see "
+                             "`specchat locate themes`).")(function)
 
 
 class WholeNumber(click.ParamType):

@@ -229,6 +229,11 @@ class HistoryStore:
             "ORDER BY updated DESC LIMIT ?", (limit,)).fetchall()
         return [SavedConversation(*row) for row in rows]
 
+    def turn_counts(self, conversation_id: int) -> dict[str, int]:
+        """How many turns the conversation holds, by role (user, assistant)."""
+        return dict(self.db.execute("SELECT role, COUNT(*) FROM turns WHERE conversation_id = ? "
+                                    "GROUP BY role", (conversation_id,)).fetchall())
+
     def load(self, conversation_id: int) -> SavedConversation:
         row = self.db.execute("SELECT id, title, pair, system, created, updated FROM conversations "
                               "WHERE id = ?", (conversation_id,)).fetchone()

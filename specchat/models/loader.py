@@ -11,6 +11,7 @@ decision; sizes and memory figures are `memory`'s.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, bu
                                          gguf_path, parse_ref)
 
 Progress = Callable[[str], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     labels = {"target": target_label} | ({"draft": draft_label} if draft_label else {})
     dtype_label, dtype_why = weights_of(target, dtype_name(torch_dtype), dtype_why, draft_label)
     reasons = {"device": placement.why or device_why, "dtype": dtype_why, "backend": backends.why}
+    log.info("pair %s: target %s, draft %s; backend choice: %s; device %s (%s); dtype %s (%s)",
+             pair.name, labels["target"], labels.get("draft", pair.draft or "none"),
+             backends.why, device, reasons["device"], dtype_label, dtype_why)
     return LoadedPair(pair, target, draft, tokenizer, device, dtype_label, reasons,
                       time.perf_counter() - started,
                       layer_summary(getattr(raw, "hf_device_map", None), device), labels,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,6 +140,7 @@ class SpecchatApp(App):
         """A problem the user must see until the app closes (the chat screen's problem lines)."""
         if text not in self.problems:
             self.problems.append(text)
+            logging.getLogger(__name__).warning("problem on screen: %s", text)
         if self.chat_screen.is_mounted:
             self.chat_screen.problems.show(self.problems)
 

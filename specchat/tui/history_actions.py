@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specchat.history.store import SavedConversation
-from specchat.token_kinds import TOKEN_KINDS
 from specchat.tui.recorder import HistoryRecorder
 
 EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
@@ -109,12 +108,13 @@ class HistoryActions:
 
     def export_colours(self) -> dict[str, str]:
         """The theme's token colours, for the HTML export."""
+        from specchat.theme_files import page_colours
+
         variables = self.app.theme_variables
-        colours = {kind: variables.get(f"spec-{kind}", "") for kind in TOKEN_KINDS}
         theme = self.app.current_theme
-        colours["foreground"] = str(theme.foreground or variables.get("foreground", "#000"))
-        colours["background"] = str(theme.background or "#fff")
-        return colours
+        colors = {"foreground": theme.foreground or variables.get("foreground"),
+                  "background": theme.background}
+        return page_colours({k: str(v) for k, v in colors.items() if v}, variables)
 
 
 def export_path(conversation: SavedConversation, fmt: str) -> Path:
