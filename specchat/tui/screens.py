@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -73,7 +74,8 @@ class PairPickerScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static("Switch pair — it loads in the background; the current one keeps working")
-            options = [Option(f"{'● ' if name == self.current else '  '}{name}  {about}", id=name)
+            options = [Option(Text(f"{'● ' if name == self.current else '  '}{name}  {about}"),
+                              id=name)
                        for name, about in self.pairs]
             yield OptionList(*options, id="pair-list")
 
@@ -96,8 +98,9 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
         with Vertical(classes="dialog"):
             yield Static("History — Enter reopens · m Markdown · j JSON · h HTML export · "
                          "d delete · Esc closes")
-            options = [Option(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
-                              f"{c.title}  [{c.pair}]", id=str(c.id)) for c in self.conversations]
+            options = [Option(Text(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
+                                   f"{c.title}  [{c.pair}]"), id=str(c.id))
+                       for c in self.conversations]
             if not options:
                 options = [Option("no saved conversations yet", disabled=True)]
             yield OptionList(*options, id="history-list")
