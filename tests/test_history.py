@@ -4,6 +4,7 @@ committed text free of rejected drafts; interrupted answers read back as such.""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -85,7 +86,8 @@ def test_html_export_is_self_contained_and_coloured_with_ghosts_hidden(tmp_path)
     assert '<span class="rejected"> ghost</span>' in page
     assert ".rejected{text-decoration:line-through" in page and "display:none" in page
     assert "Sea &lt;poem&gt;" in page
-    assert "<script" not in page and "http" not in page
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing to fetch
 
 
 def test_regenerate_forgets_the_last_exchange(tmp_path):

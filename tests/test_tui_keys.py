@@ -28,7 +28,7 @@ def test_every_bound_action_exists_on_the_app():
 def test_every_keys_action_is_defined_by_the_part_of_the_app_that_owns_it():
     app = make_app()
     owners = {key.owner for key in KEYS if key.action}
-    assert owners == {"app", "transcript", "pacing", "replays", "settings", "history"}
+    assert owners == {"app", "transcript", "pacing", "replays", "settings", "history", "charts"}
     missing = [(key.owner, key.action_name) for key in KEYS if key.action
                and not callable(getattr(getattr(app, key.owner) if key.owner != "app" else app,
                                         f"action_{key.action_name}", None))]

@@ -119,3 +119,17 @@ def test_step_mode_with_a_round_pending_looks_the_same(snap_compare, utc):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(130, 40), run_before=step_once)
+
+
+def test_the_charts_after_two_answers_look_the_same(snap_compare, utc):
+    app = scripted_app()
+
+    async def chart(pilot):
+        await ready(pilot)
+        await ask(pilot, "Explain speculative decoding")
+        await ask(pilot, "And again")
+        await pilot.press("ctrl+d")
+        await wait_for(pilot, lambda: pilot.app.screen.query("#charts-grid"))
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(130, 44), run_before=chart)

@@ -65,6 +65,9 @@ class StatsSnapshot:
     compares with the same forwards timed when the machine was idle."""
     decode_drafting: tuple[int, float] = (0, 0.0)
     """Draft tokens proposed in the rounds after the first, and the seconds proposing took."""
+    round_ms: tuple[float, ...] = ()
+    """Each round's draft plus verify time in ms, in order: in the answer's last snapshot
+    only (`AnswerDone.stats`), where the charts read each round's tokens/s."""
 
     def as_dict(self) -> dict:
         """The documented `done.stats` keys of `specchat run --jsonl`."""
@@ -75,7 +78,8 @@ class StatsSnapshot:
                 "per_position_acceptance": list(self.per_position_acceptance),
                 "histogram": list(self.histogram), "alpha": self.alpha,
                 "prompt_tokens": self.prompt_tokens, "decode_s": self.decode_s,
-                "p50_token_ms": self.p50_token_ms, "p99_token_ms": self.p99_token_ms}
+                "p50_token_ms": self.p50_token_ms, "p99_token_ms": self.p99_token_ms,
+                **({"round_ms": [round(ms, 3) for ms in self.round_ms]} if self.round_ms else {})}
 
 
 @dataclass(frozen=True)

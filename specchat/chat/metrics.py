@@ -44,6 +44,8 @@ class AnswerMetrics:
         """width -> (rounds, summed context length, summed verify seconds), decode rounds only."""
         self.drafting = (0, 0.0)
         """(draft tokens, seconds proposing them), decode rounds only."""
+        self.round_ms: list[float] = []
+        """Each round's draft plus verify time, in ms."""
 
     def now(self) -> float:
         """Decode time: the clock less every moment the consumer held the stream."""
@@ -62,6 +64,7 @@ class AnswerMetrics:
             self.first_round_tokens = len(event.committed)
         self.spec.update(event)
         self.recent.append((now, len(event.committed)))
+        self.round_ms.append((event.draft_s + event.verify_s) * 1000)
         self.k = event.k
 
     def _count_decode_round(self, event: Round) -> None:
@@ -89,7 +92,8 @@ class AnswerMetrics:
             return 0, 0.0
         return self.spec.tokens - self.first_round_tokens, max(0.0, now - self.first_token_at)
 
-    def snapshot(self) -> StatsSnapshot:
+    def snapshot(self, final: bool = False) -> StatsSnapshot:
+        """The answer so far; `final` (the answer's last) also carries each round's time."""
         now = self.now()
         spec = self.spec
         decode_tokens, decode_s = self._decode(now)
@@ -109,4 +113,4 @@ class AnswerMetrics:
             decode_tokens=decode_tokens, decode_s=decode_s, alpha=spec.alpha,
             drafting_rounds=spec.drafting_rounds, k_in_use=spec.k_in_use,
             target_forwards=tuple((width, *sums) for width, sums in sorted(self.forwards.items())),
-            decode_drafting=self.drafting)
+            decode_drafting=self.drafting, round_ms=tuple(self.round_ms) if final else ())

@@ -224,7 +224,7 @@ class ScriptedBackend:
 
     def _done(self, spans: list[TokenSpan], reason: str, metrics: AnswerMetrics) -> AnswerDone:
         text = "".join(s.text for s in spans if s.kind != "rejected")
-        return AnswerDone(text, reason, metrics.snapshot(), tuple(spans))
+        return AnswerDone(text, reason, metrics.snapshot(final=True), tuple(spans))
 
     def set_k(self, k: int) -> None:
         self.k, self.k_auto = k, False

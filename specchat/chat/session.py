@@ -129,7 +129,7 @@ class ChatSession:
             spans[last] = dataclasses.replace(spans[last], text=spans[last].text + tail)
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
-        return AnswerDone(text, event.stop_reason, metrics.snapshot(), tuple(spans), error)
+        return AnswerDone(text, event.stop_reason, metrics.snapshot(final=True), tuple(spans), error)
 
     # ----- the conversation service's other jobs ------------------------------------------
 

@@ -1,5 +1,6 @@
 """Exports of a saved conversation: Markdown, JSON, and a self-contained HTML page
-with every token in its kind's colour.
+with every token in its kind's colour and the conversation's charts (inline SVG,
+history/chart_svg.py).
 
 The Markdown text and every `text` field are the committed answer: rejected
 drafts never appear in them. JSON lists each token with its kind (rejected ones
@@ -14,6 +15,8 @@ import html
 import json
 from datetime import datetime, timezone
 
+from specchat.history.chart_svg import charts_html
+from specchat.history.charts import saved_series
 from specchat.history.store import SavedConversation, SavedTurn
 from specchat.token_kinds import TOKEN_KINDS
 
@@ -74,6 +77,9 @@ def _css(colours: dict[str, str]) -> str:
         ".rejected{text-decoration:line-through;opacity:.55;user-select:none;display:none}"
         "#ghosts:checked~main .rejected{display:inline}"
         ".meta{opacity:.7;font-size:.9em}.legend span{margin-right:1.2em}"
+        ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(24em,1fr));gap:0 1em}"
+        ".charts h2,.charts p{grid-column:1/-1}.charts figure{margin:.5em 0}"
+        ".charts svg{width:100%;height:auto}"
         + "".join(rules))
 
 
@@ -96,10 +102,11 @@ def to_html(conversation: SavedConversation, colours: dict[str, str]) -> str:
     system = (f'<p class="meta">System: {html.escape(conversation.system)}</p>'
               if conversation.system else "")
     turns = "".join(_turn_html(turn) for turn in conversation.turns)
+    charts = charts_html(saved_series(conversation), colours)
     title = html.escape(conversation.title)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
             f"<style>{_css(colours)}</style></head><body>"
             f'<input type="checkbox" id="ghosts"><label for="ghosts"> show rejected drafts</label>'
             f"<main><h1>{title}</h1><p class=\"meta\">{_when(conversation.created)} · pair "
             f"{html.escape(conversation.pair or 'unknown')}</p>"
-            f'<p class="legend">{legend}</p>{system}{turns}</main></body></html>\n')
+            f'<p class="legend">{legend}</p>{system}{turns}{charts}</main></body></html>\n')

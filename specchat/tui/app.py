@@ -23,6 +23,7 @@ from textual.app import App, SystemCommand
 from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.answers import ChatTranscript
+from specchat.tui.charts import ConversationCharts
 from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.commands import SpecchatCommands
 from specchat.tui.hangup import HangupWatch
@@ -84,6 +85,7 @@ class SpecchatApp(App):
         self.transcript, self.gauges = self.chat_screen.transcript, self.chat_screen.gauges
         self.pacing = PacingControls(self.transcript)
         self.replays = Replays(self.transcript)
+        self.charts = ConversationCharts(self.transcript)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)

@@ -53,7 +53,7 @@ class Key:
     """The palette's help line."""
     owner: str = "transcript"
     """The app attribute whose `action_<name>` runs: transcript, pacing, replays, settings,
-    history or app."""
+    history, charts or app."""
     id: str = ""
     """The binding's id, which a keymap names to move it (empty for keys bound elsewhere)."""
 
@@ -111,6 +111,10 @@ KEYS: tuple[Key, ...] = (
         palette="Float32 replay: check lossless",
         palette_help="speculative and target-only, greedy, float32: must be identical",
         owner="replays", id="float32-check"),
+    Key("ctrl+d", "", "charts: acceptance rate, τ and tokens/s per answer and per round, over "
+        "the whole conversation", "show_charts", "Charts", priority=True, palette="Show charts",
+        palette_help="acceptance, τ and tokens/s over the conversation", owner="charts",
+        id="charts"),
     Key("f6", "", "presentation mode: wide gauges panel, large speedup digits, a taller "
         "sparkline", "toggle_presentation", "Present", priority=True,
         palette="Toggle presentation mode", palette_help="large gauges", owner="settings",

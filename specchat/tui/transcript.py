@@ -232,6 +232,8 @@ class AnswerView(Vertical):
         self.tokens = TokenFlow(spans, show_ghosts)
         self.status = Static("", classes="answer-status", markup=False)
         self.finished = False
+        self.stats: StatsSnapshot | None = None
+        """The figures of a finished answer (what its status line and the charts show)."""
         self.markdown_shown = False
         self._markdown: Markdown | None = None
 
@@ -246,6 +248,7 @@ class AnswerView(Vertical):
 
     def finish(self, stats: StatsSnapshot | None, status: str, error: str | None = None) -> None:
         self.finished = True
+        self.stats = stats
         self.tokens.resolve_pending()
         self.status.update(summary_line(stats, status, error))
         self.set_class(status != "done", "-incomplete")
