@@ -3,7 +3,7 @@
 
     cli ──► tui ──► chat ──► engine
      │               └────► models ──► engine (protocol and params only)
-     └──────────────────────► models, chat, distill, bench
+     └──────────────────────► models, chat, distill, bench (bench ──► history's charts)
 
 Each layer may import only the specchat layers listed in ALLOWED (and itself), and
 no third-party package in FORBIDDEN_PACKAGES; the engine imports torch and the
@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "chat": {"engine", "models"} | BASE,
     "history": BASE,
     "tui": {"chat", "history"} | BASE,
-    "bench": {"models", "chat", "engine"} | BASE,
+    "bench": {"models", "chat", "engine", "history"} | BASE,
     "base": BASE,
     "cli": {"tui", "chat", "engine", "models", "distill", "bench", "history", "cli"} | BASE,
 }

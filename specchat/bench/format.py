@@ -77,7 +77,8 @@ def header_lines(report: dict) -> list[str]:
              f"  dtype {report['dtype']}  max_new_tokens {report['max_new_tokens']}"
              f"  temperature {report['temperature']}",
              f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}"
-             + repeats_note(report.get("repeats", 1)),
+             + repeats_note(report.get("repeats", 1))
+             + (f"; CPU flags {report['cpu_flags']}" if report.get("cpu_flags") else ""),
              "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items())]
 
 

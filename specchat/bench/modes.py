@@ -151,7 +151,16 @@ def run_meta(pair: Pair, path: Path, max_new_tokens: int, prompts: int) -> RunMe
                    adapter_description(pair.target), torch.get_num_threads(), max_new_tokens,
                    config.sampling.temperature, config.sampling.top_p, config.sampling.top_k,
                    str(path), prompts,
-                   dict(getattr(pair, "backends", {}) or {}))
+                   dict(getattr(pair, "backends", {}) or {}), cpu_flags=vector_flags())
+
+
+def vector_flags() -> str:
+    """The CPU's SIMD flags of interest, space-separated ("" where /proc/cpuinfo is absent)."""
+    from specchat.models.device.hardware import cpu_flags
+
+    wanted = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni",
+              "amx_bf16", "amx_int8", "neon", "asimd")
+    return " ".join(flag for flag in wanted if flag in cpu_flags())
 
 
 def adapter_description(model: Any) -> str:

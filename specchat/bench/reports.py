@@ -37,6 +37,9 @@ class RunMeta:
     """What computed each model's logits ({"target": "llama.cpp (...)", "draft": "torch (lean)"})."""
     repeats: int = 1
     """Answers per arm and prompt, interleaved; each arm's median-time run is reported."""
+    cpu_flags: str = ""
+    """The CPU's vector extensions that decide its speed (avx2, avx512f, avx512_bf16, amx...),
+    so that records from different machines are not compared unawares."""
 
     def as_dict(self) -> dict:
         return asdict(self)

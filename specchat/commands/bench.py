@@ -66,7 +66,7 @@ def common_options(command: Callable):
         click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Answers per arm and prompt, interleaved; each arm's median-time "
                           "run counts (3 or more on a busy or shared machine)."),
-        threads_option, json_option,
+        threads_option, json_option, html_option,
         click.option("--all-turns", is_flag=True,
                      help="MT-bench / Spec-Bench questions: every turn, each after the "
                           "conversation so far (default: the first turn only)."),
@@ -85,6 +85,10 @@ threads_option = click.option(
     "--threads", type=click.IntRange(min=1), default=None,
     help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+html_option = click.option(
+    "--html", "html_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="Also write the report as one self-contained HTML page with charts: tokens/s per "
+         "category and arm, and (bench profile) v(n) against the break-even line.")
 ks_option = click.option("--ks", default=PROFILE_KS, show_default=True, metavar="LIST",
                          help="Fixed draft lengths to compare, e.g. 2,3,4.")
 
@@ -98,13 +102,14 @@ def prompt_set_command(name: str, extra: tuple[Callable, ...]=()):
                     max_new_tokens: int, temperature: float | None, dtype: str | None,
                     backend: str | None, k: int | str | None, seed: int,
                     categories: tuple[str, ...], limit: int | None, repeats: int,
-                    threads: int | None, as_json: bool, all_turns: bool, llama_bin: Path | None,
-                    config_file: Path | None, **more: Any):
+                    threads: int | None, as_json: bool, html_file: Path | None, all_turns: bool,
+                    llama_bin: Path | None, config_file: Path | None, **more: Any):
             set_threads(threads)
+            check_writable(html_file)
             setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
                             limit, config_file, all_turns)
             setup.repeats, setup.llama_bin = repeats, llama_bin
-            print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json)
+            print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json, html_file)
         for option in reversed(extra):
             command = option(command)
         return command
@@ -286,5 +291,28 @@ def prompt_bar(setup: Setup):
         bar.close()
 
 
-def print_report(report: Any, as_json: bool) -> None:
+def print_report(report: Any, as_json: bool, html_file: Path | None = None) -> None:
     click.echo(json.dumps(report.as_dict(), indent=1) if as_json else report.format())
+    if html_file is not None:
+        write_html(report.as_dict(), html_file)
+
+
+def check_writable(html_file: Path | None) -> None:
+    """--html's folder exists and takes a file: said before the run, not after an hour of it."""
+    if html_file is None:
+        return
+    folder = html_file.parent if str(html_file.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--html {html_file}: folder {folder} does not exist")
+    if html_file.exists() and not html_file.is_file():
+        raise UsageError(f"--html {html_file} is not a file")
+
+
+def write_html(report: dict, html_file: Path) -> None:
+    from specchat.bench.html_report import to_html
+
+    try:
+        html_file.write_text(to_html(report), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--html {html_file}: {error.strerror or error}") from None
+    click.echo(f"wrote {html_file}", err=True)

@@ -74,6 +74,13 @@ def break_even_alpha(k: int, c: float, v: VerifyCost, tolerance: float = 1e-6) -
     return (low + high) / 2
 
 
+def break_even_verify_cost(alpha: float, k: int, c: float, plain_cost: float = 1.0) -> float:
+    """The dearest verify of k + 1 tokens (in plain steps) at which drafting k a round still
+    pays at acceptance α and draft cost c: a round's expected tokens, each worth a plain step,
+    less its drafting (`ideal_speedup` = 1/v(1) solved for the verify cost)."""
+    return expected_tokens_per_round(alpha, k) * plain_cost - k * c
+
+
 def cheapest_break_even(c: float, v: VerifyCost, k_max: int = AUTO_K_MAX) -> tuple[int, float] | None:
     """(k, α): the draft length in 1..k_max that starts to pay at the lowest acceptance, and
     that acceptance; None where no k pays even if every draft were accepted."""

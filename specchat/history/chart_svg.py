@@ -26,29 +26,42 @@ def tint(colours: dict[str, str], kind: str) -> str:
     return colours.get(kind) or colours.get("foreground", "#000000")
 
 
-def chart_style(colours: dict[str, str], colour: str):
+def chart_style(colours: dict[str, str], series_colours: tuple[str, ...]):
     from pygal.style import Style
 
     foreground = colours.get("foreground", "#000000")
     return Style(background="transparent", plot_background="transparent",
                  foreground=foreground, foreground_strong=foreground,
                  foreground_subtle=foreground + "55" if len(foreground) == 7 else foreground,
-                 colors=(colour,), font_family="ui-monospace, monospace",
-                 title_font_size=15, label_font_size=11, major_label_font_size=11)
+                 colors=series_colours, font_family="ui-monospace, monospace",
+                 title_font_size=15, label_font_size=11, major_label_font_size=11,
+                 legend_font_size=12)
 
 
 def chart(kind: str, title: str, labels: list[str], values: list[float | None], colour: str,
           colours: dict[str, str], **options) -> str:
-    """One chart as a bare `<svg>` element (no script, no comments)."""
+    """One chart of one series as a bare `<svg>` element (no script, no comments)."""
+    return chart_of(kind, title, labels, [(title, values)], (colour,), colours, **options)
+
+
+def chart_of(kind: str, title: str, labels: list[str],
+             series: list[tuple[str, list[float | None]]], series_colours: tuple[str, ...],
+             colours: dict[str, str], width: int = WIDTH, height: int = HEIGHT,
+             **options) -> str:
+    """A chart of several named series (a legend where there are two or more)."""
     import pygal
 
-    maker = {"bar": pygal.Bar, "line": pygal.Line}[kind]
-    figure = maker(title=title, style=chart_style(colours, colour), width=WIDTH, height=HEIGHT,
-                   explicit_size=True, show_legend=False, js=[], disable_xml_declaration=True,
-                   print_values=False, truncate_label=-1, include_x_axis=True,
-                   **({"show_minor_x_labels": False} if kind == "line" else {}) | options)
-    figure.x_labels = labels
-    figure.add(title, values)
+    maker = {"bar": pygal.Bar, "line": pygal.Line, "xy": pygal.XY}[kind]
+    settings = {"show_minor_x_labels": False} if kind == "line" else {}
+    figure = maker(title=title, style=chart_style(colours, series_colours), width=width,
+                   height=height, explicit_size=True, show_legend=len(series) > 1,
+                   legend_at_bottom=True, js=[], disable_xml_declaration=True,
+                   print_values=False, truncate_label=-1, truncate_legend=-1,
+                   include_x_axis=True, **(settings | options))
+    if labels:
+        figure.x_labels = labels
+    for name, values in series:
+        figure.add(name, values)
     return SCRIPT.sub("", figure.render(is_unicode=True))
 
 
