@@ -131,6 +131,7 @@ def _register_commands() -> None:
     from specchat.commands.distill import distill
     from specchat.commands.export_gguf import export_gguf
     from specchat.commands.history import history
+    from specchat.commands.serve import serve
     from specchat.commands.run import run
 
     main.add_command(run)
@@ -142,6 +143,7 @@ def _register_commands() -> None:
     main.add_command(distill)
     main.add_command(export_gguf)
     main.add_command(history)
+    main.add_command(serve)
 
 
 _register_commands()

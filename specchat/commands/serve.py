@@ -1,0 +1,90 @@
+"""`specchat serve`: the live chat in a browser, for a projector or a shared screen.
+
+textual-serve (the `serve` extra) runs `specchat chat` with Textual's web driver once per
+browser tab and streams it to the page over a WebSocket; every tab is its own chat
+process, with its own models. It binds to 127.0.0.1 unless --host says otherwise: whoever
+reaches the page runs models on this machine. The pair and theme are checked here, before
+the server starts, so a typo is one line instead of an error page in every tab.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.errors import UsageError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@pair_option
+@theme_option
+@k_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback lets others run models here.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--demo", "demo_rate", type=float, default=None, metavar="TOKENS_PER_S",
+              help="Serve the scripted demo pair at this pace (no model is loaded).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A models.toml whose pairs win over the user's and the built-in ones.")
+@click.pass_context
+def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
+          host: str, port: int, demo_rate: float | None, config_file: Path | None) -> None:
+    """Serve the live chat to a browser (textual-serve): each tab is its own chat."""
+    config_file = config_file or (ctx.obj or {}).get("config")
+    check_choices(pair_name, theme, config_file, demo_rate)
+    server_class = textual_server()
+    command = chat_command(pair_name, theme, k, config_file, demo_rate)
+    click.echo(f"specchat: serving the chat at http://{url_host(host)}:{port} (Ctrl+C stops)",
+               err=True)
+    if host not in LOOPBACK:
+        click.echo(f"specchat: warning: listening on {host}: anyone who reaches this address "
+                   "runs models on this machine, with no password", err=True)
+    try:
+        server_class(command, host=host, port=port, title="specchat").serve()
+    except OSError as error:
+        raise UsageError(f"cannot listen on {host}:{port} ({error.strerror or error}): pick "
+                         "another with --port or --host") from None
+
+
+def check_choices(pair_name: str | None, theme: str | None, config_file: Path | None,
+                  demo_rate: float | None) -> None:
+    if demo_rate is not None and demo_rate <= 0:
+        raise UsageError(f"--demo must be a pace above 0 tokens/s (got {demo_rate})")
+    if demo_rate is None:
+        from specchat.models.config.pairs import load_catalog
+
+        load_catalog(config_file).get(pair_name)
+    if theme is not None:
+        from specchat.tui.themes import check_theme_name
+
+        check_theme_name(theme)
+
+
+def textual_server():
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise UsageError("specchat serve needs textual-serve: pip install 'specchat[serve]'") from None
+    return Server
+
+
+def chat_command(pair_name: str | None, theme: str | None, k: int | str | None,
+                 config_file: Path | None, demo_rate: float | None) -> str:
+    """The command line each browser tab runs: this Python's `specchat chat`."""
+    words = [sys.executable, "-m", "specchat", "chat"]
+    for flag, value in (("--pair", pair_name), ("--theme", theme), ("-k", k),
+                        ("--config", config_file and Path(config_file).resolve()),
+                        ("--demo", demo_rate)):
+        if value is not None:
+            words += [flag, str(value)]
+    return shlex.join(words)
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
