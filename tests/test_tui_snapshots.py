@@ -62,6 +62,13 @@ def saved_conversations() -> None:
     store.close()
 
 
+async def answered(pilot, *prompts: str) -> None:
+    """The pair is ready and has answered each prompt in turn."""
+    await ready(pilot)
+    for prompt in prompts:
+        await ask(pilot, prompt)
+
+
 async def open_screen(pilot, key: str, widget: str) -> None:
     await ready(pilot)
     await pilot.press(key)
@@ -96,8 +103,7 @@ def test_presentation_mode_after_one_answer_looks_the_same(snap_compare, utc):
     app = scripted_app()
 
     async def present(pilot):
-        await ready(pilot)
-        await ask(pilot, "Explain speculative decoding")
+        await answered(pilot, "Explain speculative decoding")
         await wait_for(pilot, lambda: app.gauges.stats.rounds == 9)
         await pilot.press("f6")
         await pilot.pause(0.3)
@@ -125,9 +131,7 @@ def test_the_charts_after_two_answers_look_the_same(snap_compare, utc):
     app = scripted_app()
 
     async def chart(pilot):
-        await ready(pilot)
-        await ask(pilot, "Explain speculative decoding")
-        await ask(pilot, "And again")
+        await answered(pilot, "Explain speculative decoding", "And again")
         await pilot.press("ctrl+d")
         await wait_for(pilot, lambda: pilot.app.screen.query("#charts-grid"))
         await pilot.pause(0.3)
