@@ -160,3 +160,13 @@ def test_serve_refuses_a_bad_pair_or_theme_before_serving(args, fragment):
     result = CliRunner().invoke(main, ["serve", *args])
     assert result.exit_code == 2 and fragment in result.output
     assert "serving" not in result.output
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_any_banner():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--demo", "5", "--port", str(port)])
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output and "Serving" not in result.output

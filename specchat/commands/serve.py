@@ -39,6 +39,7 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
     config_file = config_file or (ctx.obj or {}).get("config")
     check_choices(pair_name, theme, config_file, demo_rate)
     server_class = textual_server()
+    check_port(host, port)
     command = chat_command(pair_name, theme, k, config_file, demo_rate)
     click.echo(f"specchat: serving the chat at http://{url_host(host)}:{port} (Ctrl+C stops)",
                err=True)
@@ -64,6 +65,20 @@ def check_choices(pair_name: str | None, theme: str | None, config_file: Path | 
         from specchat.tui.themes import check_theme_name
 
         check_theme_name(theme)
+
+
+def check_port(host: str, port: int) -> None:
+    """The address can be listened on (said before textual-serve prints its banner)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(infos[0][4])
+    except OSError as error:
+        raise UsageError(f"cannot listen on {host}:{port} ({error.strerror or error}): pick "
+                         "another with --port or --host") from None
 
 
 def textual_server():
