@@ -336,3 +336,51 @@ def test_timed_verify_costs_never_make_a_wider_forward_cheaper():
     from specchat.engine.costs import monotone
 
     assert monotone({1: 0.010, 2: 0.0011, 3: 0.016}) == {1: 0.010, 2: 0.010, 3: 0.016}
+
+
+def edited_copy(code: list[int], every: int, fresh: int) -> list[int]:
+    """`code` with every `every`-th token replaced by `fresh`: an edit that rewrites a
+    function it was given (a rename), as the `edit` prompts ask."""
+    return [fresh if i % every == every - 1 else t for i, t in enumerate(code)]
+
+
+def ngram_answer_seconds(clock, k, base: float, per_token: float) -> tuple[float, list[int]]:
+    """Fake seconds to decode an edited copy of the prompt's code with the n-gram lookup at
+    `k` (an int, or "auto"), and the answer's committed ids."""
+    from types import SimpleNamespace
+
+    from specchat.chat.decoding import decoder_for
+
+    code = torch.randint(10, 60, (120,), generator=torch.Generator().manual_seed(5)).tolist()
+    prompt = [1, 2, 3] + code + [4]
+    answer = edited_copy(code, every=12, fresh=61) + [7]
+    target = ScriptedModel(prompt + answer, clock, base, per_token)
+    pair = SimpleNamespace(target=target, draft=SimpleNamespace(max_ngram=3, min_ngram=2),
+                           eos_ids={7})
+    settings = settings_for(k, SamplingParams(), k_max=16)
+    started, ids = clock.now, []
+    for event in decoder_for(pair, settings=settings).generate(prompt, settings, 200):
+        if isinstance(event, Round):
+            ids += event.committed
+    assert ids == answer  # lossless whatever the drafting
+    return clock.now - started, ids
+
+
+def test_auto_k_sizes_ngram_proposals_by_what_a_verify_costs(clock):
+    """Where a verify of n tokens costs about n/2 plain steps (llama.cpp on a small CPU),
+    a long n-gram proposal that breaks at an edit wastes most of its verify: k = "auto"
+    proposes shorter and beats both plain decoding and the fixed k = 12 window. Where a
+    verify costs about one step (a GPU), it proposes long."""
+    cpu = dict(base=0.45, per_token=0.55)
+    plain, _ = ngram_answer_seconds(clock, 0, **cpu)
+    fixed, _ = ngram_answer_seconds(clock, 12, **cpu)
+    auto, _ = ngram_answer_seconds(clock, "auto", **cpu)
+    assert auto < 0.93 * plain and auto < 0.9 * fixed
+    gpu = dict(base=1.0, per_token=0.01)
+    plain, _ = ngram_answer_seconds(clock, 0, **gpu)
+    fixed, _ = ngram_answer_seconds(clock, 12, **gpu)
+    auto, _ = ngram_answer_seconds(clock, "auto", **gpu)
+    assert auto < 0.4 * plain and auto < 0.9 * fixed
+
+
+from toy import ScriptedModel  # noqa: E402

@@ -85,3 +85,24 @@ class TimedTableModel(TableModel):
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         self.clock.now += self.base + self.per_token * ids.numel()
         return super().forward(ids, keep)
+
+
+class ScriptedModel(TableModel):
+    """A target whose greedy choice after any history is the next token of a fixed script
+    (`script[len(history)]`; 0 past its end), timed like `TimedTableModel`: an answer of
+    known text, for measuring what drafting it costs."""
+
+    def __init__(self, script: list[int], clock: FakeClock, base: float, per_token: float,
+                 vocab_size: int = 64):
+        super().__init__(vocab_size=vocab_size)
+        self.script, self.clock, self.base, self.per_token = script, clock, base, per_token
+
+    def logits_after(self, history: list[int]) -> torch.Tensor:
+        logits = torch.zeros(self.vocab_size)
+        position = len(history)
+        logits[self.script[position] if position < len(self.script) else 0] = 1.0
+        return logits
+
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        self.clock.now += self.base + self.per_token * ids.numel()
+        return super().forward(ids, keep)

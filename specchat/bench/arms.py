@@ -90,7 +90,7 @@ class SpecchatArm:
         self.seed = seed
 
     def decoder(self) -> Decoder:
-        return decoder_for(self.pair, self.speculative)
+        return decoder_for(self.pair, self.speculative, settings=self.settings)
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         device = self.pair.target.device

@@ -94,7 +94,7 @@ def measure_overhead(pair: Pair, settings: Settings, prompts: list[list[int]], m
 
     result = OverheadResult()
     for ids in prompts:
-        decoder = decoder_for(pair, speculate, wrap)
+        decoder = decoder_for(pair, speculate, wrap, settings)
         if pair.target.device.type == "cuda":
             torch.cuda.synchronize(pair.target.device)
         started = time.perf_counter()
@@ -118,7 +118,7 @@ def profiler_table(pair: Pair, settings: Settings, ids: list[int], max_new_token
     if pair.target.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        for _ in decoder_for(pair).generate(ids, settings, max_new_tokens):
+        for _ in decoder_for(pair, settings=settings).generate(ids, settings, max_new_tokens):
             pass
     key = "self_cuda_time_total" if len(activities) > 1 else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=rows)

@@ -74,7 +74,7 @@ class ChatSession:
         """Step costs timed for k = "auto" (by the calibration, or before the first answer)."""
 
     def decoder(self) -> Decoder:
-        return decoder_for(self.pair, self.speculate)
+        return decoder_for(self.pair, self.speculate, settings=self.settings)
 
     def answer(self, user_text: str, max_new_tokens: int = 512,
                should_stop: Callable[[], bool] = lambda: False) -> Iterator[ChatEvent]:

@@ -103,18 +103,23 @@ class NgramDrafter:
     runs further back than the n-gram looked up is evidence of text being copied:
     such a proposal is at least as long as the match beyond its first n-1 tokens,
     so a copy resumed after a correction goes back to long proposals at once.
+    Under k = "auto" there is no window (`window=False`): the policy sizes each proposal.
     """
 
     max_cache_lag = 0
     MAX_LENGTH = 64
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, start_length: int = 2):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, start_length: int = 2,
+                 window: bool = True):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-        self.start_length = start_length
-        self.length = start_length
+        self.window = window
+        """False: no window, propose all of k (k = "auto" chose k from measured costs and
+        acceptance, engine/adaptive.py; a window under it would only cut that shorter)."""
+        self.start_length = start_length if window else self.MAX_LENGTH
+        self.length = self.start_length
         self._proposed = 0
         self._base = 0
 
@@ -140,7 +145,8 @@ class NgramDrafter:
             return
         accepted = max(0, min(self._proposed, committed_length - self._base - 1))
         full = accepted == self._proposed
-        self.length = min(self.MAX_LENGTH, 2 * self.length if full else accepted + 1)
+        if self.window:
+            self.length = min(self.MAX_LENGTH, 2 * self.length if full else accepted + 1)
         self._proposed = 0
 
 
