@@ -234,8 +234,9 @@ MODEL_ROOMS: dict[str, set[str]] = {
 }
 """The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
 backends never import each other (device, which both may use, is no backend: it knows the
-machine's cores and memory); only models/loader.py and models/adapters.py, outside
-every room, compose them."""
+machine's cores and memory); only the modules outside every room compose them:
+models/adapters.py (the backend choice), models/weights.py (one model from its reference),
+models/draft_loader.py, models/loader.py (the pair) and models/vocabulary.py."""
 
 
 def room_of(module: str) -> str | None:

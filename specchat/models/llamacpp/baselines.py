@@ -23,7 +23,6 @@ nothing else about specchat's engine, nor about reports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
