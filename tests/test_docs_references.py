@@ -59,6 +59,16 @@ def test_every_dotted_specchat_name_the_docs_use_exists():
     assert names and sorted(filter(None, map(missing_dotted, names))) == []
 
 
+def test_every_file_the_readmes_layout_names_exists():
+    """The Layout section names modules by their file name inside each folder's block."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    layout = layout[:layout.find("\n## ", 1)]
+    files = {p.name for folder in ("specchat", "scripts", "tests") for p in (ROOT / folder).rglob("*.py")}
+    named = set(re.findall(r"(?<![\w/.])(\w+\.py)\b", layout))
+    assert len(named) > 20 and sorted(named - files) == []
+
+
 def test_the_checks_see_a_renamed_module():
     assert named_module_paths("see `specchat/models/gguf_cache.py` and models/loader.py") == {
         "models/gguf_cache.py", "models/loader.py"}
