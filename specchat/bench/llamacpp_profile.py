@@ -22,7 +22,7 @@ from specchat.engine.theory import break_even_alpha
 BREAK_EVEN_KS = (1, 2, 3, 4)
 
 
-def forward_seconds(llm, context: list[int], width: int, repeats: int = 5) -> float:
+def forward_seconds(llm: Any, context: list[int], width: int, repeats: int = 5) -> float:
     """Median seconds of one llama.cpp evaluation of `width` tokens after `context` (logits
     for all; `llm` opened with logits_all=True), after one untimed warm-up evaluation."""
     from specchat.models.llamacpp.baselines import evaluation
