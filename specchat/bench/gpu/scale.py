@@ -7,8 +7,8 @@ object per measurement, appended to --out and echoed to stdout:
 - model: per shape and quantization, weight bytes and GPU memory, the adapter used
   (specchat's own static forward; CUDA graph capture time, or why capture failed),
   step time and verify cost v(n) for every fixed k's k + 1 (engine.costs.WIDTHS), and
-  target-only decode bandwidth
-  (weight bytes read per token / time per token) as a share of the copy's;
+  target-only decode bandwidth (weight bytes read per token / time per token) as a share
+  of the copy's;
 - spec: the 8B target decoding alone, with a self-draft sharing its weights (α = 1:
   bounds the engine's overhead) and with the 1B draft (random weights: α ≈ 0, its cost
   alone), each beside what the cost model (engine.theory) predicts from the measured c
@@ -169,14 +169,14 @@ def decode_rate(target: Any, drafter: Any, k: int, prompt: list[int], tokens: in
     decoder = Decoder(target, drafter, eos_ids=set(), check_invariants=False)
     settings = Settings(k, SamplingParams())
     list(decoder.generate(prompt, settings, 16))
-    stats = SpecStats()
     synchronize(target.device)
     started = time.perf_counter()
-    for event in decoder.generate(prompt, settings, tokens):
-        if not isinstance(event, Finished):
-            stats.update(event)
+    rounds = [e for e in decoder.generate(prompt, settings, tokens) if not isinstance(e, Finished)]
     synchronize(target.device)
-    return stats.tokens / (time.perf_counter() - started), stats.alpha, stats.rounds
+    seconds, stats = time.perf_counter() - started, SpecStats()
+    for event in rounds:  # counted after the clock stopped
+        stats.update(event)
+    return stats.tokens / seconds, stats.alpha, stats.rounds
 
 
 def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
