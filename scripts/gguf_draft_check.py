@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specchat.models.loader import assembled_draft as ensure_assembled
+from specchat.models.weights import assembled_draft as ensure_assembled
 from specchat.models.torch_backend.shipped_draft import DraftSpec
 from specchat.models.gguf.export import outside_row_error
 from specchat.models.gguf.drafts import export_draft, target_file

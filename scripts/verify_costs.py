@@ -4,8 +4,8 @@
         [--context 200] [--repeats 5] [--prompts FILE.jsonl] [--json]
 
 For the pair's target (which must be a GGUF file for the llama.cpp column): the
-time of one forward of n = 1..8 tokens with logits for all n after a context of
-real text, over a 1-token step, on specchat's torch forward (bench/profile.py)
+time of one forward of n tokens (every fixed k's n = k + 1, engine.costs.WIDTHS)
+with logits for all n after a context of real text, over a 1-token step, on specchat's torch forward (bench/profile.py)
 and on llama.cpp (bench/llamacpp_profile.py, same file, same threads); each
 backend's draft step cost c (the pair's draft: on llama.cpp its GGUF form, built
 on first use for a `specchat distill` draft); and the break-even α for k = 1..4.
@@ -29,8 +29,8 @@ def context_ids(tokenizer, count: int, prompts: Path | None) -> list[int]:
 
 
 def torch_report(pair, context: list[int], repeats: int) -> dict:
-    from specchat.bench.llamacpp_profile import WIDTHS, cost_report
-    from specchat.engine.costs import Costs, draft_step_cost, verify_costs
+    from specchat.bench.llamacpp_profile import cost_report
+    from specchat.engine.costs import WIDTHS, Costs, draft_step_cost, verify_costs
 
     from specchat.chat.decoding import drafter_for
 

@@ -114,7 +114,7 @@ def write_tiny_draft(target: Path, folder: Path, int8: bool = True, vocab_every:
 
     from specchat.distill.draft import pick_layers, save_shipped
     from specchat.models.torch_backend.shipped_draft import DraftSpec, build_draft
-    from specchat.models.loader import load_model
+    from specchat.models.weights import load_model
     from specchat.models.config.refs import parse_ref
 
     model, tokenizer = load_model(parse_ref(str(target)), torch.float32, "cpu", "none")

@@ -186,15 +186,16 @@ def test_break_even_alpha_is_where_expected_tokens_pay_for_the_round():
     assert break_even_alpha(2, ruinous.c, ruinous.v) is None
 
 
-def test_llama_cpp_costs_time_widths_one_to_eight_with_a_gguf_draft(gguf_pairs):
+def test_llama_cpp_costs_time_every_fixed_ks_verify_width_with_a_gguf_draft(gguf_pairs):
     from specchat.bench.llamacpp_arms import gguf_path
     from specchat.bench.llamacpp_profile import cost_report, cost_table, llamacpp_costs
+    from specchat.engine.params import K_MAX
 
     pair = load(gguf_pairs, "g-draft")
     context = list(range(3, 53))
     costs = llamacpp_costs(gguf_path(pair.config.target), context, 1,
                            draft=gguf_path(pair.config.draft), repeats=1)
-    assert sorted(costs.verify_s) == list(range(1, 9))
+    assert sorted(costs.verify_s) == list(range(1, K_MAX + 2))
     assert all(s > 0 for s in costs.verify_s.values()) and costs.draft_step_s > 0
     report = cost_report(costs)
     assert report["v"][1] == 1.0 and set(report["break_even_alpha"]) == {1, 2, 3, 4}
@@ -206,7 +207,8 @@ def test_timing_a_forward_leaves_the_cache_at_the_context(gguf_pairs):
     import numpy as np
 
     from specchat.bench.llamacpp_arms import gguf_path
-    from specchat.models.llamacpp.baselines import forward_seconds, open_llama
+    from specchat.bench.llamacpp_profile import forward_seconds
+    from specchat.models.llamacpp.baselines import open_llama
 
     path = gguf_path(load(gguf_pairs, "g-ngram").config.target)
     context = list(range(3, 40))

@@ -90,7 +90,7 @@ def test_distilled_draft_is_a_full_transformers_model_usable_for_assisted_genera
         distilled, target_dir):
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.loader import model_folder
+    from specchat.models.weights import model_folder
     from specchat.models.config.refs import parse_ref
 
     folder = model_folder(parse_ref(str(distilled)))

@@ -47,7 +47,7 @@ def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specchat.models.loader import assembled_draft as ensure_assembled
+    from specchat.models.weights import assembled_draft as ensure_assembled
     from specchat.models.torch_backend.shipped_draft import DraftSpec
     from specchat.models.config.refs import builtin_draft
 

@@ -38,7 +38,7 @@ def torch_draft(files, tmp_path_factory):
     """(the draft as specchat's torch loader builds it, its reduced vocabulary)."""
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.loader import assembled_draft as ensure_assembled
+    from specchat.models.weights import assembled_draft as ensure_assembled
     from specchat.models.torch_backend.shipped_draft import DraftSpec
 
     with pytest.MonkeyPatch.context() as patch:
@@ -123,7 +123,7 @@ def test_a_bfloat16_draft_with_the_full_vocabulary_keeps_the_tied_output(files, 
     from gguf_tiny import write_tiny_draft
     from transformers import AutoModelForCausalLM
 
-    from specchat.models.loader import assembled_draft as ensure_assembled
+    from specchat.models.weights import assembled_draft as ensure_assembled
     from specchat.models.gguf.drafts import export_draft
 
     folder = write_tiny_draft(files["target"], tmp_path / "full", int8=False, vocab_every=0)

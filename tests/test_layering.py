@@ -8,7 +8,8 @@
 Each layer may import only the specchat layers listed in ALLOWED (and itself), and
 no third-party package in FORBIDDEN_PACKAGES; the engine imports torch and the
 standard library only; the TUI never imports models, and its startup pulls in no
-torch. And no import circles anywhere in specchat/.
+torch. And no import circles anywhere in specchat/ or scripts/ (a script imports another
+by its bare name, as it does when run from scripts/).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
+SCRIPTS = PACKAGE.parent / "scripts"
 
 BASE = {"errors", "logs", "paths", "theme_files", "token_kinds", "turn"}
 """Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
@@ -126,18 +128,35 @@ def test_every_source_file_belongs_to_a_layer_of_the_rule():
     assert unknown == set()
 
 
+def known_module(name: str, modules: set[str]) -> str | None:
+    """The module of `modules` an import names: itself, or its nearest known parent."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
 def module_graph() -> dict[str, set[str]]:
     """specchat module -> the specchat modules it imports (a package import names its __init__)."""
     modules = {module_name(f) for f in source_files()}
     graph: dict[str, set[str]] = {}
     for file in source_files():
+        targets = {known_module(name, modules) for name in imported_modules(file)}
+        graph[module_name(file)] = targets - {None, module_name(file)}
+    return graph
+
+
+def script_graph() -> dict[str, set[str]]:
+    """scripts.NAME -> the scripts (imported as NAME or scripts.NAME) and specchat modules it
+    imports."""
+    modules = {module_name(f) for f in source_files()}
+    scripts = {f.stem for f in SCRIPTS.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for file in sorted(SCRIPTS.glob("*.py")):
         targets = set()
         for name in imported_modules(file):
-            while name and name not in modules:
-                name = name.rpartition(".")[0]
-            if name and name != module_name(file):
-                targets.add(name)
-        graph[module_name(file)] = targets
+            bare = name.removeprefix("scripts.")
+            targets.add(f"scripts.{bare}" if bare in scripts else known_module(name, modules))
+        graph[f"scripts.{file.stem}"] = targets - {None, f"scripts.{file.stem}"}
     return graph
 
 
@@ -176,8 +195,19 @@ def package_parents(graph: dict[str, set[str]]) -> dict[str, set[str]]:
             for module, targets in graph.items()}
 
 
-def test_no_import_circles_anywhere_in_specchat():
-    assert circles(package_parents(module_graph())) == []
+def test_no_import_circles_anywhere_in_specchat_or_scripts():
+    graph = package_parents(module_graph()) | script_graph()
+    assert set(script_graph()) == {f"scripts.{f.stem}" for f in SCRIPTS.glob("*.py")} != set()
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_sees_two_scripts_importing_each_other(tmp_path, monkeypatch):
+    (tmp_path / "measure.py").write_text("from summary import table\n")
+    (tmp_path / "summary.py").write_text("import scripts.measure\nfrom specchat.engine.theory import best_k\n")
+    monkeypatch.setattr(sys.modules[__name__], "SCRIPTS", tmp_path)
+    assert script_graph()["scripts.summary"] == {"scripts.measure", "specchat.engine.theory"}
+    assert circles(package_parents(module_graph()) | script_graph()) == [
+        ["scripts.measure", "scripts.summary"]]
 
 
 def test_the_circle_finder_sees_a_circle_and_a_clean_chain():
@@ -204,8 +234,9 @@ MODEL_ROOMS: dict[str, set[str]] = {
 }
 """The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
 backends never import each other (device, which both may use, is no backend: it knows the
-machine's cores and memory); only models/loader.py and models/adapters.py, outside
-every room, compose them."""
+machine's cores and memory); only the modules outside every room compose them:
+models/adapters.py (the backend choice), models/weights.py (one model from its reference),
+models/draft_loader.py, models/loader.py (the pair) and models/vocabulary.py."""
 
 
 def room_of(module: str) -> str | None:

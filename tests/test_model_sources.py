@@ -98,7 +98,7 @@ def test_an_hf_folder_is_the_cached_model_files(hub_cache):
     ref = parse_ref("hf:owner/model")
     assert ref.kind == "hf" and str(ref) == "hf:owner/model"
     assert availability(ref) == (True, str(snapshot))
-    from specchat.models.loader import model_folder
+    from specchat.models.weights import model_folder
 
     assert model_folder(ref) == snapshot
 

@@ -62,6 +62,36 @@ def test_the_k_bounds_are_literals_only_in_the_engines_params():
     assert BOUNDS["k"].high == K_MAX and list(K_CHOICES) == list(range(K_MAX + 1))
 
 
+def test_no_module_writes_a_verify_width_or_a_k_limit_as_a_number():
+    """Widths come from engine.costs.WIDTHS (every fixed k's k + 1) or from a k bound, and a
+    k option's upper end is K_MAX: never `range(1, 17)`, `IntRange(max=15)`, or a drafter
+    asked for a literal number of tokens."""
+    assert defining(r"\brange\(1,\s*\d+\s*\)") == []
+    assert defining(r"IntRange\([^)]*max\s*=\s*\d") == []
+    assert defining(r"[\"']--?k[\"'][^\n]*IntRange\(\s*\d+\s*,\s*\d") == []
+    assert defining(r"\.propose\([^)]*,\s*\d+\s*,") == []
+
+
+def test_the_gpu_scale_command_bounds_k_by_the_engines_k_max():
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    refused = CliRunner().invoke(main, ["bench", "scale", "--out", "x.jsonl", "--tiny",
+                                        "--k", str(K_MAX + 1)])
+    assert refused.exit_code == 2 and f"1<=x<={K_MAX}" in refused.output
+
+
+def test_bench_statistics_and_costs_come_from_their_owners():
+    """α, the acceptance rate and τ are the engine's SpecStats' (α from acceptance events per
+    tested position, never accepted over drafted); c is `Costs.c`, v(n) `Costs.v`; the GPU
+    scale records take them from there, and no bench or command module divides accepted by
+    drafted, tokens by rounds, or one step time by another."""
+    owned = r"accepted\w*\)?\s*/\s*\(?[\w.]*drafted|tokens\w*\s*/\s*[\w.]*rounds\b|step_(ms|s)\W*\s*/\s*[A-Za-z_]"
+    assert [m for m in defining(owned) if m.startswith(("bench/", "commands/", "chat/"))] == []
+    assert defining(r"^def synchronize\(") == ["engine/costs.py"]
+
+
 def test_adaptive_k_and_the_theory_search_the_same_range_the_calibration_times():
     from specchat.chat.calibrate import VERIFY_WIDTHS
     from specchat.engine.adaptive import AdaptiveK

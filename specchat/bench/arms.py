@@ -21,6 +21,7 @@ import torch
 from specchat.chat.calibrate import start_auto_from_prior
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
+from specchat.engine.costs import synchronize
 
 if TYPE_CHECKING:
     from specchat.chat.pair import Pair
@@ -71,11 +72,6 @@ class Arm(Protocol):
     speculative: bool
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun: ...
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class SpecchatArm:

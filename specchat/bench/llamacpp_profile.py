@@ -1,9 +1,9 @@
 """Verify cost on llama.cpp beside torch's, and the acceptance a draft needs to pay off.
 
-`llamacpp_costs` measures, in the shape of bench/profile.py's `Costs`: one
-evaluation of n tokens with logits for all n after a context (200 tokens by
-default), for n = 1..8, the cache cut back each time, and the draft's one-token
-step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). The report gives the
+`llamacpp_costs` measures, as engine/costs.py's `Costs`: one evaluation of n tokens
+with logits for all n after a context (200 tokens by default), for every fixed k's
+n = k + 1 (engine.costs.WIDTHS), the cache cut back each time, timed by the engine's
+timer (`forward_seconds`), and the draft's one-token step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). The report gives the
 break-even α of each k (theory.break_even_alpha: the per-token acceptance above which
 speculation with draft length k beats plain decoding; 0 when even α = 0 pays, None
 when no α can). `cost_table` prints backends side by side.
@@ -15,19 +15,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from specchat.engine.costs import Costs, draft_step_cost
+from specchat.engine.costs import WIDTHS, Costs, draft_step_cost, filler_ids, median_seconds
 from specchat.engine.theory import break_even_alpha
 
 
-WIDTHS = tuple(range(1, 9))
 BREAK_EVEN_KS = (1, 2, 3, 4)
+
+
+def forward_seconds(llm: Any, context: list[int], width: int, repeats: int = 5) -> float:
+    """Median seconds of one llama.cpp evaluation of `width` tokens after `context` (logits
+    for all; `llm` opened with logits_all=True), after one untimed warm-up evaluation."""
+    from specchat.models.llamacpp.baselines import evaluation
+
+    evaluate = evaluation(llm, context, filler_ids(context, width))
+    evaluate()
+    return median_seconds(evaluate, repeats)
 
 
 def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path | None = None,
                    drafter: Any=None, widths: Sequence[int]=WIDTHS, repeats: int = 5) -> Costs:
     """Step and verify costs of the GGUF `target` on llama.cpp; the draft's from the GGUF
     `draft` on llama.cpp, or from `drafter` (an engine drafter such as n-gram lookup)."""
-    from specchat.models.llamacpp.baselines import forward_seconds, open_llama
+    from specchat.models.llamacpp.baselines import open_llama
 
     n_ctx = len(context) + max(widths) + 16
     llm = open_llama(target, threads, n_ctx=n_ctx, logits_all=True)

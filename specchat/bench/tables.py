@@ -3,7 +3,8 @@ category and in total): the body of a comparison or sweep report (bench.reports)
 
 tokens/s of a group is its new tokens over its wall time (prefill included, the
 same for every arm); a ratio is one arm's tokens/s over another's, measured in
-the same run. "identical" compares each arm's greedy output with specchat
+the same run; the acceptance rate and τ are the engine's statistics' (SpecStats).
+"identical" compares each arm's greedy output with specchat
 target-only token for token. Knows nothing about models.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from specchat.bench.runner import REFERENCE, PromptResult
+from specchat.engine.stats import SpecStats
 from specchat.engine.theory import measured_speedup
 
 if TYPE_CHECKING:
@@ -37,16 +39,27 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 def arm_entry(runs: Sequence[ArmRun]) -> dict:
     """Totals over some answers of one arm."""
-    tokens = sum(r.token_count for r in runs)
     seconds = sum(r.seconds for r in runs)
-    rounds, drafted = sum(r.rounds for r in runs), sum(r.drafted for r in runs)
-    accepted = sum(r.accepted for r in runs)
-    return {"tokens": tokens, "seconds": round(seconds, 4),
-            "tokens_per_s": round(tokens / seconds, 3) if seconds > 0 else None,
-            "rounds": rounds or None, "drafted": drafted or None, "accepted": accepted or None,
-            "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-            "mean_acceptance_length": round(tokens / rounds, 3) if rounds else None,
-            "outside_llama_ms_per_token": outside_llama(runs, seconds, tokens)}
+    totals = counts(runs)
+    return {"tokens": totals.tokens, "seconds": round(seconds, 4),
+            "tokens_per_s": round(totals.tokens / seconds, 3) if seconds > 0 else None,
+            "rounds": totals.rounds or None, "drafted": totals.drafted or None,
+            "accepted": totals.accepted or None,
+            "acceptance_rate": rounded(totals.acceptance_rate, 4),
+            "mean_acceptance_length": rounded(totals.mean_acceptance_length, 3),
+            "outside_llama_ms_per_token": outside_llama(runs, seconds, totals.tokens)}
+
+
+def counts(runs: Sequence[ArmRun]) -> SpecStats:
+    """The runs' token, round, draft and acceptance counts as the engine's statistics, which
+    own the acceptance rate and τ (llama.cpp's programs report drafts but no rounds)."""
+    return SpecStats(rounds=sum(r.rounds for r in runs), drafted=sum(r.drafted for r in runs),
+                     accepted=sum(r.accepted for r in runs),
+                     tokens=sum(r.token_count for r in runs))
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def outside_llama(runs: Sequence[ArmRun], seconds: float, tokens: int) -> float | None:

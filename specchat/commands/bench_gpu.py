@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from specchat.engine.params import K_MAX
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -27,7 +29,8 @@ def split_list(_ctx: click.Context, _param: click.Parameter, value: str) -> tupl
 @click.option("--shapes", default="1b,8b", show_default=True, callback=split_list)
 @click.option("--quant", "quantizations", default="none,8bit,4bit", show_default=True,
               callback=split_list, help="none, 8bit, 4bit (bitsandbytes: CUDA only).")
-@click.option("--k", type=click.IntRange(min=1, max=15), default=4, show_default=True)
+@click.option("--k", type=click.IntRange(min=1, max=K_MAX), default=4, show_default=True,
+              help="Draft length of the speculative runs (its verify width k + 1 is timed).")
 @click.option("--tokens", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--budget-s", type=click.FloatRange(min=1), default=500.0, show_default=True)

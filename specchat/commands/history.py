@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from specchat.errors import UsageError
+
+if TYPE_CHECKING:
+    from specchat.history.store import HistoryStore, SavedConversation
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 FORMATS = ("markdown", "json", "html")
@@ -107,7 +111,7 @@ def _group_file(ctx: click.Context) -> Path | None:
     return (ctx.obj or {}).get("history_file")
 
 
-def open_store(path: Path | None):
+def open_store(path: Path | None) -> HistoryStore:
     """The history store, read the way the chat reads it; one-line errors naming the file."""
     import sqlite3
 
@@ -126,7 +130,7 @@ def open_store(path: Path | None):
                          "unreadable file aside when it opens it") from None
 
 
-def load(conversation: str, path: Path | None):
+def load(conversation: str, path: Path | None) -> SavedConversation:
     """The saved conversation with this id (or the newest, for `last`)."""
     store = open_store(path)
     try:
@@ -140,7 +144,7 @@ def load(conversation: str, path: Path | None):
         store.close()
 
 
-def conversation_id(text: str, store) -> int:
+def conversation_id(text: str, store: HistoryStore) -> int:
     if text == "last":
         newest = store.list_conversations(1)
         if not newest:
@@ -152,7 +156,7 @@ def conversation_id(text: str, store) -> int:
     return int(text)
 
 
-def render(conversation, fmt: str, theme: str | None) -> str:
+def render(conversation: SavedConversation, fmt: str, theme: str | None) -> str:
     from specchat.history import export as formats
 
     if fmt == "json":
@@ -165,7 +169,7 @@ def render(conversation, fmt: str, theme: str | None) -> str:
     return formats.to_html(conversation, page_colours(spec.colors, spec.variables))
 
 
-def listing(conversation, counts: dict[str, int]) -> dict:
+def listing(conversation: SavedConversation, counts: dict[str, int]) -> dict:
     """The JSON of one listed conversation; `counts`: its turns by role."""
     return {"id": conversation.id, "title": conversation.title, "pair": conversation.pair,
             "created": conversation.created, "updated": conversation.updated,

@@ -80,7 +80,7 @@ def target_facts(pair: Pair, llamacpp: bool, dtype: str | None, device: str,
                  progress: Callable[[str], None]) -> tuple[ModelFacts | None, int]:
     """(the target's facts, the context the pair budgets by)."""
     from specchat.models.config.refs import parse_ref
-    from specchat.models.loader import context_tokens, model_folder
+    from specchat.models.weights import context_tokens, model_folder
 
     ref = parse_ref(pair.target)
     if llamacpp:
@@ -94,11 +94,11 @@ def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Ca
                 None]):
     """(the draft model's facts or None, its torch folder or None)."""
     from specchat.models.config.refs import parse_ref
-    from specchat.models.loader import draft_folder
+    from specchat.models.draft_loader import draft_folder
 
     if backend == "llama.cpp":
         return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress)[0], None
-    from specchat.models.loader import distill_facts
+    from specchat.models.draft_loader import distill_facts
 
     folder = draft_folder(pair, progress)
     if folder is None:

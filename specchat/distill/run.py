@@ -76,7 +76,7 @@ def check_out_folder(out: Path, resume: bool) -> None:
 def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> dict:
     """Run (or resume) a distillation; returns a summary for the report."""
     from specchat.models.device.hardware import resolve_device
-    from specchat.models.loader import eos_token_ids, load_model
+    from specchat.models.weights import eos_token_ids, load_model
     from specchat.models.config.refs import parse_ref
 
     out = Path(options.out)

@@ -26,14 +26,17 @@ WIDTHS = tuple(range(1, K_MAX + 2))
 """Verify widths `bench profile` times: every fixed k's k + 1."""
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
+def synchronize(device: torch.device | None) -> None:
+    """Wait for the device's queued work (a CUDA device's; None: the host's own, nothing)."""
+    if device is not None and device.type == "cuda":
         import torch
 
         torch.cuda.synchronize(device)
 
 
-def median_seconds(call, repeats: int, device: torch.device) -> float:
+def median_seconds(call, repeats: int, device: torch.device | None = None) -> float:
+    """Median seconds of `repeats` calls, `device` synchronized around each (None: a call
+    that works on the host, such as llama.cpp's)."""
     samples = []
     for _ in range(repeats):
         synchronize(device)
@@ -82,7 +85,8 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
 
 
 def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
-    """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
+    """Seconds per drafted token: a draft model's one-token step, or an n-gram lookup of the
+    longest draft (K_MAX tokens) over its length."""
     import torch
 
     from specchat.engine.drafters import ModelDrafter
@@ -92,8 +96,8 @@ def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
     if drafter is None:
         return 0.0
     sequence = torch.tensor(context * 4)
-    propose = lambda: drafter.propose(sequence, 8, SamplingParams(), None)
-    return median_seconds(propose, repeats, sequence.device) / 8
+    propose = lambda: drafter.propose(sequence, K_MAX, SamplingParams(), None)
+    return median_seconds(propose, repeats, sequence.device) / K_MAX
 
 
 @dataclass(frozen=True)

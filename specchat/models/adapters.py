@@ -1,7 +1,7 @@
 """Which adapter computes each model's logits, chosen here and only here, with the reason.
 
 Backend (the pair key `backend`, or `--backend`):
-- `torch`: transformers weights (a GGUF file is converted once, see gguf_cache);
+- `torch`: transformers weights (a GGUF file is converted once, see models/gguf/cache.py);
 - `llama.cpp`: a GGUF file decoded by llama.cpp (models/llamacpp/model.py), its layers
   offloaded to the GPU where the installed build supports it (CUDA, Metal, Vulkan);
 - `auto`: llama.cpp for a GGUF target (a `.gguf` path, `hf:…/FILE.gguf`, `ollama:NAME` or

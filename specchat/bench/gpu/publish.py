@@ -6,7 +6,8 @@ issue marked met, MISSED or not measured.
 The targets: target-only ≥ 3× transformers `generate` and speculative ≥ 2× transformers'
 assisted generation (built-in pair, bf16); time outside model forwards ≤ 10% of a round;
 one host sync per round; decode bandwidth ≥ 60% of the device-to-device copy; k = "auto"
-within 5% of the best fixed k. Pure text from JSON: no torch, no models.
+within 5% of the best fixed k. Pure text from JSON: no torch, no models; c and v(n) of a
+recorded model are engine.costs' `Costs`, the best k engine.theory's.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import json
 import re
 from pathlib import Path
 
+from specchat.engine.costs import WIDTHS, Costs
+
 START, END = "<!-- gpu-results:start -->", "<!-- gpu-results:end -->"
 GB = 1e9
-WIDTHS = range(1, 17)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -38,6 +40,13 @@ def v_of(figures: dict, n: int) -> float | None:
     """v(n) from a record (keys are strings after a JSON round trip); None if not timed."""
     table = figures["v"]
     return table.get(str(n), table.get(n))
+
+
+def recorded_costs(target: dict, draft: dict) -> Costs:
+    """The step costs of a `bench scale` target record with a draft record's one-token step
+    as the drafter's (keys of verify_ms are strings after a JSON round trip)."""
+    verify_s = {int(n): ms / 1000 for n, ms in target["verify_ms"].items()}
+    return Costs.of(verify_s, draft["step_ms"] / 1000)
 
 
 def failed_step(name: str, entry: dict) -> list[str]:
@@ -147,7 +156,7 @@ def spec_lines(specs: list[dict]) -> list[str]:
                      f"{s['target_only_tok_s']:.1f} tok/s, speculative {s['spec_tok_s']:.1f} tok/s, "
                      f"measured speedup {s['measured_speedup']:.2f}x at α = {s['alpha']}, "
                      f"c = {s['c']:.3f}, v({s['k'] + 1}) = {s['v']:.2f}")
-        if "predicted_speedup" in s:
+        if s.get("predicted_speedup") is not None:
             lines.append(f"  - cost model at the same α, c, v: {s['predicted_speedup']:.2f}x "
                          "(the gap is the engine's overhead)")
         for alpha, value in (s.get("predicted_at") or {}).items():
@@ -168,11 +177,10 @@ def quantized_lines(models: list[dict], alpha: float = 0.7) -> list[str]:
         target = steps.get(("8b", quant))
         if draft is None or target is None:
             continue
-        c = draft["step_ms"] / target["step_ms"]
-        timed = max(int(n) for n in target["v"])
-        k, speed = best_k(alpha, c, lambda n, t=target: v_of(t, min(n, timed)), k_max=timed - 1)
+        costs = recorded_costs(target, draft)
+        k, speed = best_k(alpha, costs.c, costs.v, k_max=max(costs.widths) - 1)
         word = "pays" if speed > 1 else "LOSES"
-        lines.append(f"- 8B target {quant}, bf16 1B draft: c = {c:.3f}, best k = {k}, predicted "
+        lines.append(f"- 8B target {quant}, bf16 1B draft: c = {costs.c:.3f}, best k = {k}, predicted "
                      f"{speed:.2f}x at α = {alpha}: speculation {word} "
                      f"(target step {target['step_ms']:.2f} ms)")
     return lines

@@ -6,19 +6,21 @@ object per measurement, appended to --out and echoed to stdout:
   ceiling the decode bandwidth is compared with;
 - model: per shape and quantization, weight bytes and GPU memory, the adapter used
   (specchat's own static forward; CUDA graph capture time, or why capture failed),
-  step time and verify cost v(n) for n = 1..16, and target-only decode bandwidth
-  (weight bytes read per token / time per token) as a share of the copy's;
+  step time and verify cost v(n) for every fixed k's k + 1 (engine.costs.WIDTHS), and
+  target-only decode bandwidth (weight bytes read per token / time per token) as a share
+  of the copy's;
 - spec: the 8B target decoding alone, with a self-draft sharing its weights (α = 1:
   bounds the engine's overhead) and with the 1B draft (random weights: α ≈ 0, its cost
   alone), each beside what the cost model (engine.theory) predicts from the measured c
-  and v, plus the prediction and best k at α = 0.6, 0.7, 0.8;
+  and v (engine.costs.Costs) and α (the engine's SpecStats: acceptance events per tested
+  position), plus the prediction and best k at α = 0.6, 0.7, 0.8;
 - syncs: host synchronisations per round of speculative decoding (CUDA's sync debug
   mode counts them; the design allows one).
 
 `--tiny --device cpu` runs every part with tiny shapes on the CPU in seconds (quantization
 needs CUDA and is recorded as skipped there). Measurements fail one at a time: an error is
-recorded in its object and the rest go on. Timing comes from engine.costs, predictions
-from engine.theory; this module only orchestrates and records.
+recorded in its object and the rest go on. Timing, c and v(n) come from engine.costs, α
+from engine.stats, predictions from engine.theory; this module only orchestrates and records.
 """
 
 from __future__ import annotations
@@ -33,11 +35,9 @@ from typing import Any, Callable, TextIO
 
 import torch
 
-from specchat.engine.costs import median_seconds, verify_costs
-from specchat.engine.theory import best_k, ideal_speedup, measured_speedup
+from specchat.engine.costs import WIDTHS, Costs, median_seconds, synchronize, verify_costs
+from specchat.engine.theory import best_k, measured_speedup, speedup_at
 
-
-WIDTHS = tuple(range(1, 17))
 ALPHAS = (0.6, 0.7, 0.8)
 DRAFT, TARGET = "1b", "8b"
 
@@ -57,7 +57,7 @@ class ScaleSettings:
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """Verify widths timed: 1..16, or just 1..k+1 for a tiny dry run."""
+        """Verify widths timed: engine.costs.WIDTHS, or just 1..k+1 for a tiny dry run."""
         return tuple(range(1, self.k + 2)) if self.tiny else WIDTHS
 
     @property
@@ -104,9 +104,13 @@ class Recorder:
             return None
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+@dataclass(frozen=True)
+class Measured:
+    """One built model, the figures recorded about it, and its timed step costs."""
+
+    model: Any
+    figures: dict
+    costs: Costs
 
 
 def copy_bandwidth(device: str, nbytes: int) -> float:
@@ -128,8 +132,8 @@ def allocated(device: str) -> int:
     return torch.cuda.memory_allocated() if device.startswith("cuda") else 0
 
 
-def measure_model(recorder: Recorder, shape: str, quantization: str):
-    """Build one model, time its steps; (model, figures)."""
+def measure_model(recorder: Recorder, shape: str, quantization: str) -> Measured:
+    """Build one model and time its steps."""
     from specchat.models.torch_backend.synthetic import bytes_per_token, quantize, random_llama
 
     settings, device = recorder.settings, recorder.settings.device
@@ -142,36 +146,37 @@ def measure_model(recorder: Recorder, shape: str, quantization: str):
     started = time.perf_counter()
     adapter.prepare(widths=max(settings.widths))  # on CUDA every width is captured (capture_s)
     context = [(1000 + i) % adapter.vocab_size for i in range(settings.context)]
-    costs = verify_costs(adapter, context, settings.widths, repeats=settings.repeats)
+    costs = Costs.of(verify_costs(adapter, context, settings.widths, repeats=settings.repeats),
+                     None)
+    timed = costs.report()
     figures = {"shape": shape, "quant": quantization, "tiny": settings.tiny,
                "layers": model.config.num_hidden_layers,
                "weight_bytes_per_token": bytes_per_token(model),
                "gpu_memory_bytes": (allocated(device) - before) or None,
                "build_s": round(built_s, 2), "measure_s": round(time.perf_counter() - started, 2),
                "captured": bool(adapter.compiled), "capture_s": round(adapter.capture_s, 3),
-               "compile_error": adapter.compile_error, "step_ms": costs[1] * 1000,
-               "verify_ms": {n: s * 1000 for n, s in costs.items()},
-               "v": {n: s / costs[1] for n, s in costs.items()}}
-    figures["bandwidth_bytes_per_s"] = figures["weight_bytes_per_token"] / costs[1]
-    return model, figures
+               "compile_error": adapter.compile_error, "step_ms": timed["target_step_ms"],
+               "verify_ms": timed["verify_ms"], "v": timed["v"]}
+    figures["bandwidth_bytes_per_s"] = figures["weight_bytes_per_token"] / costs.target_step_s
+    return Measured(model, figures, costs)
 
 
 def decode_rate(target: Any, drafter: Any, k: int, prompt: list[int], tokens: int):
-    """(tokens/s, acceptance rate, rounds) of one greedy answer, after a warm-up answer."""
-    from specchat.engine import Decoder, Finished, SamplingParams, Settings
+    """(tokens/s, α, rounds) of one greedy answer, after a warm-up answer; α is the engine's
+    own (SpecStats.alpha: accepted / tested draft positions), None where nothing was drafted."""
+    from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
 
     decoder = Decoder(target, drafter, eos_ids=set(), check_invariants=False)
     settings = Settings(k, SamplingParams())
     list(decoder.generate(prompt, settings, 16))
-    synchronize(str(target.device))
+    synchronize(target.device)
     started = time.perf_counter()
     rounds = [e for e in decoder.generate(prompt, settings, tokens) if not isinstance(e, Finished)]
-    synchronize(str(target.device))
-    seconds = time.perf_counter() - started
-    drafted = sum(r.drafted for r in rounds)
-    accepted = sum(len(r.accepted) for r in rounds)
-    committed = sum(len(r.committed) for r in rounds)
-    return committed / seconds, accepted / drafted if drafted else None, len(rounds)
+    synchronize(target.device)
+    seconds, stats = time.perf_counter() - started, SpecStats()
+    for event in rounds:  # counted after the clock stopped
+        stats.update(event)
+    return stats.tokens / seconds, stats.alpha, stats.rounds
 
 
 def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
@@ -195,40 +200,45 @@ def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
     return sum("synchroniz" in str(w.message).lower() for w in caught) / rounds
 
 
-def predictions(c: float, v: dict[int, float], k: int) -> dict:
+def predictions(costs: Costs, k: int) -> dict:
     """The cost model at the assumed α values: speedup at k, and the best k."""
-    verify = lambda n: v[min(n, max(v))]  # noqa: E731 - v(n) as theory takes it
-    return {"predicted_at": {str(a): ideal_speedup(a, k, c, verify(k + 1)) for a in ALPHAS},
-            "best_k_at": {str(a): best_k(a, c, verify, k_max=len(v) - 1)[0] for a in ALPHAS}}
+    k_max = max(costs.widths) - 1
+    return {"predicted_at": {str(a): speedup_at(a, k, costs.c, costs.v) for a in ALPHAS},
+            "best_k_at": {str(a): best_k(a, costs.c, costs.v, k_max=k_max)[0] for a in ALPHAS}}
 
 
-def speculative_runs(recorder: Recorder, target_model: Any, draft_model: Any, target_fig: dict,
-                     draft_fig: dict | None) -> None:
-    """Target-only, self-draft (α = 1) and the 1B draft, each beside the cost model."""
+def predicted(alpha: float | None, k: int, costs: Costs) -> float | None:
+    """The cost model's speedup at the measured α (None where no draft was tested)."""
+    return None if alpha is None else speedup_at(alpha, k, costs.c, costs.v)
+
+
+def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | None) -> None:
+    """Target-only, self-draft (α = 1) and the 1B draft, each beside the cost model: c is a
+    drafter's one-token step over the target's (the self-draft's step is the target's own)."""
     from specchat.engine import ModelDrafter
 
     k, tokens = recorder.settings.k, recorder.settings.tokens
-    target = static_model(target_model, buckets=True)
-    prompt = [(7 * i + 3) % target.vocab_size for i in range(128)]
-    alone = decode_rate(target, None, 0, prompt, tokens)[0]
-    v = target_fig["v"][k + 1]
-    rate, alpha, _ = decode_rate(target, ModelDrafter(static_model(target_model, True)), k,
+    model = static_model(target.model, buckets=True)
+    prompt = [(7 * i + 3) % model.vocab_size for i in range(128)]
+    alone = decode_rate(model, None, 0, prompt, tokens)[0]
+    costs = Costs.of(target.costs.verify_s, target.costs.target_step_s)
+    rate, alpha, _ = decode_rate(model, ModelDrafter(static_model(target.model, True)), k,
                                  prompt, tokens)
-    recorder.emit("spec", target=target_fig["shape"], draft="self (shares the target's weights)",
+    recorder.emit("spec", target=target.figures["shape"], draft="self (shares the target's weights)",
                   k=k, target_only_tok_s=alone, spec_tok_s=rate,
-                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=1.0, v=v,
-                  predicted_speedup=ideal_speedup(min(alpha or 0.0, 0.999999), k, 1.0, v))
-    if draft_fig is None:
+                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=costs.c,
+                  v=costs.v(k + 1), predicted_speedup=predicted(alpha, k, costs))
+    if draft is None:
         return
-    c = draft_fig["step_ms"] / target_fig["step_ms"]
-    drafter = ModelDrafter(static_model(draft_model, True))
-    rate, alpha, _ = decode_rate(target, drafter, k, prompt, tokens)
-    recorder.emit("spec", target=target_fig["shape"], draft=draft_fig["shape"], k=k,
+    costs = Costs.of(target.costs.verify_s, draft.costs.target_step_s)
+    drafter = ModelDrafter(static_model(draft.model, True))
+    rate, alpha, _ = decode_rate(model, drafter, k, prompt, tokens)
+    recorder.emit("spec", target=target.figures["shape"], draft=draft.figures["shape"], k=k,
                   target_only_tok_s=alone, spec_tok_s=rate,
-                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=c, v=v,
-                  predicted_at_measured_alpha=ideal_speedup(alpha or 0.0, k, c, v),
-                  syncs_per_round=count_syncs(target, drafter, k, prompt),
-                  **predictions(c, target_fig["v"], k))
+                  measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=costs.c,
+                  v=costs.v(k + 1), predicted_at_measured_alpha=predicted(alpha, k, costs),
+                  syncs_per_round=count_syncs(model, drafter, k, prompt),
+                  **predictions(costs, k))
 
 
 def free(*objects: object) -> None:
@@ -245,19 +255,18 @@ def measure_quantization(recorder: Recorder, quantization: str, bandwidth: float
         recorder.emit("model", quant=quantization, skipped="bitsandbytes needs CUDA")
         return
     for shape in settings.shapes:
-        result = recorder.guarded("model", lambda: measure_model(recorder, shape, quantization),
-                                  shape=shape, quant=quantization)
-        if result is None:
+        measured = recorder.guarded("model", lambda: measure_model(recorder, shape, quantization),
+                                    shape=shape, quant=quantization)
+        if measured is None:
             continue
-        model, figures = result
         if bandwidth:
-            figures["bandwidth_share_of_copy"] = figures["bandwidth_bytes_per_s"] / bandwidth
-        recorder.emit("model", **figures)
-        models[shape] = (model, figures)
+            measured.figures["bandwidth_share_of_copy"] = (measured.figures["bandwidth_bytes_per_s"]
+                                                           / bandwidth)
+        recorder.emit("model", **measured.figures)
+        models[shape] = measured
     if quantization == "none" and TARGET in models:
-        draft = models.get(DRAFT, (None, None))
-        recorder.guarded("spec", lambda: speculative_runs(recorder, models[TARGET][0], draft[0],
-                                                          models[TARGET][1], draft[1]))
+        recorder.guarded("spec", lambda: speculative_runs(recorder, models[TARGET],
+                                                          models.get(DRAFT)))
     free(models)
 
 

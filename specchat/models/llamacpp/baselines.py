@@ -13,8 +13,9 @@
   its cache reused across rounds by the bindings' prefix match).
 - `speculation_incompatibility`: llama.cpp's own check that a draft may serve a
   target (common/speculative.cpp), ported through the bindings' vocabulary calls.
-- `forward_seconds`: the time of one evaluation of n tokens with logits for all n,
-  after a context, the cache cut back each time (verify cost on llama.cpp).
+- `evaluation`: one evaluation of n tokens with logits for all n after a context, the
+  cache cut back after it: what a verify does on llama.cpp, for bench/llamacpp_profile.py
+  to time with the engine's timer (engine/costs.py).
 
 Sampling settings are the engine's `SamplingParams` (engine/params.py, torch-free); knows
 nothing else about specchat's engine, nor about reports.
@@ -22,10 +23,8 @@ nothing else about specchat's engine, nor about reports.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -132,21 +131,19 @@ def speculation_incompatibility(target, draft) -> str | None:
     return None
 
 
-def forward_seconds(llm, context: Sequence[int], width: int, repeats: int = 5) -> float:
-    """Median seconds of evaluating `width` tokens (logits for all) after `context`.
+def evaluation(llm, context: Sequence[int], ids: Sequence[int]) -> Callable[[], None]:
+    """A call that evaluates `ids` (logits for all) after `context`, which is evaluated now.
 
-    `llm` must be opened with logits_all=True. The cache is cut back to the context
-    after every evaluation (the bindings' eval removes cells past `n_tokens`).
+    `llm` must be opened with logits_all=True. The call cuts the cache back to the context
+    after each evaluation (the bindings' eval removes cells past `n_tokens`), so it can be
+    repeated.
     """
     llm.reset()
     llm.eval(list(context))
-    base = llm.n_tokens
-    ids = (list(context) * (width // max(len(context), 1) + 1))[:width]
-    samples = []
-    for _ in range(repeats + 1):  # the first is a warm-up
-        llm.n_tokens = base
-        started = time.perf_counter()
+    base, ids = llm.n_tokens, list(ids)
+
+    def evaluate() -> None:
         llm.eval(ids)
-        samples.append(time.perf_counter() - started)
-    llm.n_tokens = base
-    return float(np.median(samples[1:]))
+        llm.n_tokens = base
+
+    return evaluate

@@ -17,6 +17,10 @@ decoding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specchat.models.config.pairs import PairConfig
 
 FORWARDS = ("auto", "static", "lean", "eager")
 CAPTURES = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
@@ -37,6 +41,11 @@ class TorchForward:
         keys = [f"torch_forward = {self.forward}" if self.forward != "auto" else "",
                 f"cuda_graphs = {self.capture}" if self.capture != "auto" else ""]
         return ", ".join(key for key in keys if key)
+
+    @classmethod
+    def of(cls, pair: PairConfig) -> "TorchForward":
+        """The choice a pair's keys `torch_forward` and `cuda_graphs` make."""
+        return cls(pair.torch_forward, pair.cuda_graphs)
 
 
 def static_wanted(device: str, how: TorchForward) -> bool:

@@ -1,0 +1,190 @@
+"""One model from its reference: the folder (or cached hub id) transformers loads it from
+(a built-in GGUF converted once, a `specchat distill` draft assembled in full, a local
+folder, a hub id), the transformers model and tokenizer in a dtype on a device (spread by
+a `Placement`, quantized through bitsandbytes), or a GGUF file opened on llama.cpp with the
+tokenizer read from the same file, and the label a llama.cpp model is reported by.
+
+Which backend runs a model is models/adapters.py's choice and the pair's assembly is
+models/loader.py's; this module loads what it is told to. Every failure a user can cause
+becomes a one-line `SpecchatError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from specchat import paths
+from specchat.errors import ModelNotFound, OutOfMemory, PairError
+from specchat.models.config.hub import hub_folder, hub_model_folder
+from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, builtin_draft_gguf,
+                                         gguf_path, parse_ref)
+from specchat.models.device.placement import Placement
+from specchat.models.gguf import cache as gguf_cache
+from specchat.models.llamacpp.model import LlamaCppModel
+
+Progress = Callable[[str], None]
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (configured, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids
+
+
+def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> LlamaCppModel:
+    """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
+    on first use)."""
+    from specchat.models.gguf.drafts import gguf_file
+
+    from specchat.models.gguf.integrity import check_gguf_file
+
+    path = gguf_file(ref, progress)
+    if path is None:
+        raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
+                        "backend)")
+    if path.is_file():
+        check_gguf_file(path)
+    return LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+
+
+def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
+                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
+    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
+    model = open_llamacpp(ref, progress, threads, gpu_layers)
+    path = model.path
+    tokenizer = gguf_cache.load_tokenizer(path, progress)
+    if len(tokenizer) > model.n_vocab:
+        raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
+                        f"a vocabulary of {model.n_vocab}: the file looks inconsistent")
+    return model, tokenizer
+
+
+def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
+    """e.g. "llama.cpp (llama 135M Q4_1, 2 threads)" or "... , 30 of 30 layers on CUDA)"."""
+    plural = "" if model.threads == 1 else "s"
+    where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
+    note = f"; {model.threads_note}" if model.threads_note else ""
+    return f"llama.cpp ({model.description}, {model.threads} thread{plural}{where}{note})"
+
+
+def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:
+    """A folder (or cached hub id) transformers can load `ref` from."""
+    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
+        return assembled_draft(builtin_draft(ref.value), progress)
+    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
+        return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
+    if ref.kind == "builtin" or ref.kind in GGUF_KINDS:
+        return gguf_cache.ensure_converted(gguf_file_of(ref, progress), progress)
+    if ref.kind == "folder":
+        if not Path(ref.value).is_dir():
+            raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
+        if is_shipped_draft(Path(ref.value)):
+            return assembled_draft(Path(ref.value), progress)
+        if not (Path(ref.value) / "config.json").is_file():
+            raise ModelNotFound(f"model folder {ref.value} has no config.json: "
+                                "point to a folder saved with save_pretrained")
+        return Path(ref.value)
+    if ref.kind == "hf":
+        return hub_model_folder(ref.value, progress)
+    return hub_folder(ref.value, progress)
+
+
+def gguf_file_of(ref: ModelRef, progress: Progress = lambda _: None) -> Path:
+    """The GGUF file of a built-in model or a GGUF reference (an unknown built-in name fails)."""
+    from specchat.models.config.refs import builtin_gguf
+
+    return gguf_path(ref, progress) or builtin_gguf(ref.value)
+
+
+def is_shipped_draft(folder: Path) -> bool:
+    """A `specchat distill` output: own weights + spec, no full model of its own."""
+    return (folder / "specchat-draft.json").is_file() and not (folder / "config.json").is_file()
+
+
+def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
+    from specchat.models.torch_backend.shipped_draft import ensure_assembled
+
+    return ensure_assembled(folder, float32_cpu_model, progress)
+
+
+def float32_cpu_model(reference: str, progress: Progress):
+    """(model, tokenizer) of a reference in float32 on the CPU: a shipped draft's target."""
+    return load_model(parse_ref(reference), torch.float32, "cpu", "none", progress)
+
+
+def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str,
+               progress: Progress = lambda _: None, placement: Placement | None = None):
+    """(transformers model, tokenizer) for a reference, on `device` in `dtype`; a
+    `placement` with a device_map lets accelerate spread the layers instead."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+
+    folder = model_folder(ref, progress)
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    kwargs = load_kwargs(dtype, device, quantization, placement)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    except (OSError, ValueError) as error:
+        raise ModelNotFound(f"cannot load model {ref} from {folder}: {first_line(error)}") from None
+    except torch.OutOfMemoryError:
+        raise OutOfMemory(f"model {ref} does not fit in {device}'s free memory: use "
+                          "quantization = \"4bit\", device = \"auto\" or a smaller model") from None
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    return model.eval(), tokenizer
+
+
+def load_kwargs(dtype: torch.dtype, device: str, quantization: str,
+                placement: Placement | None) -> dict[str, Any]:
+    """`from_pretrained` keywords: dtype, bitsandbytes config, device_map and max_memory."""
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    spread = placement is not None and placement.device_map is not None
+    if spread:
+        kwargs.update(placement.kwargs())
+        if "disk" in placement.max_memory:
+            kwargs["offload_folder"] = str(paths.cache_dir() / "offload")
+    if quantization != "none":
+        offload = spread and "cpu" in placement.max_memory
+        kwargs["quantization_config"] = bnb_config(quantization, dtype, offload)
+        kwargs.setdefault("device_map", device)
+    return kwargs
+
+
+def bnb_config(quantization: str, compute_dtype: torch.dtype, cpu_offload: bool = False):
+    """nf4 (4bit) or LLM.int8 (8bit); computing in bfloat16 unless float16 was asked for."""
+    from transformers import BitsAndBytesConfig
+
+    compute = torch.float16 if compute_dtype == torch.float16 else torch.bfloat16
+    if quantization == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=cpu_offload)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=compute,
+                              bnb_4bit_quant_type="nf4",
+                              llm_int8_enable_fp32_cpu_offload=cpu_offload)
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def context_tokens(folder: Path | str, device: str) -> int:
+    """The context the pair budgets by: the static cache's size on CUDA, the model's elsewhere."""
+    from transformers import AutoConfig
+
+    from specchat.models.torch_backend.static import static_length
+
+    config = AutoConfig.from_pretrained(folder)
+    if device.startswith("cuda"):
+        return static_length(config)
+    return int(getattr(config, "max_position_embeddings", 2048) or 2048)

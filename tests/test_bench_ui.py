@@ -1,0 +1,29 @@
+"""`specchat bench-ui` cannot rot unseen: the real command runs the real app in a
+pseudo-terminal (tui/bench.py) on the timed scripted pair (tui/bench_child.py), one short
+answer, and prints what it measured."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bench-ui drives the app in a POSIX pty")
+def test_bench_ui_streams_one_answer_through_the_app_and_reports_the_rate_it_achieved():
+    done = subprocess.run([sys.executable, "-m", "specchat", "bench-ui", "--tokens", "300",
+                           "--answers", "1", "--no-startup"], cwd=ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert re.search(r"^tokens per answer / answers:\s+300 / 1$", done.stdout, re.MULTILINE)
+    achieved = re.search(r"^answer 1: achieved tokens/s:\s+(\d+)$", done.stdout, re.MULTILINE)
+    assert achieved and int(achieved.group(1)) > 0, done.stdout
+    frames = re.search(r"^answer 1: frames showing new tokens:\s+(\d+)$", done.stdout, re.MULTILINE)
+    assert frames and int(frames.group(1)) >= 1, done.stdout
+    assert "answer 2" not in done.stdout and not done.stderr.strip()
