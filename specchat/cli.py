@@ -26,11 +26,18 @@ log = logging.getLogger("specchat.cli")
 
 class Group(click.Group):
     """Runs `chat` when no command is given; turns user errors into one line; logs both
-    kinds of error (a traceback in the log file for ours)."""
+    kinds of error (a traceback in the log file for ours). click's own ends (--help, a
+    bad option, Ctrl-C at a prompt) are click's to show: a usage error is logged as its
+    message, the rest not at all."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except click.ClickException as error:
+            log.info("usage error shown to the user: %s", error.format_message())
+            raise
         except SpecchatError as error:
             log.error("error shown to the user: %s", error)
             click.echo(f"specchat: error: {error}", err=True)

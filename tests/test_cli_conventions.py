@@ -207,3 +207,28 @@ def test_the_log_file_rotates_and_never_stops_a_command(tmp_path, monkeypatch):
     blocked.write_text("")
     monkeypatch.setenv("SPECCHAT_LOG_DIR", str(blocked / "logs"))
     assert logs.start_logging(["specchat"]) is None
+
+
+@pytest.mark.parametrize("args, logged", [
+    (["run", "--help"], None), (["pairs", "-h"], None), (["--version"], None),
+    (["run", "--bogus", "hi"], "usage error shown to the user: No such option '--bogus'"),
+    (["locate", "nowhere"], "usage error shown to the user: Invalid value for"),
+])
+def test_help_and_usage_errors_are_not_logged_as_unexpected(tmp_path, monkeypatch, args, logged):
+    import logging
+
+    monkeypatch.setenv("SPECCHAT_LOG_DIR", str(tmp_path / "logs"))
+    logger = logging.getLogger("specchat")
+    before = list(logger.handlers)
+    try:
+        result = invoke(*args)
+    finally:
+        for handler in logger.handlers[len(before):]:
+            handler.close()
+        logger.handlers[:] = before
+    assert result.exit_code == (2 if logged else 0), result.output
+    log = tmp_path / "logs" / "specchat.log"
+    text = log.read_text() if log.exists() else ""
+    assert "unexpected error" not in text and "Traceback" not in text, text
+    if logged:
+        assert f"INFO specchat.cli: {logged}" in text, text
