@@ -14,15 +14,13 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from specchat.token_kinds import TOKEN_KINDS
+from specchat.token_kinds import FATES
 
 CONTRAST_FLOOR = 4.5
 """WCAG AA for body text: every derived token colour reads at least this well."""
 DISTINCT_MIN = 30.0
 """The least CIE76 ΔE (distance in CIE L*a*b*) between two fates' colours: closer, two
 text colours read as one (a lighter orange is still orange)."""
-FATES = tuple(kind for kind in TOKEN_KINDS if kind != "target")
-"""The four fates a speculative answer shows, which must never share a colour."""
 HEX = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 
