@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from specchat.history.charts import CHARTS, Chart, ConversationSeries, conversation_series
+from specchat.tui.keys import dialog_bindings, dialog_hint
 
 
 class ConversationCharts:
@@ -51,10 +51,10 @@ class ChartsScreen(ModalScreen[None]):
     tall (the dialog scrolls where the terminal is smaller: at 80x24 one chart or row of
     bars at a time). Esc closes."""
 
-    BINDINGS = [Binding("escape,q,ctrl+d", "dismiss", "Close")]
+    BINDINGS = dialog_bindings("charts")
     MIN_HEIGHT = 12
     """Rows a chart needs to stay legible (its axis ticks in order, its title)."""
-    HINT = ("Esc closes · ↑↓ PgUp PgDn scroll · bars per answer, lines per round across the "
+    HINT = ("↑↓ PgUp PgDn scroll · bars per answer, lines per round across the "
             "conversation; n/a or a gap: no figure (no drafts, no round times)")
 
     def __init__(self, series: ConversationSeries):
@@ -77,7 +77,8 @@ class ChartsScreen(ModalScreen[None]):
                     for spec in CHARTS:
                         if spec.per == "round":
                             yield PlotextPlot(id=f"chart-{spec.name}", classes="round-chart")
-            yield Static(self.HINT, classes="dialog-hint")
+            keymap = getattr(self.app, "user_keymap", None) or {}
+            yield Static(f"{dialog_hint('charts', keymap)} · {self.HINT}", classes="dialog-hint")
 
     def on_resize(self) -> None:
         self.fit_rows()
