@@ -61,9 +61,25 @@ def test_the_default_command_checks_its_options_like_chat_does(tiny_config, open
 
 
 def test_chat_options_before_another_command_say_where_they_go(tiny_config):
-    result = invoke("--pair", "tiny", "pairs")
-    assert result.exit_code == 2
-    assert "give them after it: specchat pairs --pair" in result.output
+    taken = invoke("--pair", "tiny", "run", "hi")
+    assert taken.exit_code == 2
+    assert "give it after the command: specchat run --pair ..." in taken.output
+    not_taken = invoke("--pair", "tiny", "pairs")
+    assert not_taken.exit_code == 2
+    assert "specchat pairs --pair" not in not_taken.output
+    assert "`specchat pairs` has no --pair" in not_taken.output
+    assert "(chat, run, serve)" in not_taken.output
+    for command in ("chat", "run", "serve"):  # the hint names only commands that take it
+        assert "--pair" in invoke(command, "--help").output
+
+
+def test_locate_config_prints_the_folder_that_holds_models_toml_and_keymap_toml(tmp_path):
+    folder = Path(invoke("locate", "config").output.strip())
+    assert folder == tmp_path / "config"
+    from specchat import paths
+    from specchat.tui.keymap import keymap_file
+
+    assert paths.user_models_file().parent == folder and keymap_file().parent == folder
 
 
 def test_pairs_json_lists_every_pair_with_its_models_availability(tiny_config):
