@@ -26,11 +26,18 @@ log = logging.getLogger("specchat.cli")
 
 class Group(click.Group):
     """Runs `chat` when no command is given; turns user errors into one line; logs both
-    kinds of error (a traceback in the log file for ours)."""
+    kinds of error (a traceback in the log file for ours). click's own ends (--help, a
+    bad option, Ctrl-C at a prompt) are click's to show: a usage error is logged as its
+    message, the rest not at all."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except click.ClickException as error:
+            log.info("usage error shown to the user: %s", error.format_message())
+            raise
         except SpecchatError as error:
             log.error("error shown to the user: %s", error)
             click.echo(f"specchat: error: {error}", err=True)
@@ -70,8 +77,31 @@ def main(ctx: click.Context, config_file: Path | None, pair_name: str | None,
     if ctx.invoked_subcommand is None:
         ctx.invoke(main.get_command(ctx, "chat"), **chat_options)
     elif any(value is not None for value in chat_options.values()):
-        raise click.UsageError(f"--pair, --theme and -k before a command open the chat; "
-                               f"give them after it: specchat {ctx.invoked_subcommand} --pair ...")
+        given = [flag for flag, value in zip(("--pair", "--theme", "-k"), chat_options.values())
+                 if value is not None]
+        raise click.UsageError(misplaced_options_hint(ctx, ctx.invoked_subcommand, given))
+
+
+def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -> str:
+    """Where chat options given before another command go: after it where it takes them,
+    else the commands that do."""
+    def flags(name: str) -> set[str]:
+        return {opt for param in main.get_command(ctx, name).params for opt in param.opts}
+
+    def both(items: list[str]) -> str:
+        return " and ".join(items)
+
+    one = len(given) == 1
+    opening = f"{both(given)} before a command open{'s' if one else ''} the chat"
+    missing = [flag for flag in given if flag not in flags(command)]
+    if not missing:
+        return (f"{opening}; give {'it' if one else 'them'} after the command: "
+                f"specchat {command} {given[0]} ...")
+    takers = sorted(name for name in main.list_commands(ctx) if set(missing) <= flags(name))
+    it = "it" if len(missing) == 1 else "them"
+    return (f"{opening}, and `specchat {command}` has no {both(missing)}: open the chat with "
+            f"`specchat {given[0]} ...` alone, or give {it} to a command that takes {it} "
+            f"({', '.join(takers)})")
 
 
 def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
@@ -114,12 +144,13 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
 @click.argument("what", type=click.Choice(["config", "data", "themes", "cache", "logs"]))
 @config_option
 def locate(what: str, config_file: Path | None) -> None:
-    """Print where specchat keeps its config, data (history), themes, model cache or log
-    file (attach it to a bug report)."""
+    """Print the folder where specchat keeps its config (models.toml, keymap.toml,
+    tui.json), data (history), themes or model cache, or its log file (attach it to a bug
+    report)."""
     from specchat import paths
     from specchat.logs import log_file
 
-    place = {"config": paths.user_models_file, "data": paths.data_dir,
+    place = {"config": paths.config_dir, "data": paths.data_dir,
              "themes": paths.user_themes_dir, "cache": paths.cache_dir, "logs": log_file}[what]()
     click.echo(str(place))
 

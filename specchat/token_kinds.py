@@ -16,3 +16,9 @@ from typing import Literal
 TokenKind = Literal["accepted", "rejected", "resampled", "bonus", "target"]
 TOKEN_KINDS: tuple[TokenKind, ...] = ("accepted", "rejected", "resampled", "bonus", "target")
 """In the order a legend lists them."""
+FATES: tuple[TokenKind, ...] = ("accepted", "rejected", "resampled", "bonus")
+"""The four fates a speculative answer shows (never one colour for two)."""
+DRAFT_KINDS: tuple[TokenKind, ...] = ("accepted", "rejected")
+"""A draft token's fates: a round's drafts come first, the accepted before the rejected."""
+TARGET_KINDS: tuple[TokenKind, ...] = ("resampled", "bonus", "target")
+"""The target's own token: one per verify round, its last."""

@@ -75,7 +75,8 @@ def test_the_html_export_draws_each_answer_and_round_in_the_theme_colours(tmp_pa
     page = export.to_html(conversation, COLOURS)
     charts = figures(page)
     assert set(charts) == {"acceptance rate per answer (%)", "τ per answer (tokens per round)",
-                           "tokens/s per answer", "tokens per round", "tokens/s per round"}
+                           "tokens/s per answer", "acceptance rate per round (%)",
+                           "tokens per round (τ of each round)", "tokens/s per round"}
     low, high = bar_heights(charts["acceptance rate per answer (%)"])
     assert high == pytest.approx(3 * low, rel=0.01)  # 75% against 25% on a 0-100 axis
     assert "fill:#00aa00" in charts["acceptance rate per answer (%)"]
@@ -106,7 +107,7 @@ async def test_ctrl_d_charts_every_finished_answer_and_round_of_the_conversation
         await wait_for(pilot, lambda: isinstance(app.screen, ChartsScreen))
         await pilot.pause(0.2)
         screen = app.screen
-        assert len(screen.query(PlotextPlot)) == 5
+        assert len(screen.query(PlotextPlot)) == 6
         series = screen.series
         assert [a.acceptance_rate for a in series.answers] == [0.5, 0.5]  # 3 of 6 drafts, twice
         assert [a.mean_acceptance_length for a in series.answers] == [2.0, 2.0]
@@ -124,3 +125,81 @@ async def test_the_charts_of_an_empty_chat_say_what_will_come():
         await ready(pilot)
         await pilot.press("ctrl+d")
         await wait_for(pilot, lambda: app.screen.query("#charts-empty"))
+
+
+def test_acceptance_per_round_is_each_rounds_own_and_absent_where_nothing_was_drafted():
+    from specchat.history.charts import CHARTS
+
+    kinds = ["accepted", "rejected", "resampled", "target", "accepted", "accepted", "bonus"]
+    series = conversation_series([(kinds, None)])
+    per_round = next(chart for chart in CHARTS if chart.name == "round-acceptance")
+    assert per_round.values(series) == [50.0, None, 100.0]
+
+
+def columns_of(plot_text: str, mark: str) -> list[int]:
+    """The columns of a mark in the line where it appears (the x labels)."""
+    lines = [line for line in plot_text.splitlines() if mark in line]
+    assert lines, f"no {mark!r} in the chart:\n{plot_text}"
+    return [i for i in range(len(lines[0])) if lines[0].startswith(mark, i)]
+
+
+def bar_in_column(plot_text: str, column: int) -> bool:
+    return any(len(line) > column and line[column] == "█" for line in plot_text.splitlines())
+
+
+def y_axis_labels(plot_text: str) -> list[float]:
+    """The y-axis tick values of a plotext chart, top to bottom."""
+    return [float(m) for m in re.findall(r"^\s*(-?[0-9.]+)┤", plot_text, re.M)]
+
+
+async def charts_after(pilot, *prompts_and_keys: str):
+    from tui_support import ask, ready, wait_for
+
+    from specchat.tui.charts import ChartsScreen
+
+    await ready(pilot)
+    for item in prompts_and_keys:
+        if item.startswith("key:"):
+            await pilot.press(item.removeprefix("key:"))
+        else:
+            await ask(pilot, item)
+    await pilot.press("ctrl+d")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChartsScreen))
+    await pilot.pause(0.3)
+    return pilot.app.screen
+
+
+def plot_text(screen, name: str) -> str:
+    return screen.query_one(f"#chart-{name}").render().plain
+
+
+async def test_an_answer_without_drafts_has_no_acceptance_bar_where_a_0_would_lie():
+    from tui_support import make_app
+
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        screen = await charts_after(pilot, "first", "key:ctrl+s", "second")
+        assert [a.acceptance_rate for a in screen.series.answers] == [0.5, None]
+        acceptance = plot_text(screen, "answer-acceptance")
+        first, second = columns_of(acceptance, "#1")[0], columns_of(acceptance, "#2 n/a")[0]
+        assert bar_in_column(acceptance, first + 1) and not bar_in_column(acceptance, second + 1)
+        assert "#1 n/a" not in acceptance
+        tau = plot_text(screen, "answer-tau")  # target-only τ is 1: a bar, no n/a
+        assert bar_in_column(tau, columns_of(tau, "#2")[0] + 1) and "n/a" not in tau
+
+
+async def test_at_80x24_every_chart_is_legible_and_scrolls_into_view():
+    from textual_plotext import PlotextPlot
+    from tui_support import make_app
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await charts_after(pilot, "first", "second")
+        scroll = screen.query_one("#charts-scroll")
+        for plot in screen.query(PlotextPlot):
+            scroll.scroll_to_widget(plot, animate=False)
+            await pilot.pause(0.1)
+            assert plot.size.height >= 10, (plot.id, plot.size)
+            assert scroll.region.contains_region(plot.region), plot.id
+            ticks = y_axis_labels(plot.render().plain)
+            assert len(ticks) >= 3 and ticks == sorted(ticks, reverse=True), (plot.id, ticks)

@@ -79,7 +79,7 @@ def test_pairs_lists_every_pair_and_its_availability(tiny_config):
 
 def test_locate_prints_the_configured_places(tmp_path):
     result = invoke("locate", "config")
-    assert result.exit_code == 0 and result.output.strip().endswith("models.toml")
+    assert result.exit_code == 0 and result.output.strip() == str(tmp_path / "config")
     assert invoke("locate", "data").output.strip() == str(tmp_path / "data")
 
 

@@ -61,9 +61,25 @@ def test_the_default_command_checks_its_options_like_chat_does(tiny_config, open
 
 
 def test_chat_options_before_another_command_say_where_they_go(tiny_config):
-    result = invoke("--pair", "tiny", "pairs")
-    assert result.exit_code == 2
-    assert "give them after it: specchat pairs --pair" in result.output
+    taken = invoke("--pair", "tiny", "run", "hi")
+    assert taken.exit_code == 2
+    assert "give it after the command: specchat run --pair ..." in taken.output
+    not_taken = invoke("--pair", "tiny", "pairs")
+    assert not_taken.exit_code == 2
+    assert "specchat pairs --pair" not in not_taken.output
+    assert "`specchat pairs` has no --pair" in not_taken.output
+    assert "(chat, run, serve)" in not_taken.output
+    for command in ("chat", "run", "serve"):  # the hint names only commands that take it
+        assert "--pair" in invoke(command, "--help").output
+
+
+def test_locate_config_prints_the_folder_that_holds_models_toml_and_keymap_toml(tmp_path):
+    folder = Path(invoke("locate", "config").output.strip())
+    assert folder == tmp_path / "config"
+    from specchat import paths
+    from specchat.tui.keymap import keymap_file
+
+    assert paths.user_models_file().parent == folder and keymap_file().parent == folder
 
 
 def test_pairs_json_lists_every_pair_with_its_models_availability(tiny_config):
@@ -207,3 +223,28 @@ def test_the_log_file_rotates_and_never_stops_a_command(tmp_path, monkeypatch):
     blocked.write_text("")
     monkeypatch.setenv("SPECCHAT_LOG_DIR", str(blocked / "logs"))
     assert logs.start_logging(["specchat"]) is None
+
+
+@pytest.mark.parametrize("args, logged", [
+    (["run", "--help"], None), (["pairs", "-h"], None), (["--version"], None),
+    (["run", "--bogus", "hi"], "usage error shown to the user: No such option '--bogus'"),
+    (["locate", "nowhere"], "usage error shown to the user: Invalid value for"),
+])
+def test_help_and_usage_errors_are_not_logged_as_unexpected(tmp_path, monkeypatch, args, logged):
+    import logging
+
+    monkeypatch.setenv("SPECCHAT_LOG_DIR", str(tmp_path / "logs"))
+    logger = logging.getLogger("specchat")
+    before = list(logger.handlers)
+    try:
+        result = invoke(*args)
+    finally:
+        for handler in logger.handlers[len(before):]:
+            handler.close()
+        logger.handlers[:] = before
+    assert result.exit_code == (2 if logged else 0), result.output
+    log = tmp_path / "logs" / "specchat.log"
+    text = log.read_text() if log.exists() else ""
+    assert "unexpected error" not in text and "Traceback" not in text, text
+    if logged:
+        assert f"INFO specchat.cli: {logged}" in text, text

@@ -55,3 +55,32 @@ def test_the_version_has_one_source():
     assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
     assert PYPROJECT["tool"]["hatch"]["version"]["path"] == "specchat/__init__.py"
     assert re.fullmatch(r"\d+\.\d+\.\d+", specchat.__version__)
+
+
+MINOR_BOUNDED = {"torch"}
+"""Packages bounded at the tested minor though past 1.0 (their minors break APIs)."""
+
+
+def test_lower_bounds_are_the_tested_majors():
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    project = PYPROJECT["project"]
+    off = []
+    for text in project["dependencies"] + [r for extra in project["optional-dependencies"].values()
+                                           for r in extra]:
+        requirement = Requirement(text)
+        floors = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
+        try:
+            installed = Version(importlib.metadata.version(requirement.name))
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here (bitsandbytes): nothing tested to compare with
+        if not floors:
+            assert requirement.specifier.contains(installed), text
+            continue
+        floor = floors[0]
+        same_minor = installed.major == 0 or normalized(requirement.name) in MINOR_BOUNDED
+        wanted = installed.release[:2] if same_minor else installed.release[:1]
+        if floor.release[:len(wanted)] != wanted or not requirement.specifier.contains(installed):
+            off.append(f"{text} (tested: {installed})")
+    assert off == []

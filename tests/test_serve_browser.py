@@ -12,10 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -23,30 +21,12 @@ from click.testing import CliRunner
 from specchat.cli import main
 from specchat.commands.serve import chat_command
 from specchat.theme_files import load_theme
+from serve_support import ROOT, serving
 
-ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "serve.png"
 FATES = ("accepted", "rejected", "resampled", "bonus")
 INSTALL = ("Chromium is not installed: apt-get install chromium chromium-driver (Debian/Ubuntu; "
            ".ci/run does it on CI) to run the browser test of specchat serve")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(port: int, server: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"specchat serve exited: {server.stderr.read().decode()}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise AssertionError("specchat serve did not listen in time")
 
 
 @pytest.fixture
@@ -74,20 +54,8 @@ def browser():
 def served(tmp_path):
     """`specchat serve --demo` on a free port, with its own folders."""
     pytest.importorskip("textual_serve", reason="pip install 'specchat[serve]'")
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for name in ("CONFIG", "DATA", "LOG"):
-        env[f"SPECCHAT_{name}_DIR"] = str(tmp_path / name.lower())
-    server = subprocess.Popen([sys.executable, "-m", "specchat", "serve", "--demo", "60",
-                               "--theme", "specchat-dark", "--port", str(port)], cwd=ROOT,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True)
-    try:
-        wait_until_listening(port, server)
+    with serving(tmp_path, "--theme", "specchat-dark") as (port, _):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
 
 
 def fate_pixels(png: bytes, box: tuple[float, float, float, float]) -> dict[str, int]:
@@ -170,3 +138,27 @@ def test_serve_on_a_port_in_use_is_one_line_before_any_banner():
         result = CliRunner().invoke(main, ["serve", "--demo", "5", "--port", str(port)])
     assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.output and "Serving" not in result.output
+
+
+@pytest.mark.parametrize("present, installs", [
+    ((), True), (("chromium",), True), (("chromedriver",), True),
+    (("chromium", "chromedriver"), False)])
+def test_ci_installs_chromium_and_its_driver_unless_both_are_there(tmp_path, present, installs):
+    """.ci/run with stand-ins on PATH: apt-get, id (root) and make record their calls."""
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    stand_ins = {name: "exit 0" for name in present}
+    stand_ins |= {"apt-get": f'echo "apt-get $*" >> {log}', "id": "echo 0",
+                  "make": f'echo "make $*" >> {log}', "dirname": 'echo "${1%/*}"'}
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    subprocess.run(["/bin/bash", str(ROOT / ".ci" / "run")], env={"PATH": str(bin_dir)},
+                   check=True, timeout=30)
+    calls = log.read_text().splitlines()
+    installed = any("install" in call and "chromium chromium-driver" in call for call in calls)
+    assert installed == installs, calls
+    assert calls[-1] == "make test"

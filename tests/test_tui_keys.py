@@ -4,6 +4,8 @@ Every binding has an id a user's keymap can move; F9-F12 have second keys."""
 
 from __future__ import annotations
 
+import re
+
 from textual.widgets import Markdown
 import os
 from pathlib import Path
@@ -11,8 +13,10 @@ from pathlib import Path
 from tui_support import make_app, ready, wait_for
 
 from specchat.tui.chat_screen import ChatScreen
-from specchat.tui.keys import KEYS, bindings, help_markdown, key_table, palette_actions, with_key_table
-from specchat.tui.screens import HelpScreen
+from specchat.tui.charts import ChartsScreen
+from specchat.tui.keys import (DIALOG_KEYS, KEYS, bindings, doc_tables, help_markdown,
+                               palette_actions, with_key_table)
+from specchat.tui.screens import HelpScreen, HistoryScreen, PairPickerScreen, SystemPromptScreen
 
 
 def action_name(action: str) -> str:
@@ -43,7 +47,7 @@ def test_the_chat_screen_binds_exactly_the_tables_keys():
 
 def test_the_help_table_has_a_row_for_every_key_and_only_those():
     rows = [line for line in help_markdown().splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(rows) == len(KEYS) + 1  # the header row
+    assert len(rows) == len(KEYS) + 1 + len(DIALOG_KEYS) + 1  # each table's header row
     assert any(row.startswith("| F8 or Ctrl+F | step: resolve the pending drafts") for row in rows)
 
 
@@ -70,13 +74,30 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_readme_and_docs_key_tables_are_the_ones_the_key_table_renders():
     for name in ("README.md", "docs/tui.md"):
         text = (ROOT / name).read_text()
-        assert key_table() in text and with_key_table(text) == text, (
+        assert doc_tables() in text and with_key_table(text) == text, (
             f"{name}'s key table is stale: run python -m specchat.tui.keys")
 
 
 def test_every_binding_has_its_own_id():
-    ids = [b.id for b in bindings()]
-    assert all(ids) and len(ids) == len(set(ids))
+    screens = (ChatScreen, HelpScreen, SystemPromptScreen, PairPickerScreen, HistoryScreen,
+               ChartsScreen)
+    every = [(screen.__name__, binding) for screen in screens for binding in screen.BINDINGS]
+    assert len(every) == len(bindings()) + len(DIALOG_KEYS)
+    missing = [(screen, binding.key) for screen, binding in every if not binding.id]
+    assert missing == []
+    ids = [binding.id for _, binding in every]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_f_key_action_has_a_second_key_or_a_palette_entry():
+    """macOS laptops take the F-keys (media keys), GNOME takes F10 and F11."""
+    def only_f_keys(keys: str) -> bool:
+        names = [name.strip() for name in keys.split(",") if name.strip()]
+        return bool(names) and all(re.fullmatch(r"f\d+", name) for name in names)
+
+    f_keys = [key.id for key in KEYS if re.search(r"\bf\d+\b", key.keys)]
+    assert len(f_keys) == 12
+    assert [key.id for key in KEYS if only_f_keys(key.keys) and not key.palette] == []
 
 
 async def test_k_and_temperature_answer_to_a_second_key_beside_f9_to_f12():
@@ -126,3 +147,40 @@ async def test_a_bad_keymap_entry_is_named_on_screen_and_the_rest_applies():
         temperature = app.backends["fake"].temperature
         await pilot.press("ctrl+right")
         await wait_for(pilot, lambda: app.backends["fake"].temperature > temperature)
+
+
+async def test_the_palette_opens_the_help_and_the_pair_picker_without_f1_or_f3():
+    for title, screen in (("Show keys", HelpScreen), ("Pick a pair", PairPickerScreen)):
+        app = make_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.2)
+            await pilot.press(*title.lower())
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, screen))
+
+
+async def test_a_keymap_moves_the_dialogs_keys_and_their_hints_say_so():
+    keymap('[keys]\nhelp-close = "ctrl+w"\ncharts-close = "c"\nhistory-delete = "x"\n')
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert not str(app.chat_screen.problems.render()).strip()
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen)  # Esc was moved away
+        await pilot.press("ctrl+w")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("ctrl+d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChartsScreen))
+        hint = str(app.screen.query_one(".dialog-hint").render())
+        assert hint.startswith("c Close")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ChartsScreen))
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
+        assert "x Delete" in "".join(str(w.render()) for w in app.screen.query("Static"))

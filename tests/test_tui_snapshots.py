@@ -130,10 +130,19 @@ def test_step_mode_with_a_round_pending_looks_the_same(snap_compare, utc):
 def test_the_charts_after_two_answers_look_the_same(snap_compare, utc):
     app = scripted_app()
 
-    async def chart(pilot):
-        await answered(pilot, "Explain speculative decoding", "And again")
-        await pilot.press("ctrl+d")
-        await wait_for(pilot, lambda: pilot.app.screen.query("#charts-grid"))
-        await pilot.pause(0.3)
+    assert snap_compare(app, terminal_size=(130, 44), run_before=charted)
 
-    assert snap_compare(app, terminal_size=(130, 44), run_before=chart)
+
+async def charted(pilot) -> None:
+    """Two answers, the second without speculation (no acceptance rate), then Ctrl+D."""
+    await answered(pilot, "Explain speculative decoding")
+    await pilot.press("ctrl+s")
+    await ask(pilot, "And again")
+    pilot.app.clear_notifications()
+    await pilot.press("ctrl+d")
+    await wait_for(pilot, lambda: pilot.app.screen.query("#charts-scroll"))
+    await pilot.pause(0.3)
+
+
+def test_the_charts_at_80x24_show_one_legible_row_and_scroll(snap_compare, utc):
+    assert snap_compare(scripted_app(), terminal_size=(80, 24), run_before=charted)

@@ -88,7 +88,8 @@ def show(ctx: click.Context, conversation: str, history_file: Path | None,
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write here instead of stdout.")
 @click.option("--theme", default=None, metavar="NAME",
-              help="The HTML page's token colours (default: specchat-dark).")
+              help="The HTML page's colours: specchat's or Textual's theme (default: "
+                   "specchat-dark).")
 @click.pass_context
 def export(ctx: click.Context, conversation: str, history_file: Path | None, fmt: str | None,
            output: Path | None, theme: str | None) -> None:
@@ -163,10 +164,9 @@ def render(conversation: SavedConversation, fmt: str, theme: str | None) -> str:
         return formats.to_json(conversation)
     if fmt == "markdown":
         return formats.to_markdown(conversation)
-    from specchat.theme_files import load_theme, page_colours
+    from specchat.tui.themes import named_theme, theme_page_colours
 
-    spec = load_theme(theme)
-    return formats.to_html(conversation, page_colours(spec.colors, spec.variables))
+    return formats.to_html(conversation, theme_page_colours(named_theme(theme)))
 
 
 def listing(conversation: SavedConversation, counts: dict[str, int]) -> dict:

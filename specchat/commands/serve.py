@@ -4,7 +4,8 @@ textual-serve (the `serve` extra) runs `specchat chat` with Textual's web driver
 browser tab and streams it to the page over a WebSocket; every tab is its own chat
 process, with its own models. It binds to 127.0.0.1 unless --host says otherwise: whoever
 reaches the page runs models on this machine. The pair and theme are checked here, before
-the server starts, so a typo is one line instead of an error page in every tab.
+the server starts, so a typo is one line instead of an error page in every tab. What URLs
+the page names (never the bind address 0.0.0.0) is serve_address.py's.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pathlib import Path
 import click
 
 from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.commands.serve_address import (LOOPBACK, WILDCARD, checked_public_url, http_url,
+                                             origin_following, reachable_host)
 from specchat.errors import UsageError
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,29 +29,44 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback lets others run models here.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--public-url", metavar="URL",
+              help="The URL browsers open (behind a proxy or tunnel); by default each page "
+                   "follows the address its browser used.")
 @click.option("--demo", "demo_rate", type=float, default=None, metavar="TOKENS_PER_S",
               help="Serve the scripted demo pair at this pace (no model is loaded).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A models.toml whose pairs win over the user's and the built-in ones.")
 @click.pass_context
 def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
-          host: str, port: int, demo_rate: float | None, config_file: Path | None) -> None:
+          host: str, port: int, public_url: str | None, demo_rate: float | None,
+          config_file: Path | None) -> None:
     """Serve the live chat to a browser (textual-serve): each tab is its own chat."""
     config_file = config_file or (ctx.obj or {}).get("config")
     check_choices(pair_name, theme, config_file, demo_rate)
+    public_url = public_url and checked_public_url(public_url)
     server_class = textual_server()
     check_port(host, port)
     command = chat_command(pair_name, theme, k, config_file, demo_rate)
-    click.echo(f"specchat: serving the chat at http://{url_host(host)}:{port} (Ctrl+C stops)",
-               err=True)
-    if host not in LOOPBACK:
-        click.echo(f"specchat: warning: listening on {host}: anyone who reaches this address "
-                   "runs models on this machine, with no password", err=True)
+    open_url = public_url or http_url(reachable_host(host), port)
+    say_where(host, port, open_url)
+    if public_url is None:
+        server_class = origin_following(server_class)
     try:
-        server_class(command, host=host, port=port, title="specchat").serve()
+        server_class(command, host=host, port=port, title="specchat",
+                     public_url=open_url).serve()
     except OSError as error:
         raise UsageError(f"cannot listen on {host}:{port} ({error.strerror or error}): pick "
                          "another with --port or --host") from None
+
+
+def say_where(host: str, port: int, open_url: str) -> None:
+    """The URL to open (on stderr), and a warning when others can reach it."""
+    loopback = "::1" if host == "::" else "127.0.0.1"
+    here = f"; on this machine {http_url(loopback, port)}" if host in WILDCARD else ""
+    click.echo(f"specchat: serving the chat: open {open_url}{here} (Ctrl+C stops)", err=True)
+    if host not in LOOPBACK:
+        click.echo(f"specchat: warning: listening on {host}: anyone who reaches this address "
+                   "runs models on this machine, with no password", err=True)
 
 
 def check_choices(pair_name: str | None, theme: str | None, config_file: Path | None,
@@ -99,7 +115,3 @@ def chat_command(pair_name: str | None, theme: str | None, k: int | str | None,
         if value is not None:
             words += [flag, str(value)]
     return shlex.join(words)
-
-
-def url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host

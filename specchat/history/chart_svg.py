@@ -1,10 +1,11 @@
 """A conversation's charts as inline SVG for the HTML export, drawn with pygal.
 
 Per answer: acceptance rate, τ (mean acceptance length) and tokens/s, as bars. Per
-round, across the whole conversation: the tokens each round committed and, where the
-answers saved their round times, each round's tokens/s, as lines. The figures are
-history/charts.py's; the colours are the theme's token colours (accepted for acceptance,
-bonus for τ, the target's for tokens/s), so the charts read like the tokens above them.
+round, across the whole conversation: the acceptance rate, the tokens each round
+committed and, where the answers saved their round times, each round's tokens/s, as
+lines. The charts and their figures are history/charts.py's (`CHARTS`); each is drawn in
+its token kind's colour, so the charts read like the tokens above them. A figure that
+does not exist (no drafts, no acceptance rate) is a gap, never a 0.
 
 The SVG carries no script and loads nothing: pygal's tooltip configuration script is
 left out, and its comments with it. Strings in, strings out; pygal is imported when a
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from specchat.history.charts import ConversationSeries
+from specchat.history.charts import CHARTS, Chart, ConversationSeries
 
 WIDTH, HEIGHT = 560, 240
 SCRIPT = re.compile(r"<script\b.*?</script>|<!--.*?-->", re.S)
@@ -65,42 +66,28 @@ def chart_of(kind: str, title: str, labels: list[str],
     return SCRIPT.sub("", figure.render(is_unicode=True))
 
 
-def answer_charts(series: ConversationSeries, colours: dict[str, str]) -> list[str]:
-    labels = [f"#{a.number}" for a in series.answers]
-    acceptance = [None if a.acceptance_rate is None else a.acceptance_rate * 100
-                  for a in series.answers]
-    return [
-        chart("bar", "acceptance rate per answer (%)", labels, acceptance,
-              tint(colours, "accepted"), colours, range=(0, 100)),
-        chart("bar", "τ per answer (tokens per round)", labels,
-              [a.mean_acceptance_length for a in series.answers], tint(colours, "bonus"), colours),
-        chart("bar", "tokens/s per answer", labels, [a.tokens_per_s for a in series.answers],
-              tint(colours, "target"), colours),
-    ]
-
-
-def round_charts(series: ConversationSeries, colours: dict[str, str]) -> list[str]:
-    rounds = series.rounds
-    if not rounds:
-        return []
-    labels = [str(n) for n in range(1, len(rounds) + 1)]
-    every = max(1, len(rounds) // 12)
-    options = {"x_labels_major_every": every, "show_dots": len(rounds) <= 60,
-               "x_title": "round, across the conversation"}
-    drawn = [chart("line", "tokens per round", labels, [r.tokens for r in rounds],
-                   tint(colours, "accepted"), colours, **options)]
-    if any(r.tokens_per_s is not None for r in rounds):
-        drawn.append(chart("line", "tokens/s per round", labels,
-                           [r.tokens_per_s for r in rounds], tint(colours, "target"), colours,
-                           **options))
-    return drawn
+def drawn_chart(spec: Chart, series: ConversationSeries, colours: dict[str, str]) -> str | None:
+    """One of `CHARTS` as SVG: bars per answer, a line per round (a gap where a figure
+    does not exist); None for a round chart with no figure at all."""
+    values = spec.values(series)
+    options = {"range": (0, 100)} if spec.percent else {}
+    if spec.per == "answer":
+        labels = [f"#{a.number}" for a in series.answers]
+        return chart("bar", spec.title, labels, values, tint(colours, spec.tint), colours,
+                     **options)
+    if all(value is None for value in values):
+        return None
+    options |= {"x_labels_major_every": max(1, len(values) // 12),
+                "show_dots": len(values) <= 60, "x_title": "round, across the conversation"}
+    labels = [str(n) for n in range(1, len(values) + 1)]
+    return chart("line", spec.title, labels, values, tint(colours, spec.tint), colours, **options)
 
 
 def charts_html(series: ConversationSeries, colours: dict[str, str]) -> str:
     """The charts section of the export page; empty for a conversation with no answer."""
     if series.empty:
         return ""
-    figures = answer_charts(series, colours) + round_charts(series, colours)
+    figures = [svg for spec in CHARTS if (svg := drawn_chart(spec, series, colours))]
     note = ("" if any(r.tokens_per_s for r in series.rounds) else
             '<p class="meta">(no round times saved: tokens/s per round is not drawn)</p>')
     return ('<section class="charts"><h2>Charts</h2>'

@@ -2,7 +2,9 @@
 and per verify round across the whole conversation.
 
 One owner for both views: the chat's chart screen (tui/charts.py) and the HTML export's
-inline SVG (history/chart_svg.py) build a `ConversationSeries` here from the same two
+inline SVG (history/chart_svg.py) draw the charts of `CHARTS` (title, the token kind
+whose colour it takes, per answer or per round, its values), from a `ConversationSeries`
+built here from the same two
 things per answer: its token kinds in display order and its saved stats (the keys of
 `StatsSnapshot.as_dict`). Nothing is recomputed that the stats already hold: the per-answer
 figures are the answer's own, as its status line shows them.
@@ -17,11 +19,9 @@ only; knows nothing about Textual, pygal or the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Literal, Sequence
 
-DRAFT_KINDS = ("accepted", "rejected")
-ROUND_ENDS = ("resampled", "bonus", "target")
-"""The target's own token: the last of every round."""
+from specchat.token_kinds import DRAFT_KINDS, TARGET_KINDS, TokenKind
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def rounds_of(kinds: Sequence[str]) -> list[tuple[int, int]]:
         if kind in DRAFT_KINDS:
             drafted += 1
             accepted += kind == "accepted"
-        elif kind in ROUND_ENDS:
+        elif kind in TARGET_KINDS:
             rounds.append((drafted, accepted))
             drafted = accepted = 0
     return rounds
@@ -100,3 +100,44 @@ def saved_series(conversation) -> ConversationSeries:
     """The series of a conversation read back from the history (`SavedConversation`)."""
     return conversation_series(([token.kind for token in turn.tokens], turn.stats)
                                for turn in conversation.turns if turn.role == "assistant")
+
+
+def percent(rate: float | None) -> float | None:
+    return None if rate is None else rate * 100
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of a conversation: what it shows and in whose colour. None among its
+    values is a figure that does not exist (no drafts: no acceptance rate), drawn as a gap."""
+
+    name: str
+    title: str
+    tint: TokenKind
+    """The token kind whose theme colour it is drawn in."""
+    per: Literal["answer", "round"]
+    values: Callable[[ConversationSeries], list[float | None]]
+    percent: bool = False
+    """A rate in percent: drawn on a 0 to 100 axis."""
+    short: str = ""
+    """The title where a chart is narrow (a third of an 80-column terminal, where the
+    row of bars says per answer)."""
+
+
+CHARTS = (
+    Chart("answer-acceptance", "acceptance rate per answer (%)", "accepted", "answer",
+          lambda s: [percent(a.acceptance_rate) for a in s.answers], percent=True,
+          short="acceptance %"),
+    Chart("answer-tau", "τ per answer (tokens per round)", "bonus", "answer",
+          lambda s: [a.mean_acceptance_length for a in s.answers], short="τ"),
+    Chart("answer-rate", "tokens/s per answer", "target", "answer",
+          lambda s: [a.tokens_per_s for a in s.answers], short="tokens/s"),
+    Chart("round-acceptance", "acceptance rate per round (%)", "accepted", "round",
+          lambda s: [percent(r.acceptance_rate) for r in s.rounds], percent=True),
+    Chart("round-tokens", "tokens per round (τ of each round)", "bonus", "round",
+          lambda s: [r.tokens for r in s.rounds]),
+    Chart("round-rate", "tokens/s per round", "target", "round",
+          lambda s: [r.tokens_per_s for r in s.rounds]),
+)
+"""Every chart, in the order both views show them: per answer (bars), then per round
+across the conversation (lines)."""

@@ -1,9 +1,9 @@
 """The chart screen: acceptance rate, τ and tokens/s over the conversation on screen,
 per answer and per verify round, drawn in the terminal with plotext (textual-plotext).
 
-The figures are history/charts.py's, built from the finished answers on screen (their
-token kinds and stats), so the chat and the HTML export chart the same numbers. The
-colours are the theme's token colours. It imports textual-plotext when the screen opens.
+The charts and their figures are history/charts.py's (`CHARTS`), built from the finished
+answers on screen (their token kinds and stats), so the chat and the HTML export chart
+the same numbers. The colours are the theme's token colours. It imports textual-plotext when the screen opens.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Grid, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from specchat.history.charts import ConversationSeries, conversation_series
+from specchat.history.charts import CHARTS, Chart, ConversationSeries, conversation_series
+from specchat.tui.keys import dialog_bindings, dialog_hint
 
 
 class ConversationCharts:
@@ -46,9 +46,16 @@ def rgb(colour: str) -> tuple[int, int, int]:
 
 
 class ChartsScreen(ModalScreen[None]):
-    """Five charts over the conversation; Esc closes."""
+    """The charts of `CHARTS` over the conversation: the per-answer bars side by side, the
+    per-round lines below, sharing the dialog's height but each at least `MIN_HEIGHT` rows
+    tall (the dialog scrolls where the terminal is smaller: at 80x24 one chart or row of
+    bars at a time). Esc closes."""
 
-    BINDINGS = [Binding("escape,q,ctrl+d", "dismiss", "Close")]
+    BINDINGS = dialog_bindings("charts")
+    MIN_HEIGHT = 12
+    """Rows a chart needs to stay legible (its axis ticks in order, its title)."""
+    HINT = ("↑↓ PgUp PgDn scroll · bars per answer, lines per round across the "
+            "conversation; n/a or a gap: no figure (no drafts, no round times)")
 
     def __init__(self, series: ConversationSeries):
         super().__init__()
@@ -62,43 +69,72 @@ class ChartsScreen(ModalScreen[None]):
                 yield Static("No finished answer yet: the charts fill in as the chat goes on.",
                              id="charts-empty")
             else:
-                with Grid(id="charts-grid"):
-                    for name in ("acceptance", "tau", "rate", "round-tokens", "round-rate"):
-                        yield PlotextPlot(id=f"chart-{name}")
-            yield Static("Esc closes · per answer (bars) and per round across the conversation "
-                         "(lines)", classes="dialog-hint")
+                with VerticalScroll(id="charts-scroll"):
+                    with Horizontal(id="charts-answers"):
+                        for spec in CHARTS:
+                            if spec.per == "answer":
+                                yield PlotextPlot(id=f"chart-{spec.name}")
+                    for spec in CHARTS:
+                        if spec.per == "round":
+                            yield PlotextPlot(id=f"chart-{spec.name}", classes="round-chart")
+            keymap = getattr(self.app, "user_keymap", None) or {}
+            yield Static(f"{dialog_hint('charts', keymap)} · {self.HINT}", classes="dialog-hint")
+
+    def on_resize(self) -> None:
+        self.fit_rows()
+
+    def fit_rows(self) -> None:
+        """Every row of charts an equal share of the dialog, at least `MIN_HEIGHT` rows."""
+        rows = self.query("#charts-answers, .round-chart")
+        if not rows:
+            return
+        share = self.query_one("#charts-scroll").size.height // len(rows)
+        for row in rows:
+            row.styles.height = max(self.MIN_HEIGHT, share)
 
     def on_mount(self) -> None:
         if self.series.empty:
             return
+        self.call_after_refresh(self.fit_rows)
         variables = self.app.theme_variables
-        colour = {kind: rgb(variables[f"spec-{kind}"]) for kind in ("accepted", "bonus", "target")}
-        answers, rounds = self.series.answers, self.series.rounds
-        labels = [f"#{a.number}" for a in answers]
-        self.bars("acceptance", "acceptance rate per answer (%)", labels,
-                  [None if a.acceptance_rate is None else a.acceptance_rate * 100 for a in answers],
-                  colour["accepted"])
-        self.bars("tau", "τ per answer", labels, [a.mean_acceptance_length for a in answers],
-                  colour["bonus"])
-        self.bars("rate", "tokens/s per answer", labels, [a.tokens_per_s for a in answers],
-                  colour["target"])
-        self.line("round-tokens", "tokens per round", [r.tokens for r in rounds],
-                  colour["accepted"])
-        self.line("round-rate", "tokens/s per round", [r.tokens_per_s for r in rounds],
-                  colour["target"])
+        for spec in CHARTS:
+            plt = self.query_one(f"#chart-{spec.name}").plt
+            colour = rgb(variables[f"spec-{spec.tint}"])
+            draw = bars if spec.per == "answer" else lines
+            draw(plt, spec, spec.values(self.series), colour)
+            if spec.percent:
+                plt.ylim(0, 100)
 
-    def bars(self, name: str, title: str, labels: list[str], values: list[float | None],
-             colour: tuple[int, int, int]) -> None:
-        plt = self.query_one(f"#chart-{name}").plt
-        plt.title(title)
-        plt.bar(labels, [value or 0.0 for value in values], color=colour)
 
-    def line(self, name: str, title: str, values: list[float | None],
-             colour: tuple[int, int, int]) -> None:
-        plt = self.query_one(f"#chart-{name}").plt
-        plt.title(title if any(v is not None for v in values) else f"{title}: no round times")
-        points = [(n, v) for n, v in enumerate(values, start=1) if v is not None]
-        if points:
-            plt.plot([n for n, _ in points], [v for _, v in points], color=colour,
-                     marker="braille")
-        plt.xlabel("round, across the conversation")
+def bars(plt, spec: Chart, values: list[float | None], colour: tuple[int, int, int]) -> None:
+    """One bar per answer at its place; where the answer has no such figure (no drafts: no
+    acceptance rate), no bar and "n/a" under its number, never a bar of 0."""
+    plt.title(spec.short or spec.title)
+    present = [(n, value) for n, value in enumerate(values, start=1) if value is not None]
+    if present:
+        plt.bar([n for n, _ in present], [value for _, value in present], color=colour)
+    labels = [f"#{n}" if value is not None else f"#{n} n/a" for n, value in enumerate(values, 1)]
+    plt.xticks(list(range(1, len(values) + 1)), labels)
+    plt.xlim(0.5, len(values) + 0.5)
+
+
+def lines(plt, spec: Chart, values: list[float | None], colour: tuple[int, int, int]) -> None:
+    """The rounds as a line, broken where a round has no such figure."""
+    drawn = any(value is not None for value in values)
+    plt.title(spec.title if drawn else f"{spec.title}: no figure in any round")
+    for run in runs(values):
+        plt.plot([n for n, _ in run], [value for _, value in run], color=colour,
+                 marker="braille")
+    plt.xlim(1, max(2, len(values)))
+    plt.xlabel("round, across the conversation")
+
+
+def runs(values: list[float | None]) -> list[list[tuple[int, float]]]:
+    """The (round number, value) stretches between the rounds without a figure."""
+    stretches: list[list[tuple[int, float]]] = [[]]
+    for n, value in enumerate(values, start=1):
+        if value is None:
+            stretches.append([])
+        else:
+            stretches[-1].append((n, value))
+    return [stretch for stretch in stretches if stretch]

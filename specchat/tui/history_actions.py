@@ -108,13 +108,9 @@ class HistoryActions:
 
     def export_colours(self) -> dict[str, str]:
         """The theme's token colours, for the HTML export."""
-        from specchat.theme_files import page_colours
+        from specchat.tui.themes import theme_page_colours
 
-        variables = self.app.theme_variables
-        theme = self.app.current_theme
-        colors = {"foreground": theme.foreground or variables.get("foreground"),
-                  "background": theme.background}
-        return page_colours({k: str(v) for k, v in colors.items() if v}, variables)
+        return theme_page_colours(self.app.current_theme)
 
 
 def export_path(conversation: SavedConversation, fmt: str) -> Path:

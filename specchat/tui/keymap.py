@@ -4,10 +4,11 @@
     k-up = "f10,ctrl+up"
     temperature-down = "alt+minus"
 
-Each entry names a binding id of tui/keys.py and the Textual key names it answers to
+Each entry names a binding id of tui/keys.py (the chat's keys or a dialog's) and the
+Textual key names it answers to
 (comma-separated), handed to Textual's `App.set_keymap`. A file that does not read, an
 unknown id or a value that is not text never stops the chat: it is skipped, and the
-problem is said on screen. Knows nothing about the app but the ids of `KEYS`.
+problem is said on screen. Knows nothing about the app but the ids of the key tables.
 """
 
 from __future__ import annotations
@@ -16,17 +17,13 @@ import tomllib
 from pathlib import Path
 
 from specchat import paths
-from specchat.tui.keys import KEYS
+from specchat.tui.keys import binding_ids
 
 KEYMAP_FILE = "keymap.toml"
 
 
 def keymap_file() -> Path:
     return paths.config_dir() / KEYMAP_FILE
-
-
-def binding_ids() -> set[str]:
-    return {key.id for key in KEYS if key.id}
 
 
 def entry_problem(binding: str, value) -> str | None:

@@ -4,8 +4,10 @@ screen's table, the palette's action entries and the key tables of README.md and
 docs/tui.md (between `<!-- keys:start -->` and `<!-- keys:end -->`, checked by a test;
 `python -m specchat.tui.keys` rewrites them) are all built from `KEYS`.
 
-Every binding has an id (`Key.id`), so a user's keymap (tui/keymap.py) can move it to
-other keys; the help screen shows the keys in effect. The default keys avoid the ones
+Every binding has an id (`Key.id`; the dialogs' keys, `DIALOG_KEYS`, too), so a user's
+keymap (tui/keymap.py) can move it to other keys; the help screen shows the keys in
+effect. F1 and F3, which have no second key, are in the palette too (Ctrl+P), like every
+other F-key action. The default keys avoid the ones
 desktops take, or have a second binding: F9-F12 (k and temperature; GNOME takes F10 and
 F11, macOS laptops use them as media keys) also answer to Alt+Down/Up and Alt+Left/Right.
 
@@ -91,12 +93,14 @@ KEYS: tuple[Key, ...] = (
         id="toggle-speculation"),
     Key("", "Ctrl+P", "command palette: k, temperature, slow-motion delay, theme, pair, charts, "
         "export…"),
-    Key("f1", "", "this help", "help", "Help", footer=True, owner="app", id="help"),
+    Key("f1", "", "this help", "help", "Help", footer=True, palette="Show keys (help)",
+        palette_help="every key, as your keymap has them", owner="app", id="help"),
     Key("f2", "", "system prompt (Ctrl+S in the dialog saves; applies from the next answer)",
         "system_prompt", "System", palette="Edit system prompt",
         palette_help="applies from the next answer", owner="settings", id="system-prompt"),
     Key("f3", "", "switch pair: the new pair loads in the background while the current one "
         "keeps answering; the conversation carries over", "pick_pair", "Pair", footer=True,
+        palette="Pick a pair…", palette_help="the list of pairs, loaded in the background",
         owner="settings", id="pick-pair"),
     Key("f4", "", "history: Enter reopens a conversation with its colours; `m` / `j` / `h` "
         "export Markdown / JSON / HTML; `d` deletes", "history", "History",
@@ -138,6 +142,57 @@ KEYS: tuple[Key, ...] = (
         palette_help="delay every round", owner="pacing", id="toggle-slow"),
 )
 
+
+
+@dataclass(frozen=True)
+class DialogKey:
+    """One key of a dialog (a modal screen): its binding runs the screen's own action."""
+
+    dialog: str
+    """The dialog, as the help names it."""
+    keys: str
+    action: str
+    """The screen's action ("dismiss", "pick('json')")."""
+    label: str
+    help: str
+    id: str
+    """The binding's id, which a keymap names to move it."""
+    priority: bool = False
+
+
+DIALOG_KEYS: tuple[DialogKey, ...] = (
+    DialogKey("help", "escape,f1,q", "dismiss", "Close", "close the help", "help-close"),
+    DialogKey("system prompt", "ctrl+s", "save", "Save", "save; applies from the next answer",
+              "system-prompt-save", priority=True),
+    DialogKey("system prompt", "escape", "cancel", "Cancel", "close, keep the prompt as it was",
+              "system-prompt-cancel"),
+    DialogKey("pair picker", "escape", "dismiss(None)", "Cancel", "close, keep the pair",
+              "pair-picker-cancel"),
+    DialogKey("history", "m", "pick('markdown')", "Markdown",
+              "export the highlighted conversation as Markdown", "history-markdown"),
+    DialogKey("history", "j", "pick('json')", "JSON", "export it as JSON", "history-json"),
+    DialogKey("history", "h", "pick('html')", "HTML", "export it as an HTML page",
+              "history-html"),
+    DialogKey("history", "d", "pick('delete')", "Delete", "delete it", "history-delete"),
+    DialogKey("history", "escape", "dismiss(None)", "Close", "close the history",
+              "history-close"),
+    DialogKey("charts", "escape,q,ctrl+d", "dismiss", "Close", "close the charts",
+              "charts-close"),
+)
+"""The keys of the dialogs (Enter and the arrows are their lists' own)."""
+
+
+def dialog_bindings(dialog: str) -> list[Binding]:
+    """A dialog's bindings, each with its id (a keymap moves it)."""
+    return [Binding(key.keys, key.action, key.label, priority=key.priority, id=key.id)
+            for key in DIALOG_KEYS if key.dialog == dialog]
+
+
+def binding_ids() -> set[str]:
+    """Every id a keymap may name: the chat's keys and the dialogs'."""
+    return {key.id for key in (*KEYS, *DIALOG_KEYS) if key.id}
+
+
 COLOURS_HELP = """\
 Colours: **accepted** draft tokens, **rejected** drafts (dim, struck through),
 **resampled** (the target's correction), **bonus** (the target's extra token
@@ -157,12 +212,14 @@ NAMES = {"escape": "Esc", "pageup": "PgUp", "pagedown": "PgDn"}
 
 def key_name(key: str) -> str:
     """How people write one Textual key: "ctrl+f" -> "Ctrl+F", "f9" -> "F9", "alt+down" ->
-    "Alt+Down", "escape" -> "Esc"."""
+    "Alt+Down", "escape" -> "Esc"; a plain letter as it is typed ("m")."""
+    if len(key) == 1:
+        return key
     return "+".join(NAMES.get(part) or (part.upper() if len(part) == 1 or re.fullmatch(r"f\d+", part)
                                         else part.capitalize()) for part in key.split("+"))
 
 
-def shown_keys(key: Key, keymap: dict[str, str] | None = None) -> str:
+def shown_keys(key: Key | DialogKey, keymap: dict[str, str] | None = None) -> str:
     """The key's keys as the help shows them, a keymap's in place of the defaults."""
     if not key.keys:
         return key.shown
@@ -170,24 +227,57 @@ def shown_keys(key: Key, keymap: dict[str, str] | None = None) -> str:
     return " or ".join(key_name(name.strip()) for name in names.split(",") if name.strip())
 
 
-def key_table(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None) -> str:
-    """The Markdown table of every key and what it does (help screen, README, docs)."""
-    rows = "\n".join(f"| {shown_keys(key, keymap)} | {key.help} |" for key in keys)
-    return f"| key | what it does |\n|---|---|\n{rows}"
+def key_table(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None,
+              ids: bool = False) -> str:
+    """The Markdown table of every key and what it does (help screen, README, docs); with
+    `ids`, each binding's id for keymap.toml."""
+    def row(key: Key) -> str:
+        return f"| {shown_keys(key, keymap)} | {key.help} |" + (f" {id_cell(key)} |" if ids else "")
+
+    header = "| key | what it does |" + (" id |\n|---|---|---|" if ids else "\n|---|---|")
+    return header + "\n" + "\n".join(row(key) for key in keys)
+
+
+def dialog_table(keymap: dict[str, str] | None = None, ids: bool = False) -> str:
+    """The Markdown table of the dialogs' keys."""
+    def row(key: DialogKey) -> str:
+        return (f"| {key.dialog} | {shown_keys(key, keymap)} | {key.help} |"
+                + (f" {id_cell(key)} |" if ids else ""))
+
+    header = "| dialog | key | what it does |" + (" id |\n|---|---|---|---|" if ids
+                                                   else "\n|---|---|---|")
+    return header + "\n" + "\n".join(row(key) for key in DIALOG_KEYS)
+
+
+def dialog_hint(dialog: str, keymap: dict[str, str] | None = None) -> str:
+    """A dialog's keys in one line, as the keymap has them: "m Markdown · … · Esc Close"."""
+    return " · ".join(f"{shown_keys(key, keymap)} {key.label}"
+                      for key in DIALOG_KEYS if key.dialog == dialog)
+
+
+def id_cell(key: Key | DialogKey) -> str:
+    return f"`{key.id}`" if key.id else ""
 
 
 def help_markdown(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None) -> str:
-    """The help screen: a table of every key (as the keymap has them), then the colours."""
-    return f"# specchat keys\n\n{key_table(keys, keymap)}\n\n{COLOURS_HELP}"
+    """The help screen: a table of every key and one of the dialogs' (as the keymap has
+    them), then the colours."""
+    return (f"# specchat keys\n\n{key_table(keys, keymap)}\n\n## In the dialogs\n\n"
+            f"{dialog_table(keymap)}\n\n{COLOURS_HELP}")
+
+
+def doc_tables() -> str:
+    """What the docs hold between their key markers: both tables, with the ids."""
+    return f"{key_table(ids=True)}\n\nIn the dialogs:\n\n{dialog_table(ids=True)}"
 
 
 def with_key_table(text: str) -> str:
-    """A document with the table between its key markers rewritten from `KEYS`."""
+    """A document with the tables between its key markers rewritten from the key tables."""
     before, marker, rest = text.partition(TABLE_START)
     _, end, after = rest.partition(TABLE_END)
     if not marker or not end:
         raise ValueError(f"no {TABLE_START} ... {TABLE_END} markers")
-    return f"{before}{TABLE_START}\n{key_table()}\n{TABLE_END}{after}"
+    return f"{before}{TABLE_START}\n{doc_tables()}\n{TABLE_END}{after}"
 
 
 def palette_actions(keys: tuple[Key, ...] = KEYS) -> list[tuple[str, str, str]]:

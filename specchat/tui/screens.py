@@ -9,21 +9,25 @@ import time
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from specchat.history.store import SavedConversation
-from specchat.tui.keys import help_markdown
+from specchat.tui.keys import dialog_bindings, dialog_hint, help_markdown
 
+
+
+def keymap_of(screen: ModalScreen) -> dict[str, str]:
+    """The user's keymap in effect in the app (binding id -> keys)."""
+    return getattr(screen.app, "user_keymap", None) or {}
 
 
 class HelpScreen(ModalScreen[None]):
     """The keys in effect (a user's keymap applied), as a table."""
 
-    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+    BINDINGS = dialog_bindings("help")
 
     def __init__(self, keymap: dict[str, str] | None = None):
         super().__init__()
@@ -32,13 +36,13 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Markdown(help_markdown(keymap=self.keymap))
-            yield Static("Esc closes", classes="dialog-hint")
+            yield Static(dialog_hint("help", self.keymap), classes="dialog-hint")
 
 
 class SystemPromptScreen(ModalScreen[str | None]):
     """Edit the system prompt; Ctrl+S saves, Esc cancels."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save", priority=True)]
+    BINDINGS = dialog_bindings("system prompt")
 
     def __init__(self, current: str | None):
         super().__init__()
@@ -46,7 +50,8 @@ class SystemPromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static("System prompt (applies from the next answer) — Ctrl+S saves, Esc cancels")
+            yield Static("System prompt (applies from the next answer) — "
+                         + dialog_hint("system prompt", keymap_of(self)))
             yield TextArea(self.current, id="system-text")
             yield Button("Save", id="save", variant="primary")
 
@@ -64,7 +69,7 @@ class SystemPromptScreen(ModalScreen[str | None]):
 class PairPickerScreen(ModalScreen[str | None]):
     """Choose a pair from models.toml."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    BINDINGS = dialog_bindings("pair picker")
 
     def __init__(self, pairs: list[tuple[str, str]], current: str | None):
         super().__init__()
@@ -73,7 +78,8 @@ class PairPickerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static("Switch pair — it loads in the background; the current one keeps working")
+            yield Static("Switch pair — it loads in the background; the current one keeps "
+                         "working · " + dialog_hint("pair picker", keymap_of(self)))
             options = [Option(Text(f"{'● ' if name == self.current else '  '}{name}  {about}"),
                               id=name)
                        for name, about in self.pairs]
@@ -86,9 +92,7 @@ class PairPickerScreen(ModalScreen[str | None]):
 class HistoryScreen(ModalScreen[tuple[str, int] | None]):
     """Past conversations: Enter reopens; m, j, h export; d deletes."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Close"),
-                Binding("m", "pick('markdown')", "Markdown"), Binding("j", "pick('json')", "JSON"),
-                Binding("h", "pick('html')", "HTML"), Binding("d", "pick('delete')", "Delete")]
+    BINDINGS = dialog_bindings("history")
 
     def __init__(self, conversations: list[SavedConversation]):
         super().__init__()
@@ -96,8 +100,7 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static("History — Enter reopens · m Markdown · j JSON · h HTML export · "
-                         "d delete · Esc closes")
+            yield Static("History — Enter reopens · " + dialog_hint("history", keymap_of(self)))
             options = [Option(Text(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
                                    f"{c.title}  [{c.pair}]"), id=str(c.id))
                        for c in self.conversations]

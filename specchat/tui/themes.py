@@ -3,7 +3,9 @@
 Maps the theme files (`specchat.theme_files.ThemeSpec`: built-ins in `themes/`,
 user themes in the config directory) onto `textual.theme.Theme`, with the token
 colours as theme variables, and offers Textual's own themes beside them (their token
-colours derived from their success / error / warning / accent / foreground colours).
+colours derived from the colours Textual computes for them: success / error / warning /
+accent / foreground and their text variants, readable on the theme's background and the
+four fates apart, by specchat.fate_colours).
 Colours in theme files are checked with Textual's own parser; a broken file is skipped
 and named. Preferences (theme, slow-motion delay, ghosts) live in a small JSON file in
 the config directory.
@@ -21,8 +23,12 @@ from textual.theme import BUILTIN_THEMES, Theme
 
 from specchat import paths
 from specchat.errors import ConfigError
-from specchat.theme_files import (COLOR_KEYS, DEFAULT_THEME, ThemeProblem, ThemeSpec, load_themes,
-                                  token_colours)
+from specchat.fate_colours import derived_token_colours
+from specchat.theme_files import (DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, TOKEN_SOURCES,
+                                  ThemeProblem, ThemeSpec, load_themes, page_colours)
+
+ALTERNATES = ("primary", "secondary")
+"""Theme colours a fate falls back to when its own is too close to another fate's."""
 
 
 def is_textual_colour(text: str) -> bool:
@@ -38,10 +44,59 @@ def to_textual(spec: ThemeSpec) -> Theme:
     return Theme(name=spec.name, dark=spec.dark, variables=dict(spec.variables), **spec.colors)
 
 
+def computed_colours(theme: Theme) -> dict[str, str]:
+    """The colours Textual computes for a theme (its CSS variables: foreground and
+    background for every theme, text-success and the like), as text."""
+    return {name: str(value) for name, value in theme.to_color_system().generate().items()}
+
+
 def with_token_colours(theme: Theme) -> Theme:
-    """One of Textual's own themes, its token colours derived from its own colours."""
-    colors = {key: getattr(theme, key, None) for key in COLOR_KEYS}
-    return dataclasses.replace(theme, variables=token_colours(colors, dict(theme.variables)))
+    """One of Textual's own themes, its token colours derived from the colours Textual
+    computes for it: each from its source colour (as the theme names it, as Textual
+    computes it, Textual's text variant of it), then the alternates, then specchat-dark's
+    (its own, then its others); readable on its background, the fates apart."""
+    computed = computed_colours(theme)
+
+    def options(source: str) -> list[str | None]:
+        return [getattr(theme, source, None), computed.get(source), computed.get(f"text-{source}")]
+
+    candidates = {name: [colour for key in (source, *ALTERNATES) for colour in options(key)]
+                  + [DEFAULT_TOKEN_COLOURS[name], *DEFAULT_TOKEN_COLOURS.values()]
+                  for name, source in TOKEN_SOURCES.items()}
+    given = {k: str(v) for k, v in theme.variables.items() if k in TOKEN_SOURCES}
+    variables = derived_token_colours(candidates, computed["background"], given)
+    return dataclasses.replace(theme, variables={**theme.variables, **variables})
+
+
+def theme_page_colours(theme: Theme) -> dict[str, str]:
+    """A theme's colours for a static page (the HTML export), every one a CSS colour:
+    terminal palette colours as Textual draws them."""
+    variables = {k: str(v) for k, v in theme.variables.items() if k in TOKEN_SOURCES}
+    return {kind: css_colour(value, theme.dark, kind)
+            for kind, value in page_colours(computed_colours(theme), variables).items()}
+
+
+def css_colour(text: str, dark: bool, role: str) -> str:
+    """A colour a browser understands: "#rrggbb" as it is; a terminal palette colour as
+    Textual's value for it; the terminal's own default as black or white."""
+    colour = Color.parse(text)
+    if colour.ansi == -1:  # the terminal's default colour
+        return "#000000" if dark == (role == "background") else "#ffffff"
+    return Color(colour.r, colour.g, colour.b).hex if colour.ansi is not None else text
+
+
+def named_theme(name: str | None) -> Theme:
+    """The theme by name, specchat's or Textual's; a one-line ConfigError naming the file
+    for a theme whose file is broken, or the themes there are for an unknown one."""
+    themes, problems = load_textual_themes()
+    name = name or DEFAULT_THEME
+    if name in themes:
+        return themes[name]
+    broken = next((problem for problem in problems if problem.name == name), None)
+    if broken:
+        raise ConfigError(str(broken))
+    check_theme_name(name)
+    return themes[DEFAULT_THEME]
 
 
 def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
