@@ -51,13 +51,17 @@ def mix(colour: str, towards: str, share: float) -> str:
                          for a, b in zip(rgb(colour), rgb(towards)))
 
 
+MIX_STEPS = 20
+"""How finely `readable` shifts a colour towards white or black: 5% a step."""
+
+
 def readable(colour: str, background: str, floor: float = CONTRAST_FLOOR) -> str:
     """`colour`, or the least shift of it towards white or black that reads on `background`."""
     if not (HEX.match(colour) and HEX.match(background)) or contrast(colour, background) >= floor:
         return colour
     towards = "#ffffff" if luminance(background) < 0.18 else "#000000"
-    for step in range(1, 21):
-        shifted = mix(colour, towards, step / 20)
+    for step in range(1, MIX_STEPS + 1):
+        shifted = mix(colour, towards, step / MIX_STEPS)
         if contrast(shifted, background) >= floor:
             return shifted
     return towards
