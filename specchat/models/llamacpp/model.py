@@ -109,6 +109,13 @@ def params_label(count: int) -> str:
     return str(count)
 
 
+def size_label(claimed: str | None, count: int) -> str:
+    """A GGUF model's size as specchat shows it (`run`'s stats, the panel, `pairs --check`):
+    the file's own `general.size_label` ("1.5B") where it has one, not a count of its tensors
+    (a Qwen2.5 1.5B file holds its tied output matrix twice: 1777M); else `count` as a label."""
+    return str(claimed).strip() if claimed and str(claimed).strip() else params_label(count)
+
+
 def load_model(path: Path, gpu_layers: int = 0):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
     all); a one-line `ModelNotFound` if llama.cpp refuses it."""
@@ -195,8 +202,8 @@ class LlamaCppModel:
     @property
     def size_label(self) -> str:
         """The file's `general.size_label` ("1.5B"), else its parameter count ("494M")."""
-        return self.metadata("general.size_label") or params_label(
-            int(self._lib.llama_model_n_params(self._model)))
+        return size_label(self.metadata("general.size_label"),
+                          int(self._lib.llama_model_n_params(self._model)))
 
     @property
     def weights(self) -> str:
