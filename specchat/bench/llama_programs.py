@@ -39,7 +39,8 @@ NGRAM_TYPES = ("ngram-simple", "ngram-map-k")
 match of the pair's ngram_n tokens)."""
 TIMEOUT_S = 900
 TIMED = re.compile(r"(encoded|decoded)\s+(\d+) tokens in\s+([\d.]+) seconds")
-COUNTED = re.compile(r"^\s*(n_drafted|n_accept)\s*=\s*(\d+)", re.MULTILINE)
+COUNTED = re.compile(r"(?:^|\s)(n_drafted|n_accept)\s*=\s*(\d+)", re.MULTILINE)
+"""Counts as the program logs them, bare or after llama.cpp's log prefix ("0.17.376.237 I ")."""
 
 
 @dataclass(frozen=True)
