@@ -90,6 +90,20 @@ def last_problem() -> str:
     return (errors or lines or ["no detail logged"])[-1][:200]
 
 
+class GpuLayers(int):
+    """Layers llama.cpp offloads (-1: every one, 0: none), and `main_gpu`: the one GPU that
+    holds them for a pair's device = "cuda:N" (llama.cpp's split mode none), or None for
+    llama.cpp's default (GPU 0, layers split across every GPU). An int, so it goes wherever
+    a layer count goes."""
+
+    main_gpu: int | None = None
+
+    def __new__(cls, layers: int, main_gpu: int | None = None) -> "GpuLayers":
+        value = super().__new__(cls, layers)
+        value.main_gpu = main_gpu
+        return value
+
+
 def file_type_name(value: str | None) -> str | None:
     """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
     import gguf
@@ -118,12 +132,17 @@ def size_label(claimed: str | None, count: int) -> str:
 
 def load_model(path: Path, gpu_layers: int = 0):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
-    all); a one-line `ModelNotFound` if llama.cpp refuses it."""
+    all; a `GpuLayers` with a `main_gpu` puts them all on that GPU); a one-line
+    `ModelNotFound` if llama.cpp refuses it."""
     lib = bindings()
     if not path.is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
-    params.n_gpu_layers = gpu_layers
+    params.n_gpu_layers = int(gpu_layers)
+    main_gpu = getattr(gpu_layers, "main_gpu", None)
+    if main_gpu is not None and gpu_layers != 0:  # the whole model on that one GPU
+        params.split_mode = lib.LLAMA_SPLIT_MODE_NONE
+        params.main_gpu = main_gpu
     model = lib.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         raise ModelNotFound(f"llama.cpp cannot load {path} ({last_problem()}): "
