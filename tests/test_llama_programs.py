@@ -36,6 +36,21 @@ n_accept  = 69
 accept    = 82.143%
 """
 
+REAL_STDERR = """\
+0.01.718.708 I cmn          init: llama threadpool init, n_threads = 2
+0.02.031.867 I common_speculative_init_result: loading draft model 'draft.gguf'
+0.17.376.224 I encoded   17 tokens in    2.100 seconds, speed:    8.095 t/s
+0.17.376.236 I decoded   18 tokens in   12.454 seconds, speed:    1.445 t/s
+0.17.376.237 I
+0.17.376.237 I n_draft   = 3
+0.17.376.237 I n_predict = 18
+0.17.376.237 I n_drafted = 18
+0.17.376.238 I n_accept  = 12
+0.17.376.238 I accept    = 66.667%
+"""
+"""The end of what llama-cpp-python 0.3.36's own llama-speculative-simple printed here (the
+Qwen2.5-Coder pair, k = 3): every line after llama.cpp's log prefix."""
+
 
 class CharTokenizer:
     """One id per character; no chat template (the fallback "User: ...\\nAssistant:")."""
@@ -109,6 +124,9 @@ def test_the_speculative_programs_output_is_parsed():
     stats = parse_speculative(SPECULATIVE_STDERR)
     assert (stats.prompt_tokens, stats.tokens, stats.drafted, stats.accepted) == (41, 97, 84, 69)
     assert stats.seconds == pytest.approx(0.812 + 6.250)
+    real = parse_speculative(REAL_STDERR)
+    assert (real.prompt_tokens, real.tokens, real.drafted, real.accepted) == (17, 18, 18, 12)
+    assert real.seconds == pytest.approx(2.100 + 12.454)
 
 
 def test_output_without_timings_or_results_is_a_one_line_error():
@@ -265,3 +283,5 @@ def test_the_sweep_sets_each_fixed_k_against_llama_cpps_speculation_at_that_k():
     text = format_sweep({"arms": {k: k for k in rates}, "categories": {}, "total": group,
                          "sweep": {"TOTAL": entry}})
     assert "against llama.cpp's own programs" in text and "k3/draft" in text and "1.30x" in text
+    columns = text.splitlines()[1].split()  # named as the report's "arms:" line names them
+    assert columns[:2] == ["category", "tgt"] and "lbench" in columns and "llama_bench" not in columns

@@ -214,3 +214,29 @@ def test_a_pair_of_an_ollama_target_and_an_hf_draft_loads_and_decodes(tmp_path, 
     assert pair.backends["target"].startswith("llama.cpp") and pair.backends["draft"].startswith("llama.cpp")
     events = list(decoder_for(pair).generate([5, 6, 7], Settings(2), 6))
     assert isinstance(events[-1], Finished) and events[-1].new_tokens == 6
+
+
+def test_a_malformed_reference_is_marked_in_the_pair_list_and_the_others_still_listed(tmp_path,
+                                                                                       tiny_config):
+    """`specchat pairs` (and --json) lists every pair; the one whose reference cannot be read
+    carries its one-line problem instead of failing the whole list."""
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    config = tmp_path / "models.toml"
+    config.write_text(tiny_config.read_text() + '\n[pairs.broken]\ntarget = "hf:justone"\nk = 0\n'
+                      '[pairs.broken-draft]\ntarget = "hf:owner/tiny"\ndraft = "ollama:a/b/c/d"\nk = 2\n')
+    result = CliRunner().invoke(main, ["pairs", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert " tiny  k=3" in result.output and "available offline" in result.output
+    broken = next(line for line in result.output.splitlines() if "hf:justone" in line)
+    assert broken.strip().startswith("target hf:justone: UNUSABLE (hf:justone is not a hub reference")
+    assert "! broken  k=0" in result.output and "! broken-draft  k=2" in result.output
+    records = {r["name"]: r for r in json.loads(
+        CliRunner().invoke(main, ["pairs", "--config", str(config), "--json"]).stdout)}
+    assert records["tiny"]["problem"] is None and records["tiny"]["models"]["target"]["available"]
+    assert "not a hub reference" in records["broken"]["models"]["target"]["problem"]
+    assert records["broken-draft"]["problem"].startswith("draft ")
+    assert "not an ollama model name" in records["broken-draft"]["models"]["draft"]["problem"]
+    assert "\n" not in records["broken"]["problem"]

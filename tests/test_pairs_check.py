@@ -25,6 +25,14 @@ def row(output: str, name: str) -> list[str]:
     return line.split()[1:]
 
 
+def verdict_or_withheld(output: str, verdict: str) -> bool:
+    """Real timings of tiny models give `verdict`, or on a busy machine withhold it (that
+    choice is tests/test_cost_timing.py's, on a fake clock)."""
+    if "verdict withheld: the machine is busy" in output:
+        return "rerun on a quiet machine" in output and "which drafter" not in output
+    return re.search(verdict, output) is not None
+
+
 def test_break_even_alpha_is_where_speculation_starts_to_pay():
     even = break_even_alpha(3, 0.2, lambda n: 1.0 if n == 1 else 1.1)
     assert 0 < even < 1
@@ -110,14 +118,16 @@ def gguf_config(tmp_path_factory) -> Path:
 def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config):
     import gguf
 
+    from specchat.models.llamacpp.model import params_label
+
     target = Path(re.search(r'target = "(.+)"', gguf_config.read_text()).group(1))
     tensors = gguf.GGUFReader(str(target)).tensors
     result = check(gguf_config, "g")
     assert result.exit_code == 0, result.output
     assert "target on llama.cpp (the GGUF file's own types), draft on torch" in result.output
-    millions = sum(int(t.n_elements) for t in tensors) / 1e6
+    label = params_label(sum(int(t.n_elements) for t in tensors))  # the file names no size
     mib = sum(int(t.n_bytes) for t in tensors) / (1 << 20)
-    assert re.search(rf"target .*: {millions:.1f}M parameters, weights {mib:.1f} MiB", result.output)
+    assert re.search(rf"target .*: {label} parameters, weights {mib:.1f} MiB", result.output)
     assert "[GGUF header]" in result.output and "placement: llama.cpp decodes on the CPU" in result.output
     assert "k = auto: shown for k = 1..8" in result.output
     assert len(row(result.output, "v(n)")) == 9  # k = "auto": widths 1..AUTO_K_MAX + 1
@@ -128,6 +138,6 @@ def test_a_gguf_pair_measures_on_llamacpp(gguf_config):
     assert result.exit_code == 0, result.output
     costs = [float(cell) for cell in row(result.output, "v(n)")]
     assert costs[0] == 1.0 and costs == sorted(costs) and len(costs) == 3
-    assert re.search(r"n-gram lookup \(c = 0\.\d\d\): (pays|cannot pay)", result.output)
+    assert verdict_or_withheld(result.output, r"n-gram lookup \(c = 0\.\d\d\): (pays|cannot pay)")
     assert "where a verify costs about one step" in result.output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import importlib
 import shutil
 import sys
@@ -175,3 +176,21 @@ def test_the_extras_pins_are_the_parts_specchat_joins():
         pins = {f"{split.dist(i)}=={split.version}" for i in range(1, split.parts + 1)}
         assert pins <= set(extras[split.extra])
     assert len(extras["qwen-coder"]) == sum(s.parts for s in SPLIT_BUILTINS.values())
+
+
+def test_joining_says_when_it_starts_and_ends_even_where_stderr_is_no_terminal(parts, capsys):
+    """`run` with its stderr in a log or a pipe is otherwise silent while it loads: the
+    tens of seconds of joining a built-in model get a line as they start and as they end."""
+    from specchat.commands.run import progress_printer
+
+    split, _, whole = parts
+    notes = progress_printer()  # capsys: stderr is no terminal
+    assembled(split, notes)
+    notes("loading target fake (llama.cpp)")  # an ordinary note stays unsaid
+    notes.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0] == "specchat: joining fake.gguf from 3 part wheels (first use only)"
+    assert re.fullmatch(rf"specchat: joined fake\.gguf: {len(whole):,} bytes in \d+\.\d s", lines[1])
+    assembled(split, notes)  # already joined: nothing to say
+    assert capsys.readouterr().err == ""

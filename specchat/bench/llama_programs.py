@@ -39,7 +39,8 @@ NGRAM_TYPES = ("ngram-simple", "ngram-map-k")
 match of the pair's ngram_n tokens)."""
 TIMEOUT_S = 900
 TIMED = re.compile(r"(encoded|decoded)\s+(\d+) tokens in\s+([\d.]+) seconds")
-COUNTED = re.compile(r"^\s*(n_drafted|n_accept)\s*=\s*(\d+)", re.MULTILINE)
+COUNTED = re.compile(r"(?:^|\s)(n_drafted|n_accept)\s*=\s*(\d+)", re.MULTILINE)
+"""Counts as the program logs them, bare or after llama.cpp's log prefix ("0.17.376.237 I ")."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,14 @@ class Setup:
     seed: int = 0
     gpu_layers: int = 0
     """llama.cpp's -ngl: -1 every layer (the pair's gpu_layers = "all" on a GPU build)."""
+    main_gpu: int | None = None
+    """The one GPU of a pair's device = "cuda:N" (-sm none -mg N), as the backend loads it."""
 
     def common(self) -> list[str]:
         layers = "all" if self.gpu_layers < 0 else str(self.gpu_layers)
-        return ["-m", str(self.target), "-t", str(self.threads), "-ngl", layers]
+        one_gpu = [] if self.main_gpu is None or not self.gpu_layers else [
+            "-sm", "none", "-mg", str(self.main_gpu)]
+        return ["-m", str(self.target), "-t", str(self.threads), "-ngl", layers, *one_gpu]
 
 
 @dataclass(frozen=True)

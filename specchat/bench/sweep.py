@@ -6,7 +6,7 @@ each category and how close "auto" comes to it. Reads the tables that
 
 from __future__ import annotations
 
-from specchat.bench.format import fmt, table
+from specchat.bench.format import SHORT, fmt, table
 from specchat.engine.theory import measured_speedup
 
 
@@ -57,7 +57,7 @@ def sweep_section(tables: dict) -> dict:
 
 def format_sweep(report: dict) -> str:
     keys = list(report["arms"])
-    header = ["category"] + [key.replace("target", "tgt") for key in keys] + [
+    header = ["category"] + [SHORT.get(key, key) for key in keys] + [
         "best k", "best/tgt", "auto/best", "heuristic/best"]
     rows = [header]
     groups = {**report["categories"], "TOTAL": report["total"]}

@@ -96,11 +96,15 @@ def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3)
     """One forward of each width and one draft step (the median of `repeats`), timed at
     `VERIFY_CONTEXT` tokens: the c and v(n) of the theory, and k = "auto"'s starting point
     (engine/adaptive.py)."""
-    context = filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
-    costs = measure_costs(pair.target, drafter_for(pair), context, tuple(widths), repeats,
-                          no_drafter=None)
+    costs = measure_costs(pair.target, drafter_for(pair), prior_context(pair), tuple(widths),
+                          repeats, no_drafter=None)
     pair.target.reset()
     return costs
+
+
+def prior_context(pair) -> list[int]:
+    """The `VERIFY_CONTEXT` filler tokens the pair's step costs are timed after."""
+    return filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
 
 
 def start_auto_from_prior(pair, settings: Settings, prior: Costs | None = None) -> Costs | None:

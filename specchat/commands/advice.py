@@ -8,8 +8,11 @@ fixed k, or k = "auto"'s longest draft):
   tokens costs one step (v(n) = 1) and the draft/target step cost ratio c is their
   weight-byte ratio. True on a GPU and on Apple silicon; optimistic on a CPU, whose
   verifies are compute-bound;
-- measured (`--measure`): the pair is loaded and its forwards timed as the chat's
-  calibration times them (chat/calibrate.py; noisy on a busy machine).
+- measured (`--measure`): the pair is loaded, each model warmed up, and its forwards
+  timed in interleaved rounds (engine/costs.time_rounds) at the chat's calibration context
+  (chat/calibrate.py). The machine's load and the spread of the rounds are reported; where
+  the spread is large or c is far from the weight-size ratio, the timing is repeated (a few
+  times at most) and, still unsteady, the verdict is withheld rather than given on noise.
 
 From the costs, by the theory's formulas (engine/theory.py, their one owner): v(n), c and
 the break-even α of each k; which drafter can pay here (the pair's draft model at its c,
@@ -24,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
-from specchat.engine.costs import Costs
+from specchat.engine.costs import WARMUP_STEPS, Clock, Costs, TimedCosts
 from specchat.engine.params import AUTO_K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
@@ -34,8 +37,12 @@ if TYPE_CHECKING:
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
 PREDICTED = "predicted from weight bytes: v(n) = 1 as on a GPU or Apple silicon; optimistic on a CPU"
-MEASURE_REPEATS = 9
-"""Timed forwards per width with --measure (their median counts)."""
+MEASURE_ROUNDS, MEASURE_REPEATS, MEASURE_ATTEMPTS = 5, 3, 3
+"""With --measure: interleaved rounds, timed forwards per width in each (their median
+counts), and timings at most until they are steady."""
+WEIGHT_BOUND_BYTES = 100 << 20
+"""Below this a draft's step can be set by fixed costs (thread wake-ups, kernel launches,
+Python) rather than its weight reads, so its c says nothing of the timings' health."""
 Alphas = list[tuple[float, str]]
 """(α, where it came from) pairs the verdicts are shown at."""
 
@@ -52,26 +59,60 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None]) -> Costs:
-    """The loaded pair's costs, timed as the chat's calibration times them (more repeats:
-    nothing waits for this report)."""
-    from specchat.chat.calibrate import measure_prior
+def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None],
+                   expected_c: float | None, clock: Clock | None = None) -> tuple[TimedCosts, str | None]:
+    """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
+    why it is still unsteady or None)."""
+    import time
+
+    from specchat.chat.calibrate import prior_context
+    from specchat.chat.decoding import drafter_for
+    from specchat.engine.costs import steady_costs, time_rounds
     from specchat.models.loader import load_pair
 
-    return measure_prior(load_pair(pair, progress=progress), range(1, k_max + 2), MEASURE_REPEATS)
+    loaded = load_pair(pair, progress=progress)
+    context, drafter = prior_context(loaded), drafter_for(loaded)
+    progress("timing the pair's forwards (a minute on a small CPU)")
+    measure = lambda: time_rounds(loaded.target, drafter, context, range(1, k_max + 2),  # noqa: E731
+                                  MEASURE_ROUNDS, MEASURE_REPEATS, None, clock or time.perf_counter)
+    return steady_costs(measure, expected_c, MEASURE_ATTEMPTS)
 
 
-def cost_lines(costs: Costs, how: str, k_max: int) -> list[str]:
-    """v(n), c and the break-even α of each k, as two small tables."""
+def measured_how(device: str, timed: TimedCosts) -> str:
+    return (f"measured on {device}: median of {timed.rounds} interleaved rounds of {timed.repeats} "
+            f"timed forwards per width, after {WARMUP_STEPS} untimed steps; the rounds spread "
+            f"{timed.spread:.0%}")
+
+
+def load_line() -> str:
+    """The machine's load average beside its cores: a busy machine's timings are noisy."""
+    import os
+
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):
+        return "machine load: unknown here"
+    return (f"machine load: {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min) on "
+            f"{os.cpu_count() or '?'} cores")
+
+
+def cost_lines(costs: Costs, how: str) -> list[str]:
+    """v(n) and c as measured or predicted."""
     from specchat.bench.format import table
 
     widths = costs.widths
-    evens = [break_even_alpha(k, costs.c or 0.0, costs.v) for k in range(1, k_max + 1)]
     return [f"step costs ({how}):",
             indent(table([["n"] + [str(n) for n in widths],
                           ["v(n)"] + [f"{costs.v(n):.2f}" for n in widths]])),
-            f"  draft step c = {costs.c or 0.0:.2f} target steps",
-            "break-even acceptance α per draft length k (speculation pays above it):",
+            f"  draft step c = {costs.c or 0.0:.2f} target steps"]
+
+
+def break_even_lines(costs: Costs, k_max: int) -> list[str]:
+    """The break-even α of each k, as a small table."""
+    from specchat.bench.format import table
+
+    evens = [break_even_alpha(k, costs.c or 0.0, costs.v) for k in range(1, k_max + 1)]
+    return ["break-even acceptance α per draft length k (speculation pays above it):",
             indent(table([["k"] + [str(k) for k in range(1, k_max + 1)],
                           ["α"] + [alpha_text(a) for a in evens]]))]
 
@@ -143,8 +184,9 @@ def alphas_for(alpha: float | None, why: str) -> Alphas:
 
 
 def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
-                None] = lambda _: None) -> list[str]:
-    """The whole `pairs --check` report for one pair on this machine."""
+                None] = lambda _: None, clock: Clock | None = None) -> list[str]:
+    """The whole `pairs --check` report for one pair on this machine (`clock`: the timer
+    of --measure's timings)."""
     facts = pair_facts(pair, progress)
     lines = [facts.header]
     if facts.target is None:
@@ -156,14 +198,31 @@ def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
     k_max = k_max_of(pair)
     if isinstance(pair.k, str):
         lines.append(f"k = {pair.k}: shown for k = 1..{k_max}")
-    costs = (measured_costs(pair, k_max, progress) if measure
-             else predicted_costs(facts.target, facts.draft, k_max))
-    how = (f"measured on {facts.device}: median of {MEASURE_REPEATS} timed forwards per width, "
-           "noisy on a busy machine" if measure else PREDICTED)
     alphas = alphas_for(facts.alpha, facts.alpha_why)
-    lines += cost_lines(costs, how, k_max) + drafter_lines(pair, costs, k_max)
-    lines += best_k_lines(costs, alphas, k_max, "here")
-    return lines + (one_step_lines(facts.target, facts.draft, alphas, k_max) if measure else [])
+    if not measure:
+        costs = predicted_costs(facts.target, facts.draft, k_max)
+        return lines + cost_lines(costs, PREDICTED) + verdict_lines(pair, costs, alphas, k_max)
+    timed, problem = measured_costs(pair, k_max, progress, weight_ratio(facts), clock)
+    lines += [load_line()] + cost_lines(timed.costs, measured_how(facts.device, timed))
+    if problem:
+        lines.append(f"verdict withheld: {problem}; rerun on a quiet machine")
+    else:
+        lines += verdict_lines(pair, timed.costs, alphas, k_max)
+    return lines + one_step_lines(facts.target, facts.draft, alphas, k_max)
+
+
+def verdict_lines(pair: Pair, costs: Costs, alphas: Alphas, k_max: int) -> list[str]:
+    """Break-even α per k, which drafter can pay, and the best k at each α, on `costs`."""
+    return (break_even_lines(costs, k_max) + drafter_lines(pair, costs, k_max)
+            + best_k_lines(costs, alphas, k_max, "here"))
+
+
+def weight_ratio(facts) -> float | None:
+    """The draft/target weight-size ratio a draft model's step cost c should be near, where
+    both models are big enough for their weight reads to set their step costs."""
+    if facts.draft is None or facts.draft.weight_bytes < WEIGHT_BOUND_BYTES:
+        return None
+    return facts.draft.weight_bytes / facts.target.weight_bytes
 
 
 def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:

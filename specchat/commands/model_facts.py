@@ -29,6 +29,9 @@ class ModelFacts:
     weight_bytes: int
     kv_bytes_per_token: int
     source: str
+    label: str = ""
+    """A GGUF model's size as llama.cpp's stats name it (models/llamacpp/model.size_label:
+    the file's own label, "1.5B", else its parameter count), shown for the count; "" elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str],
     """(facts of a model llama.cpp runs, from its GGUF header; its context there)."""
     from specchat.models.device.estimate import gguf_shape
     from specchat.models.gguf.drafts import gguf_file
-    from specchat.models.llamacpp.model import MAX_CONTEXT
+    from specchat.models.llamacpp.model import MAX_CONTEXT, size_label
 
     path = gguf_file(ref, progress)
     shape = gguf_shape(path) if path is not None else None
@@ -121,7 +124,7 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str],
         return None, 0
     size = shape.size
     facts = ModelFacts(role, text, size.parameters, size.weight_bytes(0), shape.kv_bytes_per_token,
-                       size.source)
+                       size.source, size_label(shape.claimed_label, size.parameters))
     return facts, min(shape.context_length or MAX_CONTEXT, MAX_CONTEXT)
 
 
@@ -145,7 +148,8 @@ def torch_facts(role: str, ref: str, folder: Path | str, dtype: str | None,
 
 
 def facts_line(facts: ModelFacts, context: int) -> str:
-    return (f"{facts.role:<6} {facts.ref}: {facts.parameters / 1e6:.1f}M parameters, weights "
+    count = facts.label or f"{facts.parameters / 1e6:.1f}M"
+    return (f"{facts.role:<6} {facts.ref}: {count} parameters, weights "
             f"{size_text(facts.weight_bytes)}, KV cache {facts.kv_bytes_per_token / 1024:.1f} KiB/token "
             f"({size_text(facts.kv_bytes_per_token * context)} at {context} tokens) [{facts.source}]")
 

@@ -89,7 +89,8 @@ def dtype_option(function: Callable):
 def backend_option(function: Callable):
     return click.option("--backend", type=click.Choice(BACKENDS), default=None,
                         help="Override the pair's backend (auto: llama.cpp for a GGUF target "
-                             "on the CPU when llama-cpp-python is installed).")(function)
+                             "when llama-cpp-python is installed, on the GPU where its build "
+                             "can offload, else on the CPU).")(function)
 
 
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,

@@ -98,7 +98,8 @@ def step_bar(description: str, total: int | None, unit: str | None = None,
 
 class LoadingNotes:
     """Loading notes (`progress(note)` of the model loader): on a terminal each note runs
-    as a spinner with its elapsed time until the next one; plain lines otherwise."""
+    as a spinner with its elapsed time until the next one (a step's `Milestone` end is a
+    line of its own); plain lines otherwise."""
 
     def __init__(self, console: Console | None = None, prefix: str = ""):
         self.console = console or stderr_console()
@@ -106,8 +107,10 @@ class LoadingNotes:
         self.current: StepBar | None = None
 
     def __call__(self, note: str) -> None:
+        from specchat.models.config.part_wheels import Milestone
+
         self.close()
-        if self.console.is_terminal:
+        if self.console.is_terminal and not (isinstance(note, Milestone) and note.done):
             self.current = StepBar(self.console, self.prefix + note, None)
         else:
             self.console.print(self.prefix + note, soft_wrap=True, markup=False)

@@ -113,11 +113,15 @@ class Interrupt:
         return self.requested
 
 
-class Silent:
-    """Loading notes for nobody: stderr is not a terminal."""
+class Quiet:
+    """Loading notes where stderr is not a terminal: only the milestones of long first-use
+    steps (joining a built-in model's part wheels), one plain line each."""
 
     def __call__(self, note: str) -> None:
-        pass
+        from specchat.models.config.part_wheels import Milestone
+
+        if isinstance(note, Milestone):
+            click.echo(f"specchat: {note}", err=True)
 
     def close(self) -> None:
         pass
@@ -125,11 +129,11 @@ class Silent:
 
 def progress_printer():
     """Loading notes on stderr (a spinner with the time each step takes) for a person
-    watching a terminal; silent otherwise."""
+    watching a terminal; otherwise only the milestones of long first-use steps."""
     from specchat.commands.progress import LoadingNotes, stderr_console
 
     console = stderr_console()
-    return LoadingNotes(console, "specchat: ") if console.is_terminal else Silent()
+    return LoadingNotes(console, "specchat: ") if console.is_terminal else Quiet()
 
 
 def stdout_console():

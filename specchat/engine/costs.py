@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from specchat.engine.params import K_MAX, SamplingParams
 
@@ -26,6 +26,14 @@ WIDTHS = tuple(range(1, K_MAX + 2))
 """Verify widths `bench profile` times: every fixed k's k + 1."""
 
 
+WARMUP_STEPS = 3
+"""Untimed one-token steps after the prefill (and one of the widest width) before any
+forward is timed: the first steps after a prefill or a load can cost many times a
+steady one (a draft step once took 2.7 s against 50 ms: weights paged in, threads woken)."""
+
+Clock = Callable[[], float]
+
+
 def synchronize(device: torch.device | None) -> None:
     """Wait for the device's queued work (a CUDA device's; None: the host's own, nothing)."""
     if device is not None and device.type == "cuda":
@@ -34,16 +42,17 @@ def synchronize(device: torch.device | None) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_seconds(call, repeats: int, device: torch.device | None = None) -> float:
+def median_seconds(call, repeats: int, device: torch.device | None = None,
+                   clock: Clock = time.perf_counter) -> float:
     """Median seconds of `repeats` calls, `device` synchronized around each (None: a call
     that works on the host, such as llama.cpp's)."""
     samples = []
     for _ in range(repeats):
         synchronize(device)
-        started = time.perf_counter()
+        started = clock()
         call()
         synchronize(device)
-        samples.append(time.perf_counter() - started)
+        samples.append(clock() - started)
     return statistics.median(samples)
 
 
@@ -52,7 +61,33 @@ def filler_ids(context: list[int], length: int) -> list[int]:
     return (context * (length // max(1, len(context)) + 1))[:length]
 
 
-def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
+class StepTimer:
+    """Forwards of one model after `context`, for timing: prefilled once and warmed up
+    (`WARMUP_STEPS`), its cache rolled back to the context after each forward."""
+
+    def __init__(self, model, context: list[int], widths=WIDTHS, warmup: int = WARMUP_STEPS):
+        import torch
+
+        self.model = model
+        self.ids = torch.tensor(filler_ids(context, max(widths)), device=model.device)
+        model.reset()
+        model.forward(torch.tensor(context, device=model.device))
+        self.base = model.cache_length
+        self.step(max(widths))  # on CUDA, the widest graph captured outside the timings
+        for _ in range(warmup):
+            self.step(1)
+
+    def step(self, width: int) -> None:
+        self.model.forward(self.ids[:width], keep=width)
+        self.model.crop(self.base)
+
+    def seconds(self, width: int, repeats: int, clock: Clock = time.perf_counter) -> float:
+        """Median seconds of `repeats` forwards of `width` tokens, back to back."""
+        return median_seconds(lambda: self.step(width), repeats, self.model.device, clock)
+
+
+def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5,
+                 clock: Clock = time.perf_counter) -> dict[int, float]:
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time.
 
     Each width's repeats run back to back, as decoding runs them (llama.cpp reuses its
@@ -60,19 +95,8 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> 
     one-token step look as dear as a 2-token verify). A wider forward is never reported
     cheaper than a narrower one (under a parallel test run a 2-token verify once read 0.11
     of a one-token step)."""
-    import torch
-
-    model.reset()
-    model.forward(torch.tensor(context, device=model.device))
-    base = model.cache_length
-    ids = torch.tensor(filler_ids(context, max(widths)), device=model.device)
-
-    def one(width: int):
-        model.forward(ids[:width], keep=width)
-        model.crop(base)
-
-    one(max(widths))  # warm-up (and, on CUDA, graph capture) outside the timings
-    return monotone({w: median_seconds(lambda w=w: one(w), repeats, model.device) for w in widths})
+    timer = StepTimer(model, context, widths)
+    return monotone({w: timer.seconds(w, repeats, clock) for w in widths})
 
 
 def monotone(costs: dict[int, float]) -> dict[int, float]:
@@ -84,20 +108,29 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
     return out
 
 
-def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
-    """Seconds per drafted token: a draft model's one-token step, or an n-gram lookup of the
-    longest draft (K_MAX tokens) over its length."""
+def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | None:
+    """seconds(repeats, clock) per drafted token for `drafter` (a draft model, warmed up
+    after its prefill, or an n-gram lookup of the longest draft, K_MAX tokens, over its
+    length); None for no drafter."""
     import torch
 
     from specchat.engine.drafters import ModelDrafter
 
-    if isinstance(drafter, ModelDrafter):
-        return verify_costs(drafter.model, context, widths=(1,), repeats=repeats)[1]
     if drafter is None:
-        return 0.0
+        return None
+    if isinstance(drafter, ModelDrafter):
+        timer = StepTimer(drafter.model, context, widths=(1,))
+        return lambda repeats, clock: timer.seconds(1, repeats, clock)
     sequence = torch.tensor(context * 4)
     propose = lambda: drafter.propose(sequence, K_MAX, SamplingParams(), None)
-    return median_seconds(propose, repeats, sequence.device) / K_MAX
+    return lambda repeats, clock: median_seconds(propose, repeats, sequence.device, clock) / K_MAX
+
+
+def draft_step_cost(drafter, context: list[int], repeats: int = 5,
+                    clock: Clock = time.perf_counter) -> float:
+    """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
+    timer = draft_timer(drafter, context)
+    return 0.0 if timer is None else timer(repeats, clock)
 
 
 @dataclass(frozen=True)
@@ -146,3 +179,88 @@ def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: i
     verify = verify_costs(target, context, widths, repeats=repeats)
     draft = no_drafter if drafter is None else draft_step_cost(drafter, context, repeats)
     return Costs.of(verify, draft)
+
+
+ROUNDS = 5
+"""Interleaved rounds `time_rounds` times by default (each times every width and the draft step)."""
+MAX_SPREAD = 0.25
+"""The largest spread of one step's timings over the rounds that a verdict is given on."""
+C_FACTOR = 3.0
+C_CEILING = 1.5
+"""A draft step c is plausible within a factor C_FACTOR of the draft/target weight-size
+ratio (its value where decoding reads every weight once, as on a CPU or a GPU at batch 1):
+above it up to C_CEILING, since fixed per-step costs (kernel launches, tiny models) can
+make a small draft cost nearly a target step, never much more."""
+
+
+@dataclass(frozen=True)
+class TimedCosts:
+    """Step costs timed in interleaved rounds: each cost the median over the rounds."""
+
+    costs: Costs
+    spread: float
+    """The largest spread of any one step's timings over the rounds: (slowest - fastest)
+    relative to the step's median, or to the target step's for a cheaper draft step (a
+    lookup's microseconds of jitter weigh nothing beside a target step); 0 for one round."""
+    rounds: int
+    repeats: int
+
+    def report(self) -> dict:
+        return self.costs.report() | {"spread": self.spread, "rounds": self.rounds,
+                                      "repeats": self.repeats}
+
+
+def time_rounds(target, drafter, context: list[int], widths=WIDTHS, rounds: int = ROUNDS,
+                repeats: int = 3, no_drafter: float | None = 0.0,
+                clock: Clock = time.perf_counter) -> TimedCosts:
+    """Like `measure_costs`, with each model warmed up first and the timings interleaved:
+    `rounds` times over, every width's `repeats` forwards and the draft's, so a burst of
+    load on the machine lands in one round rather than in one width."""
+    verify, draft = StepTimer(target, context, widths), draft_timer(drafter, context)
+    samples: dict[int, list[float]] = {width: [] for width in widths}
+    drafts: list[float] = []
+    for _ in range(rounds):
+        for width in widths:
+            samples[width].append(verify.seconds(width, repeats, clock))
+        if draft is not None:
+            drafts.append(draft(repeats, clock))
+    medians = monotone({width: statistics.median(s) for width, s in samples.items()})
+    draft_s = statistics.median(drafts) if drafts else no_drafter
+    step = medians[min(medians)]
+    worst = max(spread(s, step) for s in [*samples.values(), drafts])
+    return TimedCosts(Costs.of(medians, draft_s), worst, rounds, repeats)
+
+
+def spread(samples: list[float], floor: float = 0.0) -> float:
+    """(slowest - fastest) of `samples` relative to their median or `floor`, whichever is
+    larger; 0 for fewer than two."""
+    if len(samples) < 2:
+        return 0.0
+    scale = max(statistics.median(samples), floor)
+    return (max(samples) - min(samples)) / scale if scale > 0 else float("inf")
+
+
+def unsteady(timed: TimedCosts, expected_c: float | None = None) -> str | None:
+    """Why `timed` cannot be trusted, or None: a spread over MAX_SPREAD, or a draft step c
+    outside the plausible range around `expected_c` (the draft/target weight-size ratio)."""
+    if timed.spread > MAX_SPREAD:
+        return f"the machine is busy: {timed.spread:.0%} spread between repeated timings"
+    c = timed.costs.c
+    if expected_c and c is not None and not expected_c / C_FACTOR <= c <= max(
+            C_FACTOR * expected_c, C_CEILING):
+        return (f"the timings look disturbed: draft step c = {c:.2f}, far from the weight-size "
+                f"ratio {expected_c:.2f}")
+    return None
+
+
+def steady_costs(measure: Callable[[], TimedCosts], expected_c: float | None = None,
+                 attempts: int = 3) -> tuple[TimedCosts, str | None]:
+    """`measure()` until its timings are steady (`unsteady`), at most `attempts` times:
+    (the first steady timing or else the least spread one, why it is unsteady or None)."""
+    tried: list[TimedCosts] = []
+    for _ in range(max(1, attempts)):
+        tried.append(measure())
+        if unsteady(tried[-1], expected_c) is None:
+            return tried[-1], None
+    best = min(tried, key=lambda timed: timed.spread)
+    return best, unsteady(best, expected_c)

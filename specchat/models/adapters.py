@@ -112,9 +112,10 @@ def require_llama_cpp(pair: PairConfig, gguf: bool) -> None:
 
 
 def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
-    """(layers to offload: -1 all, 0 none; the GPU backend or None; why) for a llama.cpp
-    target, from the pair key `gpu_layers` and what the installed build supports."""
-    from specchat.models.llamacpp.model import gpu_offload
+    """(layers to offload: -1 all, 0 none, as `GpuLayers` naming the GPU of a device
+    "cuda:N"; the GPU backend or None; why) for a llama.cpp target, from the pair keys
+    `gpu_layers` and `device` and what the installed build supports."""
+    from specchat.models.llamacpp.model import GpuLayers, gpu_offload
 
     if pair.gpu_layers == 0:
         return 0, None, "gpu_layers = 0 keeps it on the CPU"
@@ -127,9 +128,19 @@ def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
                         f"install a GPU build: {LLAMA_GPU_INSTALL}")
     if gpu is None:
         return 0, None, "on the CPU (this llama-cpp-python build has no GPU offload)"
+    main_gpu = cuda_index(pair.device)
+    where = gpu if main_gpu is None else f"{gpu} device {main_gpu}"
+    chosen = "" if main_gpu is None else f", device = \"{pair.device}\""
     if pair.gpu_layers == "all":
-        return -1, gpu, f"every layer on {gpu} (gpu_layers = \"all\")"
-    return int(pair.gpu_layers), gpu, f"{pair.gpu_layers} layers on {gpu} (gpu_layers)"
+        return GpuLayers(-1, main_gpu), gpu, f"every layer on {where} (gpu_layers = \"all\"{chosen})"
+    return (GpuLayers(int(pair.gpu_layers), main_gpu), gpu,
+            f"{pair.gpu_layers} layers on {where} (gpu_layers{chosen})")
+
+
+def cuda_index(device: str) -> int | None:
+    """N of a device "cuda:N" (the GPU llama.cpp puts the whole model on); None otherwise."""
+    prefix, _, index = device.partition(":")
+    return int(index) if prefix == "cuda" and index.isdigit() else None
 
 
 def draft_backend(draft: str | None, target: str) -> str | None:

@@ -68,8 +68,9 @@ class PairConfig:
     """Per-device limits for spreading the target with accelerate (device = "auto"), e.g.
     {"0" = "20GiB", "cpu" = "64GiB"}; unset: each GPU's free memory and 3/4 of the RAM."""
     backend: str = "auto"
-    """What computes the logits: torch, llama.cpp (GGUF files on the CPU), or auto: llama.cpp
-    for a GGUF target when llama-cpp-python is installed and no CUDA device is configured."""
+    """What computes the logits: torch, llama.cpp (GGUF files, offloaded to the GPU where
+    the installed build can: CUDA, Metal, Vulkan; `gpu_layers`), or auto: llama.cpp for a GGUF
+    target when llama-cpp-python is installed and can run where the pair's device is."""
     torch_forward: str = "auto"
     """Which torch forward computes a model: auto (the static cache on CUDA, the lean forward
     on a CPU where the architecture allows, transformers' otherwise), static, lean or eager."""

