@@ -280,23 +280,16 @@ def emit(obj: dict) -> None:
 
 
 def token_colours() -> dict[str, str]:
-    """The default theme's token colours, checked with rich's colour parser; a theme file
-    that does not read is named on stderr and skipped (the built-in theme's colours win)."""
-    from rich.color import Color, ColorParseError
-
+    """The default theme's token colours as rich names, the theme files checked by the chat's
+    own rules (a file the chat skips is skipped here too, and named on stderr)."""
     from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
     from specchat.token_kinds import TOKEN_KINDS
+    from specchat.tui.theme_rules import TextualRules, rich_colour
 
-    def is_colour(text: str) -> bool:
-        try:
-            Color.parse(text)
-        except ColorParseError:
-            return False
-        return True
-
-    themes, problems = load_themes(is_colour)
+    themes, problems = load_themes(TextualRules())
     for problem in problems:
         click.echo(f"specchat: {problem}", err=True)
     default = themes.get(DEFAULT_THEME)
     variables = default.variables if default else DEFAULT_TOKEN_COLOURS
-    return {kind: variables.get(f"spec-{kind}", "default") for kind in TOKEN_KINDS}
+    return {kind: rich_colour(variables[f"spec-{kind}"]) if f"spec-{kind}" in variables else "default"
+            for kind in TOKEN_KINDS}

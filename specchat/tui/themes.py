@@ -4,9 +4,9 @@ Maps the theme files (`specchat.theme_files.ThemeSpec`: built-ins in `themes/`,
 user themes in the config directory) onto `textual.theme.Theme`, with the token
 colours as theme variables, and offers Textual's own themes beside them (their token
 colours derived from their success / error / warning / accent / foreground colours).
-Colours in theme files are checked with Textual's own parser; a broken file is skipped
-and named. Preferences (theme, slow-motion delay, ghosts) live in a small JSON file in
-the config directory.
+Theme files are checked by Textual's rules (tui/theme_rules.py, which `run` uses too); a
+broken file is skipped and named. Preferences (theme, slow-motion delay, ghosts) live in a
+small JSON file in the config directory.
 """
 
 from __future__ import annotations
@@ -16,26 +16,24 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
 
 from specchat import paths
 from specchat.errors import ConfigError
 from specchat.theme_files import (COLOR_KEYS, DEFAULT_THEME, ThemeProblem, ThemeSpec, load_themes,
                                   token_colours)
-
-
-def is_textual_colour(text: str) -> bool:
-    try:
-        Color.parse(text)
-    except ColorParseError:
-        return False
-    return True
+from specchat.tui.theme_rules import TextualRules
 
 
 def to_textual(spec: ThemeSpec) -> Theme:
     """A Textual theme whose variables include spec-accepted, spec-rejected, ..."""
     return Theme(name=spec.name, dark=spec.dark, variables=dict(spec.variables), **spec.colors)
+
+
+def drawable(theme: Theme) -> Theme:
+    """The theme, once Textual has made its colour system from it (which raises if it cannot)."""
+    theme.to_color_system().generate()
+    return theme
 
 
 def with_token_colours(theme: Theme) -> Theme:
@@ -47,8 +45,13 @@ def with_token_colours(theme: Theme) -> Theme:
 def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
     """specchat's themes (the files that read), then Textual's own under their names; and a
     problem for each theme file skipped."""
-    specs, problems = load_themes(is_textual_colour)
-    themes = {name: to_textual(spec) for name, spec in specs.items()}
+    specs, problems = load_themes(TextualRules())
+    themes = {}
+    for name, spec in specs.items():
+        try:
+            themes[name] = drawable(to_textual(spec))
+        except Exception as error:  # what the rules let through but Textual refuses: skip it
+            problems.append(ThemeProblem(Path(spec.source), f"Textual cannot draw it ({error})", name))
     for name, theme in BUILTIN_THEMES.items():
         themes.setdefault(name, with_token_colours(theme))
     return themes, problems
