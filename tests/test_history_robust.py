@@ -127,6 +127,9 @@ def test_a_save_that_fails_mid_answer_keeps_the_text_says_so_and_lands_later(tmp
     recorder.spans(())
     recorder.flush()  # the next save tries the queue again
     assert recorder.unsaved == 0 and "saved again" in said[-1]
-    saved = HistoryStore(path).load(1)
+    store = HistoryStore(path)
+    saved = store.load(1)
+    assert [t.role for t in saved.turns] == ["user", "assistant"]  # each step ran once, whole
+    assert store.db.execute("SELECT seq FROM tokens ORDER BY seq").fetchall() == [(0,), (1,)]
     assert [t.text for t in saved.turns[-1].tokens] == [" one", " two"]
     assert saved.turns[-1].text == " one two" and saved.turns[-1].status == "done"
