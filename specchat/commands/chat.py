@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       max_new_tokens_option, pair_option, temperature_option,
-                                       theme_option)
+                                       max_new_tokens_option, pair_option, system_option,
+                                       temperature_option, theme_option)
 
 if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 @temperature_option
 @dtype_option
 @backend_option
-@click.option("--system", default=None, help="System prompt.")
+@system_option
 @max_new_tokens_option(512)
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,

@@ -2,12 +2,15 @@
 
 Range checks reuse the owners' (engine/params.py's bounds, the config module's
 sampling checks), so a bad value reads the same whether it came from models.toml or the
-command line, and names the flag and the allowed range.
+command line, and names the flag and the allowed range. Text the user hands over (the
+prompt, --system, stdin) is made valid UTF-8 here: bytes that are not become U+FFFD, and
+stderr says so before anything loads.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,6 +20,33 @@ from specchat.engine.params import DRAFT_LENGTH, MAX_NEW_TOKENS, TOP_K, Bound
 from specchat.errors import UsageError
 from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_problem
 
+
+
+def decoded(data: bytes, what: str) -> str:
+    """Bytes as UTF-8 text: those that are not become U+FFFD, and stderr says how many."""
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    if bad:
+        click.echo(f"specchat: {what} is not valid UTF-8: {bad} invalid byte sequence(s) read as "
+                   "U+FFFD", err=True)
+    return text
+
+
+def argument_text(text: str, what: str) -> str:
+    """A command-line text as valid UTF-8: Python keeps argument bytes that are not UTF-8 as
+    lone surrogates, which no tokenizer takes; they become U+FFFD (said on stderr)."""
+    if not any("\udc80" <= char <= "\udcff" for char in text):
+        return text
+    try:
+        return decoded(os.fsencode(text), what)
+    except UnicodeEncodeError:  # surrogates that were no bytes of the user's
+        return decoded(text.encode("utf-8", errors="replace"), what)
+
+
+def system_option(function: Callable):
+    return click.option("--system", default=None, help="System prompt.",
+                        callback=lambda ctx, param, value: None if value is None
+                        else argument_text(value, "--system"))(function)
 
 
 def pair_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       load_pair_config, max_new_tokens_option, pair_option,
+from specchat.commands.options import (apply_overrides, argument_text, backend_option, decoded,
+                                       dtype_option, k_option, load_pair_config,
+                                       max_new_tokens_option, pair_option, system_option,
                                        temperature_option, top_k_option)
 from specchat.errors import SpecchatError, UsageError
 
@@ -46,7 +47,7 @@ class AnswerFailed(SpecchatError):
 @max_new_tokens_option(256)
 @dtype_option
 @backend_option
-@click.option("--system", default=None, help="System prompt.")
+@system_option
 @click.option("--jsonl", is_flag=True, help="One JSON object per round, then a `done` object.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", nargs=-1)
@@ -140,7 +141,7 @@ def stdout_console():
 
 def read_prompt(words: tuple[str, ...]) -> str:
     """The arguments, or stdin for `-` (or for no argument when stdin is not a terminal)."""
-    text = " ".join(words)
+    text = argument_text(" ".join(words), "the prompt")
     if text == "-" or (not words and not sys.stdin.isatty()):
         text = stdin_text()
     elif not words:
@@ -154,12 +155,7 @@ def read_prompt(words: tuple[str, ...]) -> str:
 def stdin_text() -> str:
     """stdin as UTF-8; bytes that are not become U+FFFD, and stderr says how many."""
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-    text = data.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-    if bad:
-        click.echo(f"specchat: stdin is not valid UTF-8: {bad} invalid byte sequence(s) read as "
-                   "U+FFFD", err=True)
-    return text
+    return decoded(data, "stdin")
 
 
 class TextPrinter:

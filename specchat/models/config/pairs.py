@@ -129,9 +129,14 @@ def load_catalog(extra: Path | None = None) -> Catalog:
 
 
 def read_toml(file: Path) -> dict:
+    data = b""
     try:
-        with open(file, "rb") as handle:
-            return tomllib.load(handle)
+        data = file.read_bytes()
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{file}: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); "
+                          "save it as UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{file}: not valid TOML ({error}); fix the file or move it aside") from None
     except OSError as error:
