@@ -16,9 +16,10 @@ from typing import Any, Callable
 
 import click
 
-from specchat.engine.params import DRAFT_LENGTH, MAX_NEW_TOKENS, TOP_K, Bound
+from specchat.engine.params import (DRAFT_LENGTH, MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, Bound,
+                                    RealBound)
 from specchat.errors import UsageError
-from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_problem
+from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig
 
 
 
@@ -89,6 +90,26 @@ class WholeNumber(click.ParamType):
         return value
 
 
+class RealNumber(click.ParamType):
+    """A finite number within a `RealBound` (nan and inf are refused by name)."""
+
+    name = "number"
+
+    def __init__(self, bound: RealBound):
+        self.bound = bound
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        problem = self.bound.problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
+
+
 def k_option(function: Callable):
     return click.option("-k", "k", type=WholeNumber(DRAFT_LENGTH), default=None, metavar="N|auto",
                         help=f"Draft tokens per round, {DRAFT_LENGTH.allowed()} "
@@ -107,13 +128,18 @@ def max_new_tokens_option(default: int):
 
 
 def temperature_option(function: Callable):
-    return click.option("--temperature", type=float, default=None, metavar="T",
+    return click.option("--temperature", type=RealNumber(TEMPERATURE), default=None, metavar="T",
                         help="0 is greedy and lossless-exact; >0 samples.")(function)
 
 
 def dtype_option(function: Callable):
     return click.option("--dtype", type=click.Choice(DTYPES), default=None,
                         help="Override the pair's dtype.")(function)
+
+
+def top_p_option(function: Callable):
+    return click.option("--top-p", type=RealNumber(TOP_P), default=None, metavar="P",
+                        help=f"Nucleus sampling: the probability mass kept ({TOP_P.allowed()}).")(function)
 
 
 def backend_option(function: Callable):
@@ -125,9 +151,11 @@ def backend_option(function: Callable):
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
-    """The pair with command-line values in place of its own, range-checked (-k and --top-k
-    by their click types, `WholeNumber`)."""
-    problem = sampling_problem(temperature, top_p)
+    """The pair with command-line values in place of its own, range-checked (also by their
+    click types, `WholeNumber` and `RealNumber`, before anything else runs)."""
+    given = (("--temperature", TEMPERATURE, temperature), ("--top-p", TOP_P, top_p))
+    problem = next((bound.message(flag, value) for flag, bound, value in given
+                    if value is not None and bound.problem(value)), None)
     if problem:
         raise UsageError(problem)
     sampling = {name: value for name, value in

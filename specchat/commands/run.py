@@ -23,7 +23,7 @@ import click
 from specchat.commands.options import (apply_overrides, argument_text, backend_option, decoded,
                                        dtype_option, k_option, load_pair_config,
                                        max_new_tokens_option, pair_option, system_option,
-                                       temperature_option, top_k_option)
+                                       temperature_option, top_k_option, top_p_option)
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class AnswerFailed(SpecchatError):
 @click.option("--no-spec", is_flag=True, help="Decode with the target alone (k = 0).")
 @k_option
 @temperature_option
-@click.option("--top-p", type=float, default=None, metavar="P", help="Nucleus sampling in (0, 1].")
+@top_p_option
 @top_k_option
 @click.option("--seed", type=int, default=None,
               help="Seed for sampling (default: drawn from the OS; the stats block prints it).")
