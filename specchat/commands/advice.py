@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
 from specchat.engine.costs import Costs
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.costs import PRIOR_WIDTHS
+from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ Alphas = list[tuple[float, str]]
 
 def k_max_of(pair: Pair) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
-    return pair.k if isinstance(pair.k, int) and pair.k > 0 else AUTO_K_MAX
+    return pair.k if isinstance(pair.k, int) and pair.k > 0 else K_MAX
 
 
 def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) -> Costs:
@@ -52,13 +53,16 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None]) -> Costs:
+def measured_costs(pair: Pair, progress: Callable[[str], None]) -> Costs:
     """The loaded pair's costs, timed as the chat's calibration times them (more repeats:
-    nothing waits for this report)."""
+    nothing waits for this report): every width of a fixed k, PRIOR_WIDTHS for "auto"
+    (wider verifies extended from them, as k = "auto" extends them)."""
     from specchat.chat.calibrate import measure_prior
     from specchat.models.loader import load_pair
 
-    return measure_prior(load_pair(pair, progress=progress), range(1, k_max + 2), MEASURE_REPEATS)
+    fixed = isinstance(pair.k, int) and pair.k > 0
+    widths = range(1, pair.k + 2) if fixed else PRIOR_WIDTHS
+    return measure_prior(load_pair(pair, progress=progress), widths, MEASURE_REPEATS)
 
 
 def cost_lines(costs: Costs, how: str, k_max: int) -> list[str]:
@@ -156,7 +160,7 @@ def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
     k_max = k_max_of(pair)
     if isinstance(pair.k, str):
         lines.append(f"k = {pair.k}: shown for k = 1..{k_max}")
-    costs = (measured_costs(pair, k_max, progress) if measure
+    costs = (measured_costs(pair, progress) if measure
              else predicted_costs(facts.target, facts.draft, k_max))
     how = (f"measured on {facts.device}: median of {MEASURE_REPEATS} timed forwards per width, "
            "noisy on a busy machine" if measure else PREDICTED)

@@ -113,13 +113,14 @@ TOP_P = RealBound(0.0, 1.0, low_open=True)
 """top_p: the probability mass nucleus sampling keeps; 1 keeps every token."""
 
 K_MAX = 16
-"""The most draft tokens a round may ask for (a fixed k): a verify of 17 tokens already
-costs several plain steps on every CPU, and acceptance of a 17th draft in a row is rare
-even for a same-family draft. The config file, -k, the chat's keys and palette use it."""
-AUTO_K_MAX = 8
-"""The longest draft k = "auto" tries (engine/adaptive.py), and the range the theory's
-best k is searched in: its costs are timed for widths 1..AUTO_K_MAX + 1 before an answer,
-and a longer search would time more widths for k that almost never win."""
+"""The most draft tokens a round may ask for: a verify of 17 tokens already costs several
+plain steps on every CPU, and acceptance of a 17th draft in a row is rare even for a
+same-family draft. The one maximum of k: the config file, -k, the chat's keys and palette,
+k = "auto" (engine/adaptive.py) and the theory's best k all use it. (Fewer verify widths
+are timed before an answer than k may reach: engine/costs.py's PRIOR_K_MAX, extended.)"""
+AUTO_K_MAX = K_MAX
+"""The same maximum under the name k = "auto"'s ceiling once had (it was 8): kept so that
+code importing it goes on working; new code uses K_MAX."""
 
 DRAFT_LENGTH = Bound(0, K_MAX, also="auto")
 """k: 0 is plain decoding, "auto" adapts it every round."""
