@@ -182,3 +182,30 @@ def test_out_of_range_decoding_values(tiny_config, args, fragment):
 def test_bad_values_in_models_toml_name_the_key(tmp_path, line, fragment):
     config = write(tmp_path, f'[pairs.x]\ntarget = "a"\n{line}\n')
     assert_user_error(invoke("pairs", "--config", config), fragment, "[pairs.x]")
+
+
+def model_folder_with(tmp_path: Path, tiny_config: Path, damage) -> tuple[str, Path]:
+    """A copy of the tiny target folder whose model.safetensors `damage` spoiled; its config."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_config.parent / "target", folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(damage(weights.read_bytes()))
+    return write(tmp_path, f'[pairs.x]\ntarget = "{folder}"\nk = 0\n'), weights
+
+
+def test_a_truncated_safetensors_file_is_named_with_both_sizes(tmp_path, tiny_config):
+    whole = (tiny_config.parent / "target" / "model.safetensors").stat().st_size
+    config, weights = model_folder_with(tmp_path, tiny_config, lambda data: data[: len(data) // 2])
+    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), str(weights),
+                      "truncated or corrupt", f"need {whole:,} bytes", f"has {whole // 2:,}")
+
+
+def test_a_safetensors_header_with_a_garbage_length_is_named(tmp_path, tiny_config):
+    import struct
+
+    config, weights = model_folder_with(tmp_path, tiny_config,
+                                        lambda data: struct.pack("<Q", 2 ** 62) + data[8:])
+    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), str(weights),
+                      "truncated or corrupt", f"{2 ** 62:,} bytes of metadata")
