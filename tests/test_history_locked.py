@@ -82,16 +82,23 @@ def test_a_locked_file_is_an_error_to_wait_out_never_moved_aside(tmp_path):
     assert titles(path) == ["precious"]
 
 
-async def test_the_chat_on_a_locked_file_says_so_and_saves_everything_once_the_lock_goes():
+async def asked_on_a_locked_file(question: str):
+    """A chat over a history file another process holds locked (readers too) from before it
+    starts, asked one question and closed: (the app, its problem line, the answer, the file)."""
     path = history_file()
     history_with(path, "precious")
     with locked(path, "readers-too"):
         app = make_app()
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot)
-            assert "not being saved (database is locked)" in problem_lines(app)
-            assert "could not be read" not in problem_lines(app)
-            await ask(pilot, "hello there")
+            await ask(pilot, question)
+            shown, answer = problem_lines(app), last_answer(app).text
+    return app, shown, answer, path
+
+
+async def test_the_chat_on_a_locked_file_says_so_and_saves_everything_once_the_lock_goes():
+    _, shown, _, path = await asked_on_a_locked_file("hello there")
+    assert "not being saved (database is locked)" in shown and "could not be read" not in shown
     assert not [p for p in path.parent.iterdir() if "unreadable" in p.name]
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -137,15 +144,8 @@ async def test_a_locked_file_never_freezes_the_chat():
 
 
 async def test_quitting_while_saves_fail_writes_the_conversation_beside_the_database():
-    path = history_file()
-    history_with(path, "precious")
-    with locked(path, "readers-too"):
-        app = make_app()
-        async with app.run_test(size=SIZE) as pilot:
-            await ready(pilot)
-            await ask(pilot, "remember this")
-            answer = last_answer(app).text
-        note = app.history.unsaved_note()
+    app, _, answer, path = await asked_on_a_locked_file("remember this")
+    note = app.history.unsaved_note()
     copies = list(path.parent.glob("history.sqlite3.unsaved-*.md"))
     assert len(copies) == 1 and note is not None and str(copies[0]) in note
     text = copies[0].read_text()
@@ -166,8 +166,10 @@ def read_until_exit(master: int, chat: subprocess.Popen, limit: float) -> bytes:
     return seen
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
-def test_quitting_a_real_chat_on_a_locked_file_names_the_unsaved_copy_on_stderr(tmp_path):
+@contextmanager
+def a_real_chat_answered_on_a_locked_file(tmp_path: Path):
+    """A real chat (the demo pair, on a pty) whose history file another process holds locked,
+    once it has answered "keep my words": (the chat, its terminal, the history file)."""
     from test_hangup import start_chat, wait_until_drawn
 
     path = tmp_path / "data" / "history.sqlite3"
@@ -177,26 +179,31 @@ def test_quitting_a_real_chat_on_a_locked_file_names_the_unsaved_copy_on_stderr(
         wait_until_drawn(master, chat)
         os.write(master, b"keep my words\r")
         time.sleep(3.0)  # the demo pair answers
+        yield chat, master, path
+
+
+def the_unsaved_copy(path: Path) -> Path:
+    """The one Markdown copy beside the history file, holding the words."""
+    copies = list(path.parent.glob("history.sqlite3.unsaved-*.md"))
+    assert len(copies) == 1 and "keep my words" in copies[0].read_text()
+    return copies[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
+def test_quitting_a_real_chat_on_a_locked_file_names_the_unsaved_copy_on_stderr(tmp_path):
+    with a_real_chat_answered_on_a_locked_file(tmp_path) as (chat, master, path):
         os.write(master, b"\x11")  # Ctrl+Q
         seen = read_until_exit(master, chat, 10.0)
     assert chat.wait(timeout=10) == 0
-    copies = list(path.parent.glob("history.sqlite3.unsaved-*.md"))
-    assert len(copies) == 1 and "keep my words" in copies[0].read_text()
-    assert f"this conversation is in {copies[0]}".encode() in seen.replace(b"\r\n", b"").replace(b"\n", b"")
+    said = seen.replace(b"\r\n", b"").replace(b"\n", b"")
+    assert f"this conversation is in {the_unsaved_copy(path)}".encode() in said
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
 def test_a_hung_up_chat_on_a_locked_file_still_ends_within_two_seconds_and_keeps_the_words(tmp_path):
-    from test_hangup import seconds_to_exit, start_chat, wait_until_drawn
+    from test_hangup import seconds_to_exit
 
-    path = tmp_path / "data" / "history.sqlite3"
-    history_with(path, "precious")
-    with locked(path, "readers-too"):
-        chat, master = start_chat(tmp_path, owns_terminal=True)
-        wait_until_drawn(master, chat)
-        os.write(master, b"keep my words\r")
-        time.sleep(3.0)
+    with a_real_chat_answered_on_a_locked_file(tmp_path) as (chat, master, path):
         os.close(master)  # the terminal goes away
         assert seconds_to_exit(chat) < 2.0
-    copies = list(path.parent.glob("history.sqlite3.unsaved-*.md"))
-    assert len(copies) == 1 and "keep my words" in copies[0].read_text()
+    the_unsaved_copy(path)
