@@ -160,8 +160,9 @@ def render(conversation, fmt: str, theme: str | None) -> str:
     if fmt == "markdown":
         return formats.to_markdown(conversation)
     from specchat.theme_files import load_theme, page_colours
+    from specchat.tui.theme_rules import TextualRules
 
-    spec = load_theme(theme)
+    spec = load_theme(theme, TextualRules())  # the chat's judge: a file it skips is skipped here
     return formats.to_html(conversation, page_colours(spec.colors, spec.variables))
 
 
