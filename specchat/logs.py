@@ -57,8 +57,8 @@ def start_logging(argv: list[str] | None = None) -> Path | None:
         handler.close()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES,
-                                                       backupCount=BACKUPS, encoding="utf-8")
+        handler = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS,
+                                                       encoding="utf-8", errors="backslashreplace")
     except OSError:
         return None
     handler.specchat_file = True

@@ -8,9 +8,11 @@ that leaves one out gets it from its own success / error / warning / accent / fo
 colours (`token_colours`), so Textual's own themes have them too.
 
 A broken file never stops anything: `load_themes` skips it and says which file and key
-are wrong (`ThemeProblem`), and the caller shows that where it stays on screen. Colours
-are checked by the caller's parser (`ColourCheck`: Textual's in the chat, rich's for
-`run`), since this module may import neither.
+are wrong (`ThemeProblem`), and the caller shows that where it stays on screen; a variable
+the renderer does not know is named and ignored. This module checks a file's shape (its
+keys, the types of its values, the token colours' names); whether a value draws is decided
+by one judge, the renderer's rules handed in (`ThemeRules`: Textual's, tui/theme_rules.py,
+for the chat and `run` alike), since this module imports no renderer.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Protocol
 
 from specchat import paths
 from specchat.errors import ConfigError
@@ -36,8 +38,22 @@ TOKEN_SOURCES = {"spec-accepted": "success", "spec-rejected": "error",
                  "spec-target": "foreground", "spec-pending": "secondary"}
 """The theme colour each token colour falls back to: kept green, thrown away red, ..."""
 
-ColourCheck = Callable[[str], bool]
-"""Whether a text is a colour the caller's renderer can draw."""
+TOP_KEYS = ("name", "dark", "variables", *COLOR_KEYS)
+
+
+class ThemeRules(Protocol):
+    """What the renderer that draws a theme accepts: the one judge of a theme's values."""
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The renderer's own variable names (another name is named and ignored)."""
+
+    def colour_problem(self, text: str) -> str | None:
+        """What is wrong with a text as a colour (a theme colour, a token colour); None if
+        it is one."""
+
+    def variable_problem(self, name: str, value: str) -> str | None:
+        """What is wrong with a value for one of the renderer's own variables; None if it draws."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +78,11 @@ class ThemeProblem:
     message: str
     name: str
     """The theme the file would have defined (its `name`, else the file's stem)."""
+    skipped: bool = True
+    """False for a warning: the theme is used without the part named."""
 
     def __str__(self) -> str:
-        return f"theme file {self.file}: {self.message}; skipped it"
+        return f"theme file {self.file}: {self.message}; {'skipped it' if self.skipped else 'ignored it'}"
 
 
 def token_colours(colors: dict[str, str | None], variables: dict[str, str]) -> dict[str, str]:
@@ -96,42 +114,71 @@ def read_theme_file(file: Path) -> dict:
         raise ConfigError(f"cannot be read as TOML ({error})") from None
 
 
-def colour_problem(key: str, value, is_colour: ColourCheck | None) -> str | None:
-    if not isinstance(value, str):
-        return f"'{key}' must be a colour in quotes, like \"#9ece6a\" (got {value!r})"
-    if is_colour is not None and not is_colour(value):
-        return f"'{key}' = \"{value}\" is not a colour (like \"#9ece6a\" or \"rgb(158,206,106)\")"
+def typed_values(data: dict) -> dict[str, object]:
+    """A theme's values that must be text in quotes, by key ("primary", "variables.x")."""
+    values = {key: data[key] for key in ("name", *COLOR_KEYS) if key in data}
+    return values | {f"variables.{key}": value for key, value in data.get("variables", {}).items()}
+
+
+def shape_problem(data: dict) -> str | None:
+    """The first key of a theme's data that is unknown or of the wrong type, said as a fix."""
+    unknown = set(data) - set(TOP_KEYS)
+    if unknown:
+        return (f"unknown key '{sorted(unknown)[0]}' (allowed: name, dark, "
+                f"{', '.join(COLOR_KEYS)} and [variables])")
+    if "primary" not in data:
+        return "'primary' is missing: every theme needs its main colour, like primary = \"#7aa2f7\""
+    if not isinstance(data.get("variables", {}), dict):
+        return "'variables' must be a table: [variables]"
+    if not isinstance(data.get("dark", True), bool):
+        return f"'dark' must be true or false, without quotes (a boolean; got {data['dark']!r})"
+    for key, value in typed_values(data).items():
+        if not isinstance(value, str):
+            return f"'{key}' must be text in quotes, like \"#9ece6a\" (got {value!r})"
+    tokens = sorted(set(k for k in data.get("variables", {}) if k.startswith("spec-")) - set(TOKEN_SOURCES))
+    if tokens:
+        return f"unknown token colour 'variables.{tokens[0]}' (known: {', '.join(TOKEN_SOURCES)})"
     return None
 
 
-def checked(data: dict, is_colour: ColourCheck | None) -> None:
-    """A `ConfigError` naming the first wrong key of a theme's data."""
-    unknown = set(data) - {"name", "dark", "variables", *COLOR_KEYS}
-    if unknown:
-        raise ConfigError(f"unknown key '{sorted(unknown)[0]}' (allowed: name, dark, "
-                          f"{', '.join(COLOR_KEYS)} and [variables])")
-    if not isinstance(data.get("variables", {}), dict):
-        raise ConfigError("'variables' must be a table: [variables]")
-    problems = [colour_problem(key, data[key], is_colour) for key in COLOR_KEYS if key in data]
+def value_problems(data: dict, rules: ThemeRules) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of a well-shaped theme's values, by the renderer's rules: colours
+    and token colours must be colours, the renderer's own variables take what it takes, and
+    another variable is named and ignored."""
     variables = data.get("variables", {})
-    problems += [colour_problem(f"variables.{key}", variables[key], is_colour)
-                 for key in variables if key.startswith("spec-")]
-    problem = next((p for p in problems if p), None)
-    if problem:
-        raise ConfigError(problem)
+    own = {k: v for k, v in variables.items() if not k.startswith("spec-")}
+    colours = {key: data[key] for key in COLOR_KEYS if key in data}
+    colours |= {f"variables.{k}": v for k, v in variables.items() if k not in own}
+    verdicts = [(key, value, rules.colour_problem(value)) for key, value in colours.items()]
+    verdicts += [(f"variables.{k}", v, rules.variable_problem(k, v))
+                 for k, v in own.items() if k in rules.variables]
+    errors = [f"'{key}' = \"{value}\" {problem}" for key, value, problem in verdicts if problem]
+    warnings = [f"unknown variable 'variables.{k}' (the chat has no such variable)"
+                for k in own if k not in rules.variables]
+    return errors, warnings
 
 
-def parse_theme(file: Path, is_colour: ColourCheck | None = None) -> ThemeSpec:
-    """The theme a file defines; a `ConfigError` naming the file and the wrong key."""
+def checked(data: dict, rules: ThemeRules | None) -> list[str]:
+    """A theme's warnings; a `ConfigError` naming the first wrong key."""
+    problem = shape_problem(data)
+    errors, warnings = value_problems(data, rules) if rules and not problem else ([], [])
+    if problem or errors:
+        raise ConfigError(problem or errors[0])
+    return warnings
+
+
+def parse_theme(file: Path, rules: ThemeRules | None = None) -> tuple[ThemeSpec, list[str]]:
+    """The theme a file defines and its warnings; a `ConfigError` naming the file and the
+    wrong key. Without `rules` only the file's shape is checked."""
     try:
         data = read_theme_file(file)
-        checked(data, is_colour)
+        warnings = checked(data, rules)
     except ConfigError as error:
         raise ConfigError(f"theme file {file}: {error}") from None
     colors = {key: data[key] for key in COLOR_KEYS if key in data}
-    variables = token_colours(colors, {k: str(v) for k, v in data.get("variables", {}).items()})
-    return ThemeSpec(str(data.get("name", file.stem)), bool(data.get("dark", True)), colors,
-                     variables, str(file))
+    variables = token_colours(colors, dict(data.get("variables", {})))
+    return ThemeSpec(data.get("name", file.stem), data.get("dark", True), colors, variables,
+                     str(file)), warnings
 
 
 def intended_name(file: Path) -> str:
@@ -143,28 +190,29 @@ def intended_name(file: Path) -> str:
     return name if isinstance(name, str) else file.stem
 
 
-def load_themes(is_colour: ColourCheck | None = None) -> tuple[dict[str, ThemeSpec], list[ThemeProblem]]:
-    """Every theme that reads, and a problem for each file skipped."""
+def load_themes(rules: ThemeRules | None = None) -> tuple[dict[str, ThemeSpec], list[ThemeProblem]]:
+    """Every theme that reads, and a problem for each file skipped (and each warning)."""
     themes: dict[str, ThemeSpec] = {}
     problems: list[ThemeProblem] = []
     for folder in theme_dirs():
         for file in sorted(folder.glob("*.toml")) if folder.is_dir() else ():
             try:
-                spec = parse_theme(file, is_colour)
+                spec, warnings = parse_theme(file, rules)
             except ConfigError as error:
                 message = str(error).removeprefix(f"theme file {file}: ")
                 problems.append(ThemeProblem(file, message, intended_name(file)))
                 continue
+            problems += [ThemeProblem(file, warning, spec.name, skipped=False) for warning in warnings]
             themes[spec.name] = spec
     return themes, problems
 
 
-def available_themes(is_colour: ColourCheck | None = None) -> dict[str, ThemeSpec]:
-    return load_themes(is_colour)[0]
+def available_themes(rules: ThemeRules | None = None) -> dict[str, ThemeSpec]:
+    return load_themes(rules)[0]
 
 
-def load_theme(name: str | None = None, is_colour: ColourCheck | None = None) -> ThemeSpec:
-    themes = available_themes(is_colour)
+def load_theme(name: str | None = None, rules: ThemeRules | None = None) -> ThemeSpec:
+    themes = available_themes(rules)
     name = name or DEFAULT_THEME
     if name not in themes:
         raise ConfigError(f"unknown theme '{name}': available are {', '.join(sorted(themes))} "

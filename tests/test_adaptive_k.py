@@ -383,4 +383,45 @@ def test_auto_k_sizes_ngram_proposals_by_what_a_verify_costs(clock):
     assert auto < 0.4 * plain and auto < 0.9 * fixed
 
 
+
+def test_k_auto_reaches_the_one_maximum_from_a_prior_timed_only_to_prior_k_max():
+    """The prior times widths 1..PRIOR_K_MAX + 1; cheap, always accepted drafts still take k
+    to K_MAX, its wider verifies costed along the line the timed ones extend."""
+    from specchat.engine.costs import PRIOR_WIDTHS
+    from specchat.engine.params import K_MAX
+
+    step = 0.010
+    prior = Costs.of({n: step * (1 + 0.05 * (n - 1)) for n in PRIOR_WIDTHS}, draft_step_s=0.0002)
+    policy = AdaptiveK(prior=prior)
+    assert policy.k_max == K_MAX
+    for _ in range(40):
+        k = policy()
+        policy.observe(make_round(k, k, 0.0002 * k, step * (1 + 0.05 * k), k))
+    assert policy() == K_MAX
+
+
+def test_a_prior_whose_verify_grows_fast_keeps_k_auto_where_the_extended_line_says():
+    """A verify of n tokens costing 0.6·n steps beyond the timed widths (the extension) makes
+    long drafts lose even at high acceptance: k = auto stays well below K_MAX."""
+    from specchat.engine.costs import PRIOR_WIDTHS
+    from specchat.engine.params import K_MAX
+
+    step = 0.010
+    steep = Costs.of({n: step * max(1.0, 0.6 * n) for n in PRIOR_WIDTHS}, draft_step_s=0.0002)
+    assert steep.verify_seconds(K_MAX + 1) == pytest.approx(step * 0.6 * (K_MAX + 1))
+    policy = AdaptiveK(prior=steep)
+    policy.acceptance = AcceptanceEstimate(accepted=9.0, rejections=1.0)  # α = 0.9
+    assert 1 <= policy() < PRIOR_WIDTHS[-1]
+
+
+def test_verify_costs_beyond_the_timed_widths_extend_the_line_through_the_widest():
+    from specchat.engine.costs import extended
+
+    flat_then_rising = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.5, 6: 2.0, 7: 2.5, 8: 3.0}
+    assert extended(flat_then_rising, 12) == pytest.approx(5.0)  # the slope where it ends
+    assert extended({1: 1.0, 2: 1.2, 3: 1.1}, 9) >= 1.1  # never below the widest timed
+    assert extended({1: 1.0}, 9) == 1.0
+    assert extended({1: 1.0, 4: 2.0}, 3) == 2.0  # in a gap: the next wider timed width
+
+
 from toy import ScriptedModel  # noqa: E402

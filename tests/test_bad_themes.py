@@ -122,3 +122,103 @@ def test_run_names_a_broken_default_theme_on_stderr_and_answers(tiny_config, mon
                                        "--max-new-tokens", "4", "hello"])
     assert result.exit_code == 0, result.output
     assert f"theme file {file}: unknown key 'primaryy'" in result.output
+
+
+P = 'primary = "#123456"\n'
+BAD_TEXTUAL_VARIABLE = """
+name = "specchat-dark"
+primary = "#112233"
+
+[variables]
+input-cursor-background = "zz"
+"""
+
+
+async def test_a_bad_textual_variable_in_a_file_named_like_a_builtin_never_locks_the_chat_out():
+    file = user_theme("mydark.toml", BAD_TEXTUAL_VARIABLE)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        shown = problem_lines(app)
+        assert app.theme == "specchat-dark"
+        assert app.theme_variables["primary"].lower() != "#112233"  # the built-in's, not the file's
+        assert str(file) in shown and "'variables.input-cursor-background' = \"zz\"" in shown
+        assert "is not a colour" in shown
+
+
+async def test_an_unknown_textual_variable_is_named_and_the_theme_still_used():
+    file = user_theme("mine.toml", f'name = "mine"\n{P}[variables]\nfoooter-background = "#101010"\n'
+                                   'text = "auto 80%"\nlink-style = "bold"\n')
+    app = make_app(theme="mine")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.theme == "mine"
+        shown = problem_lines(app)
+        assert f"theme file {file}: unknown variable 'variables.foooter-background'" in shown
+        assert "ignored it" in shown and "skipped" not in shown
+
+
+BAD_SHAPES = {
+    f'name = "x"\n{P}dark = "no"\n': "'dark' must be true or false",
+    f'name = "x"\n{P}[variables]\nspec-bonuss = "#ffffff"\n': "unknown token colour 'variables.spec-bonuss'",
+    f'name = "x"\n{P}[variables]\nlink-style = "zz"\n': "'variables.link-style' = \"zz\" is not a text style",
+    f'name = "x"\n{P}[variables]\nfooter-background = "auto 87%"\n':
+        "'variables.footer-background' = \"auto 87%\" is not a colour",
+    f'name = 5\n{P}': "'name' must be text in quotes",
+    f'name = "x"\n{P}[variables]\nborder = 7\n': "'variables.border' must be text in quotes",
+    'name = "x"\n': "'primary' is missing",
+}
+
+
+def test_every_wrong_value_of_a_theme_file_is_named_by_its_key():
+    from specchat.tui.themes import load_textual_themes
+
+    for number, (text, message) in enumerate(BAD_SHAPES.items()):
+        user_theme(f"bad{number}.toml", text)
+    themes, problems = load_textual_themes()
+    shown = [str(problem) for problem in problems]
+    for number, message in enumerate(BAD_SHAPES.values()):
+        mine = [line for line in shown if f"bad{number}.toml" in line]
+        assert len(mine) == 1 and message in mine[0] and mine[0].endswith("skipped it"), (message, shown)
+    assert "x" not in themes
+
+
+def token_theme(colour: str) -> Path:
+    """specchat-dark overridden with every token in one colour."""
+    tokens = "".join(f'spec-{kind} = "{colour}"\n'
+                     for kind in ("accepted", "rejected", "resampled", "bonus", "target"))
+    return user_theme("tokens.toml", f'name = "specchat-dark"\nprimary = "#7aa2f7"\n[variables]\n{tokens}')
+
+
+async def chat_takes(colour: str) -> bool:
+    """Whether the chat uses a token colour (else it names the file on its problem line)."""
+    file = token_theme(colour)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        taken = app.theme_variables["spec-bonus"] == colour
+        assert taken != (str(file) in problem_lines(app))
+        return taken
+
+
+def run_takes(colour: str, config: Path) -> tuple[bool, str]:
+    """Whether `run` paints with a token colour (else it names the file on stderr); its output."""
+    from specchat.cli import main
+
+    file = token_theme(colour)
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--pair", "tiny",
+                                       "--max-new-tokens", "4", "hello"], env={"FORCE_COLOR": "1", "COLORTERM": "truecolor"})
+    assert result.exit_code == 0, result.output
+    return str(file) not in result.output, result.output
+
+
+async def test_the_chat_and_run_accept_and_refuse_the_same_colours(tiny_config):
+    """One judge: hsl() (Textual reads it, rich does not) is drawn by both; bright_red and
+    grey50 (rich reads them, Textual does not) are refused by both, naming the file."""
+    assert await chat_takes("hsl(120,50%,50%)")
+    taken, output = run_takes("hsl(120,50%,50%)", tiny_config)
+    assert taken and "\x1b[38;2;64;191;64m" in output  # hsl(120,50%,50%) is #40bf40
+    for colour in ("bright_red", "grey50"):
+        assert not await chat_takes(colour)
+        taken, output = run_takes(colour, tiny_config)
+        assert not taken and f'"{colour}" is not a colour' in output

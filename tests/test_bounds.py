@@ -76,6 +76,51 @@ def test_command_line_flags_name_the_flag_and_the_allowed_range(tiny_config, arg
     assert f"Invalid value for {flag}: {message}" in result.output
 
 
+TEMPERATURE_RANGE = "(allowed: 0 or more; 0 is greedy)"
+TOP_P_RANGE = "(allowed: above 0, up to 1)"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("temperature = nan", f"'temperature': nan is not a finite number {TEMPERATURE_RANGE}"),
+    ("temperature = inf", f"'temperature': inf is not a finite number {TEMPERATURE_RANGE}"),
+    ("temperature = -0.5", f"'temperature': -0.5 is out of range {TEMPERATURE_RANGE}"),
+    ("top_p = nan", f"'top_p': nan is not a finite number {TOP_P_RANGE}"),
+    ("top_p = 0", f"'top_p': 0 is out of range {TOP_P_RANGE}"),
+])
+def test_models_toml_refuses_nan_and_inf_sampling_by_the_key_as_written(tmp_path, line, message):
+    config = write(tmp_path, f'[pairs.x]\ntarget = "a"\n{line}\n')
+    error = one_line_error(invoke("pairs", "--config", config))
+    assert f"{config}: [pairs.x]: {message}" in error
+
+
+@pytest.mark.parametrize("args, flag, message", [
+    (["--temperature", "nan"], "'--temperature'", f"nan is not a finite number {TEMPERATURE_RANGE}"),
+    (["--temperature", "inf"], "'--temperature'", f"inf is not a finite number {TEMPERATURE_RANGE}"),
+    (["--temperature", "-inf"], "'--temperature'", f"-inf is not a finite number {TEMPERATURE_RANGE}"),
+    (["--top-p", "nan"], "'--top-p'", f"nan is not a finite number {TOP_P_RANGE}"),
+    (["--top-p", "inf"], "'--top-p'", f"inf is not a finite number {TOP_P_RANGE}"),
+    (["--temperature", "warm"], "'--temperature'", f"'warm' is not a number {TEMPERATURE_RANGE}"),
+])
+def test_nan_and_inf_sampling_flags_are_refused_by_the_flag_before_loading(
+        tiny_config, monkeypatch, args, flag, message):
+    from specchat.models import loader
+
+    monkeypatch.setattr(loader, "load_pair", lambda *a, **k: pytest.fail("the pair was loaded"))
+    result = invoke("run", "--config", tiny_config, *args, "hi")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"Invalid value for {flag}: {message}" in result.output
+
+
+def test_a_nan_temperature_in_models_toml_never_loads_the_pair(tmp_path, tiny_config, monkeypatch):
+    from specchat.models import loader
+
+    monkeypatch.setattr(loader, "load_pair", lambda *a, **k: pytest.fail("the pair was loaded"))
+    target = tiny_config.parent / "target"
+    config = write(tmp_path, f'[pairs.hot]\ntarget = "{target}"\ntemperature = nan\n')
+    error = one_line_error(invoke("run", "--config", config, "--pair", "hot", "hi"))
+    assert "'temperature': nan is not a finite number" in error
+
+
 @pytest.mark.parametrize("command", [["chat"], ["bench", "run"]])
 def test_chat_and_bench_check_k_and_the_answer_length_alike(command):
     result = invoke(*command, "-k", "1e9")

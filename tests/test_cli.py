@@ -161,17 +161,19 @@ def test_empty_prompt(tiny_config):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--temperature", "-0.5"], "temperature must be 0 or more"),
-    (["--top-p", "0"], "top-p must be in (0, 1]"),
-    (["--top-p", "1.5"], "top-p must be in (0, 1]"),
+    (["--temperature", "-0.5"], "'--temperature': -0.5 is out of range (allowed: 0 or more; 0 is greedy)"),
+    (["--top-p", "0"], "'--top-p': 0 is out of range (allowed: above 0, up to 1)"),
+    (["--top-p", "1.5"], "'--top-p': 1.5 is out of range (allowed: above 0, up to 1)"),
 ])
 def test_out_of_range_decoding_values(tiny_config, args, fragment):
-    assert_user_error(invoke("run", "--config", str(tiny_config), *args, "hi"), fragment)
+    result = invoke("run", "--config", str(tiny_config), *args, "hi")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"Invalid value for {fragment}" in result.output
 
 
 @pytest.mark.parametrize("line, fragment", [
     ('k = -2', "'k': -2 is out of range"),
-    ('top_p = 2.0', "top-p must be in (0, 1]"),
+    ('top_p = 2.0', "'top_p': 2 is out of range (allowed: above 0, up to 1)"),
     ('dtype = "float8"', "'dtype' must be one of"),
     ('device = "tpu"', "'device' must be"),
     ('quantization = "3bit"', "'quantization' must be one of"),
@@ -180,3 +182,30 @@ def test_out_of_range_decoding_values(tiny_config, args, fragment):
 def test_bad_values_in_models_toml_name_the_key(tmp_path, line, fragment):
     config = write(tmp_path, f'[pairs.x]\ntarget = "a"\n{line}\n')
     assert_user_error(invoke("pairs", "--config", config), fragment, "[pairs.x]")
+
+
+def model_folder_with(tmp_path: Path, tiny_config: Path, damage) -> tuple[str, Path]:
+    """A copy of the tiny target folder whose model.safetensors `damage` spoiled; its config."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_config.parent / "target", folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(damage(weights.read_bytes()))
+    return write(tmp_path, f'[pairs.x]\ntarget = "{folder}"\nk = 0\n'), weights
+
+
+def test_a_truncated_safetensors_file_is_named_with_both_sizes(tmp_path, tiny_config):
+    whole = (tiny_config.parent / "target" / "model.safetensors").stat().st_size
+    config, weights = model_folder_with(tmp_path, tiny_config, lambda data: data[: len(data) // 2])
+    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), str(weights),
+                      "truncated or corrupt", f"need {whole:,} bytes", f"has {whole // 2:,}")
+
+
+def test_a_safetensors_header_with_a_garbage_length_is_named(tmp_path, tiny_config):
+    import struct
+
+    config, weights = model_folder_with(tmp_path, tiny_config,
+                                        lambda data: struct.pack("<Q", 2 ** 62) + data[8:])
+    assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), str(weights),
+                      "truncated or corrupt", f"{2 ** 62:,} bytes of metadata")

@@ -30,8 +30,13 @@ def opened_chats(monkeypatch):
 
     opened = []
 
+    class NoHistory:
+        def unsaved_note(self):
+            return None
+
     class NoTerminal:
         return_code = 0
+        history = NoHistory()
 
         def run(self):
             pass
@@ -41,7 +46,7 @@ def opened_chats(monkeypatch):
         return NoTerminal()
 
     monkeypatch.setattr(chat_command, "build_app", build_app)
-    monkeypatch.setattr(chat_command, "leave", lambda code: None)
+    monkeypatch.setattr(chat_command, "leave", lambda code, note=None: None)
     return opened
 
 

@@ -18,6 +18,7 @@ from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.chat.verdict import (IdentityCheck, describe, describe_texts, first_parting,
                                    race_verdict)
 from specchat.engine import Round, SpecStats
+from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, speedup_at
 from toy import TableModel
 
@@ -294,7 +295,7 @@ def test_the_theory_does_not_move_with_the_answers_speed():
 def test_best_k_is_zero_where_drafting_cannot_pay():
     costly = lambda n: 1.0 + 0.6 * (n - 1)  # verifying 2 tokens costs 1.6 steps
     assert best_k(0.3, 0.4, costly)[0] == 0
-    assert best_k(0.95, 0.02, lambda n: 1.0)[0] == 8
+    assert best_k(0.95, 0.02, lambda n: 1.0)[0] == K_MAX  # free verifies: the longest allowed
 
 
 def test_at_the_break_even_alpha_speculation_neither_wins_nor_loses():

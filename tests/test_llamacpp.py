@@ -42,7 +42,31 @@ def files(tmp_path_factory) -> dict[str, Path]:
     alien = write_gguf(model, tokenizer, root / "alien.gguf", architecture="no-such-arch")
     return {"target": target, "draft": draft, "target_folder": root / "target",
             "draft_folder": draft_folder, "other": other, "text": root / "notes.gguf",
-            "alien": alien, "cut": root / "cut.gguf", "root": root}
+            "alien": alien, "cut": root / "cut.gguf", "root": root,
+            **garbled_copies(target, root)}
+
+
+GARBAGE_LENGTH = 2 ** 62
+
+
+def garbled_copies(target: Path, root: Path) -> dict[str, Path]:
+    """The target with a garbage length in its header: its first metadata key's (a string),
+    and the token list's item count (an array)."""
+    import struct
+
+    import gguf
+
+    tokens = gguf.GGUFReader(str(target)).fields["tokenizer.ggml.tokens"]
+    key_length = len("tokenizer.ggml.tokens")
+    places = {"garbled-string": 24,  # magic, version, tensor count, entry count: the first key
+              "garbled-array": tokens.offset + 8 + key_length + 4 + 4}  # key, type, item type
+    out = {}
+    for name, at in places.items():
+        data = bytearray(target.read_bytes())
+        data[at:at + 8] = struct.pack("<Q", GARBAGE_LENGTH)
+        (root / f"{name}.gguf").write_bytes(bytes(data))
+        out[name] = root / f"{name}.gguf"
+    return out
 
 
 def truncated(model, layers: int = 1):
@@ -89,6 +113,12 @@ target = "{files['alien']}"
 
 [pairs.cut]
 target = "{files['cut']}"
+
+[pairs.garbled-string]
+target = "{files['garbled-string']}"
+
+[pairs.garbled-array]
+target = "{files['garbled-array']}"
 
 [pairs.folder]
 target = "{files['target_folder']}"
@@ -408,6 +438,17 @@ def test_a_truncated_gguf_is_named_as_such_with_both_sizes_on_either_backend(con
     whole, cut = files["target"].stat().st_size, files["cut"].stat().st_size
     assert len(lines) == 1 and "truncated or corrupt" in lines[0] and str(files["cut"]) in lines[0]
     assert f"{whole:,} bytes" in lines[0] and f"has {cut:,}" in lines[0]
+
+
+@pytest.mark.parametrize("backend", ["llama.cpp", "torch"])
+@pytest.mark.parametrize("pair", ["garbled-string", "garbled-array"])
+def test_a_garbage_length_in_a_gguf_header_is_named_never_allocated(config, files, backend, pair):
+    result = run_cli(config, pair, "--backend", backend)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output and "MemoryError" not in result.output
+    assert f"cannot load GGUF file {files[pair]}: truncated or corrupt" in lines[0]
+    assert f"{GARBAGE_LENGTH:,}" in lines[0] and f"{files[pair].stat().st_size:,}-byte file" in lines[0]
 
 
 def test_run_shows_both_backends_and_why(config):

@@ -95,14 +95,17 @@ def test_bench_statistics_and_costs_come_from_their_owners():
     assert defining(r"^def synchronize\(") == ["engine/costs.py"]
 
 
-def test_adaptive_k_and_the_theory_search_the_same_range_the_calibration_times():
+def test_adaptive_k_and_the_theory_share_the_one_maximum_of_k():
     from specchat.chat.calibrate import VERIFY_WIDTHS
-    from specchat.engine.adaptive import AdaptiveK
-    from specchat.engine.theory import best_k
+    from specchat.engine.adaptive import AdaptiveK, settings_for
+    from specchat.engine.costs import PRIOR_K_MAX
+    from specchat.engine.theory import best_k, cheapest_break_even
 
-    assert AdaptiveK().k_max == AUTO_K_MAX <= K_MAX
-    assert inspect.signature(best_k).parameters["k_max"].default == AUTO_K_MAX
-    assert max(VERIFY_WIDTHS) == AUTO_K_MAX + 1
+    assert AdaptiveK().k_max == K_MAX == AUTO_K_MAX
+    assert settings_for("auto", SamplingParams()).k_policy.k_max == K_MAX
+    assert inspect.signature(best_k).parameters["k_max"].default == K_MAX
+    assert inspect.signature(cheapest_break_even).parameters["k_max"].default == K_MAX
+    assert max(VERIFY_WIDTHS) == PRIOR_K_MAX + 1 <= K_MAX + 1  # fewer timed: the rest extended
 
 
 def test_sampling_settings_are_one_frozen_dataclass_everywhere():

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from specchat.cli import main
+from specchat.engine.params import K_MAX
 from specchat.engine.theory import break_even_alpha, cheapest_break_even, ideal_speedup, speedup_at
 
 
@@ -129,8 +130,8 @@ def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config)
     mib = sum(int(t.n_bytes) for t in tensors) / (1 << 20)
     assert re.search(rf"target .*: {label} parameters, weights {mib:.1f} MiB", result.output)
     assert "[GGUF header]" in result.output and "placement: llama.cpp decodes on the CPU" in result.output
-    assert "k = auto: shown for k = 1..8" in result.output
-    assert len(row(result.output, "v(n)")) == 9  # k = "auto": widths 1..AUTO_K_MAX + 1
+    assert f"k = auto: shown for k = 1..{K_MAX}" in result.output  # the one maximum of k
+    assert len(row(result.output, "v(n)")) == K_MAX + 1  # predicted: every width, v(n) = 1
 
 
 def test_a_gguf_pair_measures_on_llamacpp(gguf_config):

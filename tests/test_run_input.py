@@ -76,3 +76,39 @@ def test_ctrl_c_keeps_the_text_so_far_on_stdout_and_the_statistics_on_stderr(tin
     assert code == 130 and out.strip()
     assert "stop reason:" in err and "stopped" in err and "interrupted" in err
     assert "Traceback" not in err
+
+
+def run_with_bytes(tiny_config, *arguments: bytes) -> subprocess.CompletedProcess:
+    """A real `specchat run` whose command line carries the bytes as given."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "specchat", "run", "--config", str(tiny_config),
+                           "--pair", "tiny", "--max-new-tokens", "4", *arguments],
+                          cwd=ROOT, env=env, capture_output=True, timeout=300)
+
+
+def test_a_prompt_argument_that_is_not_utf8_is_read_with_replacements_and_said(tiny_config):
+    result = run_with_bytes(tiny_config, b"caf\xe9 ok")
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert b"the prompt is not valid UTF-8: 1 invalid byte sequence(s) read as U+FFFD" in result.stderr
+    assert b"Traceback" not in result.stderr and result.stdout.strip()
+
+
+def test_a_system_prompt_that_is_not_utf8_is_read_with_replacements_and_said(tiny_config):
+    result = run_with_bytes(tiny_config, b"--system", b"be \xff\xfe terse", b"hello")
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert b"--system is not valid UTF-8: 2 invalid byte sequence(s)" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("where", ["--config", "user models.toml"])
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_it(tmp_path, where):
+    from specchat import paths
+
+    config = tmp_path / "models.toml" if where == "--config" else paths.user_models_file()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(b'[pairs.x]\ntarget = "caf\xe9"\n')
+    arguments = ["--config", str(config)] if where == "--config" else []
+    result = CliRunner().invoke(main, ["pairs", *arguments])
+    assert result.exit_code == 2, result.output
+    assert f"{config}: not UTF-8 text (byte 0xe9 on line 2); save it as UTF-8" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

@@ -184,7 +184,6 @@ def sweep_arms(pair: Pair, sampling: SamplingParams, ks: Sequence[int], seed: in
                auto: bool = True) -> list[Arm]:
     """Target-only, specchat at each fixed k, k = "auto", and transformers' heuristic schedule."""
     from specchat.engine.adaptive import settings_for
-    from specchat.engine.params import AUTO_K_MAX
 
     arms: list[Arm] = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling),
                                    False, seed)]
@@ -192,7 +191,7 @@ def sweep_arms(pair: Pair, sampling: SamplingParams, ks: Sequence[int], seed: in
              for k in ks]
     if auto:
         arms.append(SpecchatArm("auto", "specchat k=auto", pair,
-                                settings_for("auto", sampling, k_max=max(*ks, AUTO_K_MAX)), True, seed))
+                                settings_for("auto", sampling), True, seed))
     heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
     if heuristic is not None and heuristic.assistant is not None and hasattr(pair.target, "model"):
         arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",

@@ -7,7 +7,8 @@ left out (only rounds after the first are timed). No EOS ends it early: the fill
 prompt only has to be long. The engine's own timing of each round's target forward
 (`Round.verify_s`) is kept beside it: the gauge compares an answer's forwards with it to
 see the load the answer ran under. Then one forward of n tokens for n = 1..VERIFY_WIDTHS
-and one draft step are timed (engine/costs.py), the c and v(n) of the theory.
+and one draft step are timed (engine/costs.py's PRIOR_WIDTHS; wider verifies are extended
+from them), the c and v(n) of the theory.
 
 Runs in a worker thread and stops between rounds when `should_stop` says so.
 Knows nothing about widgets.
@@ -26,14 +27,14 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK
-from specchat.engine.costs import Costs, filler_ids, measure_costs
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.costs import PRIOR_WIDTHS, Costs, filler_ids, measure_costs
 
 CONTEXTS = (64, 512, 1536)
 """Context lengths timed after load; a conversation that outgrows them is measured further."""
 STEPS = 12
-VERIFY_WIDTHS = tuple(range(1, AUTO_K_MAX + 2))
-"""The verify widths of every k that k = "auto" and the theory's best k consider."""
+VERIFY_WIDTHS = PRIOR_WIDTHS
+"""The verify widths timed: those of k up to PRIOR_K_MAX (k = "auto" and the theory's best k
+go on to K_MAX along the line the costs extend)."""
 VERIFY_CONTEXT = 256
 FILLER_TEXT = ("The sea was calm that morning, and the fishermen set out early to check "
                "their nets along the rocky coast before the wind came up. ")
@@ -116,6 +117,6 @@ def start_auto_from_prior(pair, settings: Settings, prior: Costs | None = None) 
         return prior
     if policy.has_prior:
         return policy.costs.prior
-    prior = prior or measure_prior(pair, range(1, policy.k_max + 2))
+    prior = prior or measure_prior(pair)
     policy.use_prior(prior)
     return prior

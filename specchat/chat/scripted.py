@@ -28,6 +28,7 @@ from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.verdict import IdentityCheck
 from specchat.chat.service import PairInfo, Progress, ShouldStop
 from specchat.engine.events import Round
+from specchat.engine.params import K_MAX
 from specchat.turn import Turn
 
 SAMPLE_ANSWER = (
@@ -45,7 +46,8 @@ SCRIPTED_VERIFY_S = 0.065
 """Reported time of a one-token target forward."""
 SCRIPTED_VERIFY_COST = (1.0, 1.3, 1.5, 1.7, 1.9)
 """Cost of a verify of 1, 2, … tokens relative to one token (wider ones cost the last): the
-calibration reports the same, so scripted answers run at load ×1.00 of idle."""
+calibration reports the same for every width up to K_MAX + 1 (none is extended), so
+scripted answers run at load ×1.00 of idle."""
 
 
 def scripted_verify_s(width: int) -> float:
@@ -161,7 +163,7 @@ class ScriptedBackend:
         if rate is None:
             return None
         step = 1.0 / rate
-        verify = {n: cost * step for n, cost in enumerate(SCRIPTED_VERIFY_COST, 1)}
+        verify = {n: scripted_verify_s(n) / SCRIPTED_VERIFY_S * step for n in range(1, K_MAX + 2)}
         return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
                         Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.calibration_s,
                         forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,

@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
-from specchat.engine.costs import WARMUP_STEPS, Clock, Costs, TimedCosts
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.costs import PRIOR_WIDTHS, WARMUP_STEPS, Clock, Costs, TimedCosts
+from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ Alphas = list[tuple[float, str]]
 
 def k_max_of(pair: Pair) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
-    return pair.k if isinstance(pair.k, int) and pair.k > 0 else AUTO_K_MAX
+    return pair.k if isinstance(pair.k, int) and pair.k > 0 else K_MAX
 
 
 def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) -> Costs:
@@ -59,10 +59,11 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None],
-                   expected_c: float | None, clock: Clock | None = None) -> tuple[TimedCosts, str | None]:
+def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: float | None,
+                   clock: Clock | None = None) -> tuple[TimedCosts, str | None]:
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
-    why it is still unsteady or None)."""
+    why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
+    (wider verifies are extended from them, as k = "auto" extends them)."""
     import time
 
     from specchat.chat.calibrate import prior_context
@@ -72,8 +73,10 @@ def measured_costs(pair: Pair, k_max: int, progress: Callable[[str], None],
 
     loaded = load_pair(pair, progress=progress)
     context, drafter = prior_context(loaded), drafter_for(loaded)
+    fixed = isinstance(pair.k, int) and pair.k > 0
+    widths = range(1, pair.k + 2) if fixed else PRIOR_WIDTHS
     progress("timing the pair's forwards (a minute on a small CPU)")
-    measure = lambda: time_rounds(loaded.target, drafter, context, range(1, k_max + 2),  # noqa: E731
+    measure = lambda: time_rounds(loaded.target, drafter, context, widths,  # noqa: E731
                                   MEASURE_ROUNDS, MEASURE_REPEATS, None, clock or time.perf_counter)
     return steady_costs(measure, expected_c, MEASURE_ATTEMPTS)
 
@@ -202,7 +205,7 @@ def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
     if not measure:
         costs = predicted_costs(facts.target, facts.draft, k_max)
         return lines + cost_lines(costs, PREDICTED) + verdict_lines(pair, costs, alphas, k_max)
-    timed, problem = measured_costs(pair, k_max, progress, weight_ratio(facts), clock)
+    timed, problem = measured_costs(pair, progress, weight_ratio(facts), clock)
     lines += [load_line()] + cost_lines(timed.costs, measured_how(facts.device, timed))
     if problem:
         lines.append(f"verdict withheld: {problem}; rerun on a quiet machine")

@@ -24,15 +24,16 @@ import click
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, max_new_tokens_option, pair_option,
                                        temperature_option)
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.costs import PRIOR_K_MAX
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
     from specchat.bench.prompts import BenchPrompt
     from specchat.models.config.pairs import PairConfig
 
-PROFILE_KS = ",".join(str(k) for k in range(1, AUTO_K_MAX + 1))
-"""The fixed k a sweep compares by default: every k that k = "auto" may pick."""
+PROFILE_KS = ",".join(str(k) for k in range(1, PRIOR_K_MAX + 1))
+"""The fixed k a sweep compares by default: those whose verify the calibration times (k = "auto"
+may go on to K_MAX; --ks names longer ones)."""
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 

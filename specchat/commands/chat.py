@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       max_new_tokens_option, pair_option, temperature_option,
-                                       theme_option)
+                                       max_new_tokens_option, pair_option, system_option,
+                                       temperature_option, theme_option)
 
 if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 @temperature_option
 @dtype_option
 @backend_option
-@click.option("--system", default=None, help="System prompt.")
+@system_option
 @max_new_tokens_option(512)
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
@@ -43,7 +43,7 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
     if demo_rate is not None:
         app = build_demo_app(demo_rate, theme, system)
         app.run()
-        leave(app.return_code or 0)
+        leave(app.return_code or 0, app.history.unsaved_note())
         return
     from specchat.models.config.pairs import load_catalog
     from specchat.tui.themes import check_theme_name
@@ -54,7 +54,7 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
         check_theme_name(theme)
     app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend)
     app.run()
-    leave(app.return_code or 0)
+    leave(app.return_code or 0, app.history.unsaved_note())
 
 
 def build_app(catalog: Any, first: PairConfig, theme: str | None, system: str | None,
@@ -105,10 +105,13 @@ def build_demo_app(rate: float, theme: str | None, system: str | None):
     return create_app(factory, pairs, "demo", theme=theme, system=system)
 
 
-def leave(code: int) -> None:
+def leave(code: int, note: str | None = None) -> None:
     """Exit at once: the terminal is restored and the history closed by now, and neither a
     model still loading in a worker thread (which cannot be interrupted) nor tearing down
-    torch's modules should keep a user who quit waiting."""
+    torch's modules should keep a user who quit waiting. `note`: where the conversation went
+    that the history file could not take, said on stderr."""
+    if note:
+        click.echo(f"specchat: {note}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

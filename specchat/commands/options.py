@@ -2,21 +2,52 @@
 
 Range checks reuse the owners' (engine/params.py's bounds, the config module's
 sampling checks), so a bad value reads the same whether it came from models.toml or the
-command line, and names the flag and the allowed range.
+command line, and names the flag and the allowed range. Text the user hands over (the
+prompt, --system, stdin) is made valid UTF-8 here: bytes that are not become U+FFFD, and
+stderr says so before anything loads.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from specchat.engine.params import DRAFT_LENGTH, MAX_NEW_TOKENS, TOP_K, Bound
+from specchat.engine.params import (DRAFT_LENGTH, MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, Bound,
+                                    RealBound)
 from specchat.errors import UsageError
-from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig, sampling_problem
+from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig
 
+
+
+def decoded(data: bytes, what: str) -> str:
+    """Bytes as UTF-8 text: those that are not become U+FFFD, and stderr says how many."""
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    if bad:
+        click.echo(f"specchat: {what} is not valid UTF-8: {bad} invalid byte sequence(s) read as "
+                   "U+FFFD", err=True)
+    return text
+
+
+def argument_text(text: str, what: str) -> str:
+    """A command-line text as valid UTF-8: Python keeps argument bytes that are not UTF-8 as
+    lone surrogates, which no tokenizer takes; they become U+FFFD (said on stderr)."""
+    if not any("\udc80" <= char <= "\udcff" for char in text):
+        return text
+    try:
+        return decoded(os.fsencode(text), what)
+    except UnicodeEncodeError:  # surrogates that were no bytes of the user's
+        return decoded(text.encode("utf-8", errors="replace"), what)
+
+
+def system_option(function: Callable):
+    return click.option("--system", default=None, help="System prompt.",
+                        callback=lambda ctx, param, value: None if value is None
+                        else argument_text(value, "--system"))(function)
 
 
 def pair_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -59,6 +90,26 @@ class WholeNumber(click.ParamType):
         return value
 
 
+class RealNumber(click.ParamType):
+    """A finite number within a `RealBound` (nan and inf are refused by name)."""
+
+    name = "number"
+
+    def __init__(self, bound: RealBound):
+        self.bound = bound
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        problem = self.bound.problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
+
+
 def k_option(function: Callable):
     return click.option("-k", "k", type=WholeNumber(DRAFT_LENGTH), default=None, metavar="N|auto",
                         help=f"Draft tokens per round, {DRAFT_LENGTH.allowed()} "
@@ -77,13 +128,18 @@ def max_new_tokens_option(default: int):
 
 
 def temperature_option(function: Callable):
-    return click.option("--temperature", type=float, default=None, metavar="T",
+    return click.option("--temperature", type=RealNumber(TEMPERATURE), default=None, metavar="T",
                         help="0 is greedy and lossless-exact; >0 samples.")(function)
 
 
 def dtype_option(function: Callable):
     return click.option("--dtype", type=click.Choice(DTYPES), default=None,
                         help="Override the pair's dtype.")(function)
+
+
+def top_p_option(function: Callable):
+    return click.option("--top-p", type=RealNumber(TOP_P), default=None, metavar="P",
+                        help=f"Nucleus sampling: the probability mass kept ({TOP_P.allowed()}).")(function)
 
 
 def backend_option(function: Callable):
@@ -96,9 +152,11 @@ def backend_option(function: Callable):
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
-    """The pair with command-line values in place of its own, range-checked (-k and --top-k
-    by their click types, `WholeNumber`)."""
-    problem = sampling_problem(temperature, top_p)
+    """The pair with command-line values in place of its own, range-checked (also by their
+    click types, `WholeNumber` and `RealNumber`, before anything else runs)."""
+    given = (("--temperature", TEMPERATURE, temperature), ("--top-p", TOP_P, top_p))
+    problem = next((bound.message(flag, value) for flag, bound, value in given
+                    if value is not None and bound.problem(value)), None)
     if problem:
         raise UsageError(problem)
     sampling = {name: value for name, value in

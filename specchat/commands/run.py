@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       load_pair_config, max_new_tokens_option, pair_option,
-                                       temperature_option, top_k_option)
+from specchat.commands.options import (apply_overrides, argument_text, backend_option, decoded,
+                                       dtype_option, k_option, load_pair_config,
+                                       max_new_tokens_option, pair_option, system_option,
+                                       temperature_option, top_k_option, top_p_option)
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
@@ -39,14 +40,14 @@ class AnswerFailed(SpecchatError):
 @click.option("--no-spec", is_flag=True, help="Decode with the target alone (k = 0).")
 @k_option
 @temperature_option
-@click.option("--top-p", type=float, default=None, metavar="P", help="Nucleus sampling in (0, 1].")
+@top_p_option
 @top_k_option
 @click.option("--seed", type=int, default=None,
               help="Seed for sampling (default: drawn from the OS; the stats block prints it).")
 @max_new_tokens_option(256)
 @dtype_option
 @backend_option
-@click.option("--system", default=None, help="System prompt.")
+@system_option
 @click.option("--jsonl", is_flag=True, help="One JSON object per round, then a `done` object.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", nargs=-1)
@@ -144,7 +145,7 @@ def stdout_console():
 
 def read_prompt(words: tuple[str, ...]) -> str:
     """The arguments, or stdin for `-` (or for no argument when stdin is not a terminal)."""
-    text = " ".join(words)
+    text = argument_text(" ".join(words), "the prompt")
     if text == "-" or (not words and not sys.stdin.isatty()):
         text = stdin_text()
     elif not words:
@@ -158,12 +159,7 @@ def read_prompt(words: tuple[str, ...]) -> str:
 def stdin_text() -> str:
     """stdin as UTF-8; bytes that are not become U+FFFD, and stderr says how many."""
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-    text = data.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-    if bad:
-        click.echo(f"specchat: stdin is not valid UTF-8: {bad} invalid byte sequence(s) read as "
-                   "U+FFFD", err=True)
-    return text
+    return decoded(data, "stdin")
 
 
 class TextPrinter:
@@ -284,23 +280,16 @@ def emit(obj: dict) -> None:
 
 
 def token_colours() -> dict[str, str]:
-    """The default theme's token colours, checked with rich's colour parser; a theme file
-    that does not read is named on stderr and skipped (the built-in theme's colours win)."""
-    from rich.color import Color, ColorParseError
-
+    """The default theme's token colours as rich names, the theme files checked by the chat's
+    own rules (a file the chat skips is skipped here too, and named on stderr)."""
     from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, load_themes
     from specchat.token_kinds import TOKEN_KINDS
+    from specchat.tui.theme_rules import TextualRules, rich_colour
 
-    def is_colour(text: str) -> bool:
-        try:
-            Color.parse(text)
-        except ColorParseError:
-            return False
-        return True
-
-    themes, problems = load_themes(is_colour)
+    themes, problems = load_themes(TextualRules())
     for problem in problems:
         click.echo(f"specchat: {problem}", err=True)
     default = themes.get(DEFAULT_THEME)
     variables = default.variables if default else DEFAULT_TOKEN_COLOURS
-    return {kind: variables.get(f"spec-{kind}", "default") for kind in TOKEN_KINDS}
+    return {kind: rich_colour(variables[f"spec-{kind}"]) if f"spec-{kind}" in variables else "default"
+            for kind in TOKEN_KINDS}

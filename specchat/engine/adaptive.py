@@ -13,7 +13,8 @@ over accepted drafts plus rejections. Each cost is the median of its recent samp
 single timings on a shared machine scatter by a quarter, and a running mean let one slow
 plain step switch speculation on where it loses. With a prior (the `Costs` timed before
 the answer, engine/costs.py), widths not yet timed often enough cost the prior's figure at
-the machine's present level, so the first rounds already know what a verify of each width
+the machine's present level (beyond the prior's widest, its line extended: k goes up to
+K_MAX, the prior times fewer widths), so the first rounds already know what a verify of each width
 and a draft step cost relative to a plain step: where the prior says no k can pay, the
 answer starts plain and the draft is never fed. Without one, a width's cost is its
 median where measured and a least-squares line elsewhere. Costs are learned only from
@@ -49,8 +50,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from specchat.engine.costs import Costs
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.costs import Costs, fit_line
+from specchat.engine.params import K_MAX
 from specchat.engine.theory import expected_tokens_per_round
 
 PRIOR_ALPHA = 0.6
@@ -128,8 +129,8 @@ class CostModel:
         trusted = TRUSTED_SAMPLES if self.prior is not None else 1
         if own is not None and len(own) >= trusted:
             return own.value
-        if self.prior is not None and width in self.prior.verify_s:
-            return self.prior.verify_s[width] * (self._scale.value or 1.0)
+        if self.prior is not None:  # timed before the answer, or extended beyond its widths
+            return self.prior.verify_seconds(width) * (self._scale.value or 1.0)
         known = {w: m.value for w, m in self.verify.items() if m.value is not None}
         if width in known:
             return known[width]
@@ -164,17 +165,6 @@ class CostModel:
         return k * self.draft_cost() + verify
 
 
-def fit_line(points: dict[int, float]):
-    """Least-squares line through (width, seconds) points, as a function of width."""
-    n = len(points)
-    mean_x = sum(points) / n
-    mean_y = sum(points.values()) / n
-    spread = sum((x - mean_x) ** 2 for x in points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
-    slope = max(slope, 0.0)
-    return lambda x: mean_y + slope * (x - mean_x)
-
-
 @dataclass
 class AcceptanceEstimate:
     """Running per-token acceptance α from accepted drafts and rejections."""
@@ -198,7 +188,7 @@ class AcceptanceEstimate:
 class AdaptiveK:
     """The engine's `Settings.k_policy` for k = "auto": call it for k, feed it rounds."""
 
-    def __init__(self, k_max: int = AUTO_K_MAX, k_start: int = 4, k_min: int = 0,
+    def __init__(self, k_max: int = K_MAX, k_start: int = 4, k_min: int = 0,
                  prior: Costs | None = None):
         self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
         self.costs = CostModel(prior)
@@ -287,7 +277,7 @@ class AdaptiveK:
             self._probing = False
 
 
-def settings_for(k: int | str, sampling, k_max: int = AUTO_K_MAX, prior: Costs | None = None):
+def settings_for(k: int | str, sampling, k_max: int = K_MAX, prior: Costs | None = None):
     """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy
     (starting from `prior` when the step costs were timed before)."""
     from specchat.engine.decoder import Settings

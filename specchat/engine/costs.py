@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 
 WIDTHS = tuple(range(1, K_MAX + 2))
 """Verify widths `bench profile` times: every fixed k's k + 1."""
+PRIOR_K_MAX = 8
+"""The longest draft whose verify is timed before an answer (the chat's calibration,
+k = "auto"'s prior in `run` and `bench`, `pairs --check` for an "auto" pair). Adaptive k
+still chooses up to K_MAX: a wider verify costs the line through the widest timed ones,
+extended (`Costs.verify_seconds`). Timing every width to K_MAX + 1 would take about three
+times as long (on a CPU a verify of n tokens costs about 0.6·n plain steps beyond n = 4:
+widths 10..17 cost twice 1..9 together) for draft lengths that rarely win."""
+PRIOR_WIDTHS = tuple(range(1, PRIOR_K_MAX + 2))
+"""The verify widths timed before an answer: every k up to PRIOR_K_MAX, plus one."""
+EXTENSION_POINTS = 4
+"""How many of the widest timed widths the extension line is fitted through (the curve's
+slope where it ends: on a GPU v(n) is flat at first and rises later)."""
 
 
 WARMUP_STEPS = 3
@@ -108,6 +120,33 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
     return out
 
 
+def fit_line(points: dict[int, float]):
+    """Least-squares line through (width, seconds) points, as a function of width (its slope
+    never below 0: a wider forward never costs less)."""
+    n = len(points)
+    mean_x = sum(points) / n
+    mean_y = sum(points.values()) / n
+    spread = sum((x - mean_x) ** 2 for x in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
+    slope = max(slope, 0.0)
+    return lambda x: mean_y + slope * (x - mean_x)
+
+
+def extended(points: dict[int, float], width: int) -> float:
+    """Seconds of a verify of `width` tokens from timed widths: its own; beyond the widest,
+    the line through the widest EXTENSION_POINTS extended (never below the widest's); in a
+    gap, the next wider timed width's."""
+    if width in points:
+        return points[width]
+    widest = max(points)
+    if width > widest:
+        if len(points) < 2:
+            return points[widest]
+        top = {w: points[w] for w in sorted(points)[-EXTENSION_POINTS:]}
+        return max(fit_line(top)(width), points[widest])
+    return points[min(w for w in points if w > width)]
+
+
 def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | None:
     """seconds(repeats, clock) per drafted token for `drafter` (a draft model, warmed up
     after its prefill, or an n-gram lookup of the longest draft, K_MAX tokens, over its
@@ -155,10 +194,14 @@ class Costs:
         """Draft step cost relative to a plain step; None without a drafter."""
         return None if self.draft_step_s is None else self.draft_step_s / self.target_step_s
 
+    def verify_seconds(self, width: int) -> float:
+        """Seconds of a verify of `width` tokens: timed, or extended from the timed widths
+        (`extended`: beyond the widest, along the line through the widest few)."""
+        return extended(self.verify_s, width)
+
     def v(self, width: int) -> float:
-        """v(n): a verify of `width` tokens relative to a plain step (beyond the widest
-        timed width, the widest's)."""
-        return self.verify_s[min(width, max(self.verify_s))] / self.target_step_s
+        """v(n): a verify of `width` tokens relative to a plain step (`verify_seconds`)."""
+        return self.verify_seconds(width) / self.target_step_s
 
     @property
     def widths(self) -> list[int]:

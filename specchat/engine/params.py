@@ -1,7 +1,8 @@
 """The engine's knobs as plain values: how logits become a token (`SamplingParams`) and
 the range of every whole-number knob (`Bound`), the draft length's above all.
 
-This is the one owner of these settings and bounds: the config file, the command line,
+This is the one owner of these settings and bounds (`RealBound` for temperature and top_p,
+which must also be finite numbers): the config file, the command line,
 the chat's keys and palette, adaptive k and the models' own baselines import them from
 here. Standard library only (no torch), so that every layer may import it: the models
 layer as well (tests/test_layering.py allows `engine.params` beside `engine.protocol`).
@@ -11,6 +12,7 @@ and its caller says where the value came from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MIN_TEMPERATURE = 2.0 ** -126
@@ -67,14 +69,58 @@ class Bound:
         return None if problem is None else f"{name}: {problem}"
 
 
+@dataclass(frozen=True)
+class RealBound:
+    """The allowed range of a real-number knob: a finite number from `low` (excluded where
+    `low_open`) up to `high`, and what is wrong with a value outside it (nan and inf are)."""
+
+    low: float
+    high: float | None
+    low_open: bool = False
+    note: str = ""
+    """What the message adds after the range ("0 is greedy")."""
+
+    def allowed(self) -> str:
+        """The range as a message shows it: "above 0, up to 1", "0 or more; 0 is greedy"."""
+        if self.high is None:
+            span = f"above {self.low:g}" if self.low_open else f"{self.low:g} or more"
+        else:
+            span = (f"above {self.low:g}, up to {self.high:g}" if self.low_open
+                    else f"{self.low:g} to {self.high:g}")
+        return span + (f"; {self.note}" if self.note else "")
+
+    def problem(self, value: object) -> str | None:
+        """What is wrong with `value` ("nan is not a finite number (allowed: …)"), or None."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{value!r} is not a number (allowed: {self.allowed()})"
+        if not math.isfinite(value):
+            return f"{value} is not a finite number (allowed: {self.allowed()})"
+        below = value <= self.low if self.low_open else value < self.low
+        if below or (self.high is not None and value > self.high):
+            return f"{value:g} is out of range (allowed: {self.allowed()})"
+        return None
+
+    def message(self, name: str, value: object) -> str | None:
+        """The problem with `value` after the knob's name as the user wrote it
+        ("--top-p", "'top_p'")."""
+        problem = self.problem(value)
+        return None if problem is None else f"{name}: {problem}"
+
+
+TEMPERATURE = RealBound(0.0, None, note="0 is greedy")
+"""temperature: 0 is greedy; any finite value above samples (a huge one is near uniform)."""
+TOP_P = RealBound(0.0, 1.0, low_open=True)
+"""top_p: the probability mass nucleus sampling keeps; 1 keeps every token."""
+
 K_MAX = 16
-"""The most draft tokens a round may ask for (a fixed k): a verify of 17 tokens already
-costs several plain steps on every CPU, and acceptance of a 17th draft in a row is rare
-even for a same-family draft. The config file, -k, the chat's keys and palette use it."""
-AUTO_K_MAX = 8
-"""The longest draft k = "auto" tries (engine/adaptive.py), and the range the theory's
-best k is searched in: its costs are timed for widths 1..AUTO_K_MAX + 1 before an answer,
-and a longer search would time more widths for k that almost never win."""
+"""The most draft tokens a round may ask for: a verify of 17 tokens already costs several
+plain steps on every CPU, and acceptance of a 17th draft in a row is rare even for a
+same-family draft. The one maximum of k: the config file, -k, the chat's keys and palette,
+k = "auto" (engine/adaptive.py) and the theory's best k all use it. (Fewer verify widths
+are timed before an answer than k may reach: engine/costs.py's PRIOR_K_MAX, extended.)"""
+AUTO_K_MAX = K_MAX
+"""The same maximum under the name k = "auto"'s ceiling once had (it was 8): kept so that
+code importing it goes on working; new code uses K_MAX."""
 
 DRAFT_LENGTH = Bound(0, K_MAX, also="auto")
 """k: 0 is plain decoding, "auto" adapts it every round."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from specchat.engine.params import AUTO_K_MAX
+from specchat.engine.params import K_MAX
 
 VerifyCost = Callable[[int], float]
 """v(n): seconds of one target forward over n tokens, relative to one plain decoding step."""
@@ -49,7 +49,7 @@ def speedup_at(alpha: float, k: int, c: float, v: VerifyCost, match_rate: float 
     return ideal_speedup(alpha, k, c, v(k + 1), match_rate, v(1))
 
 
-def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = AUTO_K_MAX,
+def best_k(alpha: float, c: float, v: VerifyCost, k_max: int = K_MAX,
            match_rate: float = 1.0) -> tuple[int, float]:
     """The k in 0..k_max with the highest ideal speedup, and that speedup (k = 0: don't draft)."""
     return max(((k, speedup_at(alpha, k, c, v, match_rate)) for k in range(k_max + 1)),
@@ -81,7 +81,7 @@ def break_even_verify_cost(alpha: float, k: int, c: float, plain_cost: float = 1
     return expected_tokens_per_round(alpha, k) * plain_cost - k * c
 
 
-def cheapest_break_even(c: float, v: VerifyCost, k_max: int = AUTO_K_MAX) -> tuple[int, float] | None:
+def cheapest_break_even(c: float, v: VerifyCost, k_max: int = K_MAX) -> tuple[int, float] | None:
     """(k, α): the draft length in 1..k_max that starts to pay at the lowest acceptance, and
     that acceptance; None where no k pays even if every draft were accepted."""
     evens = [(alpha, k) for k in range(1, k_max + 1)

@@ -9,9 +9,11 @@ opened again was interrupted; it reads back as `interrupted`.
 Several chats may share one file: every connection waits up to `BUSY_TIMEOUT_S` for
 another's write (WAL lets readers go on meanwhile). The schema carries its version in
 `PRAGMA user_version` and `MIGRATIONS` brings an older file up to `SCHEMA_VERSION`; a file
-that SQLite cannot read is moved aside under a timestamped name by `open_history`, which
-starts a fresh one and says so. Standard library only; knows nothing about Textual or the
-engine.
+that is not a database or is corrupt is moved aside under a timestamped name by
+`open_history`, which starts a fresh one and says so. A healthy file that another program
+holds locked is never moved: that is an error for the caller, who tries again later. What
+cannot be saved at all has a place beside the database (`unsaved_copy_path`). Standard
+library only; knows nothing about Textual or the engine.
 """
 
 from __future__ import annotations
@@ -50,8 +52,22 @@ BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another chat's write to the same file."""
 
 
+CORRUPT_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""SQLite's names for a file that is not a database, or a damaged one (extended codes too)."""
+
+
 class NewerHistory(sqlite3.DatabaseError):
     """The file was written by a newer specchat, whose schema this one does not know."""
+
+
+class CorruptHistory(sqlite3.DatabaseError):
+    """SQLite opened the file, but its integrity check failed."""
+
+
+def is_corrupt(error: sqlite3.Error) -> bool:
+    """Whether an error says the file itself is damaged (not locked, busy or unwritable)."""
+    name = getattr(error, "sqlite_errorname", "") or ""
+    return isinstance(error, CorruptHistory) or name.startswith(CORRUPT_CODES)
 
 
 def default_path() -> Path:
@@ -71,10 +87,19 @@ def migrate(db: sqlite3.Connection) -> None:
         db.commit()
 
 
+def stamped(path: Path, what: str, suffix: str = "") -> Path:
+    """A file beside `path` named for what it holds and when: history.sqlite3.unreadable-..."""
+    return path.with_name(f"{path.name}.{what}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
+
+
+def unsaved_copy_path(path: Path) -> Path:
+    """Where a conversation the history file could not take is written instead."""
+    return stamped(path, "unsaved", ".md")
+
+
 def moved_aside(path: Path) -> Path:
     """Move an unreadable history file (and its WAL files) to a timestamped name."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.unreadable-{stamp}")
+    target = stamped(path, "unreadable")
     for suffix in ("", "-wal", "-shm"):
         source = Path(f"{path}{suffix}")
         if source.exists():
@@ -82,21 +107,20 @@ def moved_aside(path: Path) -> Path:
     return target
 
 
-def open_history(path: Path | None = None) -> tuple[HistoryStore, str | None]:
-    """(the store, a note for the user or None): a file SQLite cannot read is moved aside and
-    a fresh one started. A newer specchat's file, or a folder that cannot be written, is an
-    error for the caller to show."""
+def open_history(path: Path | None = None,
+                 timeout: float | None = None) -> tuple[HistoryStore, str | None]:
+    """(the store, a note for the user or None): a file that is not a database or is corrupt
+    is moved aside and a fresh one started. A locked or busy file, a newer specchat's file,
+    or a folder that cannot be written, is an error for the caller to show."""
     path = Path(path) if path else default_path()
     try:
-        return HistoryStore(path), None
-    except NewerHistory:
-        raise
+        return HistoryStore(path, timeout), None
     except sqlite3.DatabaseError as error:
-        if not path.is_file():
+        if not (is_corrupt(error) and path.is_file()):
             raise
         aside = moved_aside(path)
-        return HistoryStore(path), (f"history file {path} could not be read ({error}): moved it "
-                                    f"to {aside.name} and started a fresh one")
+        return HistoryStore(path, timeout), (f"history file {path} could not be read ({error}): "
+                                             f"moved it to {aside.name} and started a fresh one")
 
 
 @dataclass(frozen=True)
@@ -139,10 +163,11 @@ class SavedConversation:
 class HistoryStore:
     """Reads and writes the history file; use from one thread."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, timeout: float | None = None):
+        """`timeout`: how long a statement waits for another program's lock (BUSY_TIMEOUT_S)."""
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S if timeout is None else timeout)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -150,7 +175,7 @@ class HistoryStore:
             migrate(self.db)
             check = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
             if check != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {check}")
+                raise CorruptHistory(f"integrity check: {check}")
         except sqlite3.DatabaseError:
             self.db.close()
             raise
@@ -176,18 +201,17 @@ class HistoryStore:
 
     def start_answer(self, conversation_id: int, mode: str, pair: str = "") -> int:
         """A new answer row marked `streaming`; spans follow with `append_tokens`."""
-        turn_id = self._add_turn(conversation_id, "assistant", "", "streaming", mode)
-        if pair:
-            self.db.execute("UPDATE conversations SET pair = ? WHERE id = ?", (pair, conversation_id))
-            self.db.commit()
-        return turn_id
+        return self._add_turn(conversation_id, "assistant", "", "streaming", mode, pair)
 
-    def _add_turn(self, conversation_id: int, role: str, text: str, status: str, mode: str) -> int:
+    def _add_turn(self, conversation_id: int, role: str, text: str, status: str, mode: str,
+                  pair: str = "") -> int:
+        """One transaction: the turn, the conversation's time (and pair, if given)."""
         now = time.time()
         cursor = self.db.execute(
             "INSERT INTO turns (conversation_id, role, text, status, mode, created) "
             "VALUES (?,?,?,?,?,?)", (conversation_id, role, text, status, mode, now))
-        self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        self.db.execute("UPDATE conversations SET updated = ?, pair = COALESCE(NULLIF(?, ''), pair) "
+                        "WHERE id = ?", (now, pair, conversation_id))
         self.db.commit()
         return int(cursor.lastrowid)
 
@@ -198,13 +222,11 @@ class HistoryStore:
             row = self.db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM tokens WHERE turn_id = ?",
                                   (turn_id,)).fetchone()
             seq = int(row[0])
-        rows = []
-        for token in tokens:
-            rows.append((turn_id, seq, token.text, token.kind, token.token_id))
-            seq += 1
-        self._next_seq[turn_id] = seq
+        rows = [(turn_id, seq + n, token.text, token.kind, token.token_id)
+                for n, token in enumerate(tokens)]
         self.db.executemany("INSERT INTO tokens VALUES (?,?,?,?,?)", rows)
         self.db.commit()
+        self._next_seq[turn_id] = seq + len(rows)  # after the commit: a failed one is tried again
 
     def finish_answer(self, turn_id: int, text: str, status: str, stats: dict | None) -> None:
         self.db.execute("UPDATE turns SET text = ?, status = ?, stats = ? WHERE id = ?",

@@ -128,7 +128,10 @@ def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging
 
+    from specchat.models.torch_backend.safetensors_check import check_safetensors_folder
+
     folder = model_folder(ref, progress)
+    check_safetensors_folder(folder)  # a cut file: one line, not transformers' traceback
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     kwargs = load_kwargs(dtype, device, quantization, placement)

@@ -73,7 +73,7 @@ class SpecchatApp(App):
         self.problems: list[str] = [str(problem) for problem in theme_problems]
         """What went wrong that the user must fix (a theme file, the history database):
         shown on the chat screen until the app closes, never as a toast that fades."""
-        self.skipped_themes = {problem.name for problem in theme_problems}
+        self.skipped_themes = {problem.name for problem in theme_problems if problem.skipped}
         self.user_keymap: dict[str, str] = {}
         """The keymap.toml entries in effect (binding id -> keys)."""
         self.service: ConversationService | None = None

@@ -5,8 +5,10 @@ on a pane that runs `specchat` itself), or it does not (the chat runs under `mak
 whose shell takes the signal) and the terminal is simply hung up: reading it returns
 nothing at once, forever, which kept Textual's input thread at 100% of a core. The watch
 handles both: a SIGHUP handler, and a check twice a second that standard input is still a
-terminal. Either way the history is flushed, the app asked to exit, and the process ended
-if the exit itself hangs on the dead terminal. Textual and the standard library only.
+terminal. Either way the process is sure to end FORCE_AFTER_S later (armed first, so that
+neither a locked history file nor an exit that hangs on the dead terminal can delay it), the
+history flushed (a save waits for a lock only briefly; what it cannot save is written beside
+the database) and the app asked to exit. Textual and the standard library only.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class HangupWatch:
         if self.fired:
             return
         self.fired = True
+        threading.Timer(FORCE_AFTER_S, os._exit, (HANGUP_STATUS,)).start()  # first: nothing delays it
         try:
             self.app.history.close()
         finally:
-            threading.Timer(FORCE_AFTER_S, os._exit, (HANGUP_STATUS,)).start()
             self.app.exit(return_code=HANGUP_STATUS)

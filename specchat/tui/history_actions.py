@@ -17,6 +17,8 @@ from specchat.history.store import SavedConversation
 from specchat.tui.recorder import HistoryRecorder
 
 EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
+RETRY_EVERY_S = 1.0
+"""How often saves waiting in memory are tried again (the recorder's pause still applies)."""
 
 
 class HistoryHost(Protocol):
@@ -29,6 +31,7 @@ class HistoryHost(Protocol):
     current_theme: Any
 
     def push_screen(self, screen, callback=None) -> object: ...
+    def set_interval(self, interval: float, callback) -> object: ...
     def notify(self, message: str, **options) -> None: ...
     def report_problem(self, text: str) -> None: ...
 
@@ -41,13 +44,27 @@ class HistoryActions:
         self.recorder: HistoryRecorder | None = None
 
     def open(self, system: str | None) -> None:
-        """Open the database (once the app runs: a problem stays on screen)."""
+        """Open the database (once the app runs: a problem stays on screen); while saves wait
+        in memory, they are tried again every RETRY_EVERY_S even when the chat is idle."""
         self.recorder = HistoryRecorder(self.path, self.app.report_problem)
         self.recorder.new_chat(system)
+        self.app.set_interval(RETRY_EVERY_S, self.retry)
+
+    def retry(self) -> None:
+        if self.recorder is not None and self.recorder.unsaved and not self.recorder.closed:
+            self.recorder.flush()
 
     def close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
+
+    def unsaved_note(self) -> str | None:
+        """Once closed: where the conversation went that the history file could not take."""
+        copy = self.recorder.unsaved_copy if self.recorder is not None else None
+        if copy is None:
+            return None
+        return (f"the history file could not be written ({self.recorder.failing}); "
+                f"this conversation is in {copy}")
 
     def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen

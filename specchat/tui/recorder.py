@@ -5,24 +5,38 @@ before it appends them to the answer on screen, so whatever is on screen is alre
 committed: one small transaction per round (WAL, synchronous=NORMAL: no disk sync).
 
 History never stops silently. Every save is a step in a queue, run in order: a step
-that fails (another chat holds the file past the busy timeout, a full disk) stays at the
-head with everything after it, in memory, and the queue is tried again at the next save;
-the user is told once when saving fails (what is kept) and once when it works again. A
-file SQLite cannot read was already moved aside and a fresh one started by
-`open_history`; the user is told that too. It never stops the chat. `saved_spans`,
-`saved_stats` and `saved_turns` turn a saved conversation back into what the screen
-and the service take.
+that fails (another program holds the file locked, a full disk) is rolled back and stays
+at the head with everything after it, in memory; the queue is tried again after a pause
+that doubles while it keeps failing (`RETRY_FIRST_S` .. `RETRY_MAX_S`), at the next save or
+the app's retry timer. The user is told once when saving fails (what is kept) and once when
+it works again. Saves run on the UI thread, so a save waits at most `UI_WAIT_S` for a lock,
+never the store's own busy timeout: a locked file slows a round by that much once per
+retry and never freezes the screen. A file that is not a database was already moved aside
+and a fresh one started by `open_history`; the user is told that too. On closing, what is
+still unsaved gets one last try, then the conversation held in memory is written beside the
+database (`unsaved_copy`) for the caller to name. It never stops the chat. `saved_spans`,
+`saved_stats` and `saved_turns` turn a saved conversation back into what the screen and
+the service take.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
-from specchat.history.store import HistoryStore, SavedConversation, SavedToken, SavedTurn, open_history
+from specchat.history.store import (HistoryStore, SavedConversation, SavedToken, SavedTurn,
+                                    default_path, open_history, unsaved_copy_path)
 from specchat.turn import Turn
+
+UI_WAIT_S = 0.25
+"""How long a save (on the UI thread) waits for another program's lock on the file."""
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 8.0
+"""While saving fails, the queue is tried again after RETRY_FIRST_S, doubling up to RETRY_MAX_S."""
 
 Step = Callable[[HistoryStore], None]
 
@@ -42,13 +56,19 @@ class HistoryRecorder:
         """Saves not yet on disk, in order (the head failed last time)."""
         self.failing: str | None = None
         """Why saving fails, while it does."""
+        self.retry_at, self.pause = 0.0, RETRY_FIRST_S
+        self.memory = blank_conversation(None)
+        """The conversation on screen as the chat handed it over, saved or not."""
+        self.unsaved_copy: Path | None = None
+        """Where `close` wrote what the history file could not take, if it had to."""
+        self.closed = False
         self._open()
 
     # ----- the queue of saves ------------------------------------------------------------
 
     def _open(self) -> bool:
         try:
-            self.store, note = open_history(self.path)
+            self.store, note = open_history(self.path, UI_WAIT_S)
         except (sqlite3.Error, OSError) as error:
             self._failed(error)
             return False
@@ -57,15 +77,25 @@ class HistoryRecorder:
         return True
 
     def _failed(self, error: Exception) -> None:
+        if self.store is not None:
+            try:
+                self.store.db.rollback()  # the step runs again whole, in a fresh transaction
+            except sqlite3.Error:
+                pass
         if self.failing is None:
             self.on_problem(f"history is not being saved ({error}): the conversation is kept in "
                             "memory and saved as soon as the file can be written again")
-        self.failing = str(error)
+        else:
+            self.pause = min(self.pause * 2, RETRY_MAX_S)
+        self.failing, self.retry_at = str(error), time.monotonic() + self.pause
 
-    def _save(self, step: Step | None = None) -> None:
-        """Queue a step and run every queued step that can run now."""
+    def _save(self, step: Step | None = None, at_once: bool = False) -> None:
+        """Queue a step and run every queued step that can run now (while saving fails, not
+        before the pause since the last try is over, unless `at_once`)."""
         if step is not None:
             self.queue.append(step)
+        if self.failing is not None and not at_once and time.monotonic() < self.retry_at:
+            return
         if self.store is None and not self._open():
             return
         while self.queue:
@@ -76,7 +106,7 @@ class HistoryRecorder:
                 return
             self.queue.pop(0)
         if self.failing is not None:
-            self.failing = None
+            self.failing, self.pause = None, RETRY_FIRST_S
             self.on_problem("history is being saved again: nothing was lost")
 
     def _read(self, action: Callable[[HistoryStore], object]):
@@ -97,12 +127,16 @@ class HistoryRecorder:
     # ----- what the chat hands over --------------------------------------------------------
 
     def new_chat(self, system: str | None) -> None:
+        self.memory = blank_conversation(system)
+
         def forget(_store) -> None:
             self.conversation_id = self.answer_id = self.last_user_id = None
             self.system = system
         self._save(forget)
 
     def set_system(self, system: str | None) -> None:
+        self.memory.system = system
+
         def save(store: HistoryStore) -> None:
             self.system = system
             if self.conversation_id is not None:
@@ -110,33 +144,47 @@ class HistoryRecorder:
         self._save(save)
 
     def user(self, text: str, pair: str) -> None:
+        title = " ".join(text.split())[:60] or "untitled"
+        self.memory.title, self.memory.pair = self.memory.title or title, pair
+        self.memory.turns.append(SavedTurn("user", text))
+
         def save(store: HistoryStore) -> None:
             if self.conversation_id is None:
-                title = " ".join(text.split())[:60] or "untitled"
                 self.conversation_id = store.new_conversation(title, pair, self.system)
             self.last_user_id = store.add_user_turn(self.conversation_id, text)
         self._save(save)
 
     def start_answer(self, mode: str, pair: str) -> None:
+        self.memory.turns.append(SavedTurn("assistant", "", "streaming", mode))
+
         def save(store: HistoryStore) -> None:
             self.answer_id = store.start_answer(self.conversation_id, mode, pair)
         self._save(save)
 
     def spans(self, spans: tuple[TokenSpan, ...]) -> None:
         """Buffer a round's spans; `flush` commits them."""
-        self.pending.extend(SavedToken(s.text, s.kind, s.token_id) for s in spans)
+        tokens = [SavedToken(s.text, s.kind, s.token_id) for s in spans]
+        self.pending.extend(tokens)
+        answer = self.memory.turns[-1] if self.memory.turns else None
+        if answer is not None and answer.role == "assistant":
+            answer.tokens.extend(tokens)
+            answer.text += "".join(t.text for t in tokens if t.kind != "rejected")
 
-    def flush(self) -> None:
-        """Commit buffered spans (the app calls this for every round, before showing it)."""
+    def flush(self, at_once: bool = False) -> None:
+        """Commit buffered spans (the app calls this for every round, before showing it) and
+        whatever waits in the queue; `at_once`: even within the pause after a failed try."""
         if self.pending:
             tokens, self.pending = self.pending, []
-            self._save(lambda store: store.append_tokens(self.answer_id, tokens))
+            self._save(lambda store: store.append_tokens(self.answer_id, tokens), at_once)
         elif self.queue:
-            self._save()
+            self._save(at_once=at_once)
 
     def finish(self, done: AnswerDone | None, status: str, text: str) -> None:
         self.flush()
         stats = done.stats.as_dict() if done else None
+        if self.memory.turns and self.memory.turns[-1].role == "assistant":
+            answer = self.memory.turns[-1]
+            answer.text, answer.status, answer.stats = text, status, stats
 
         def save(store: HistoryStore) -> None:
             store.finish_answer(self.answer_id, text, status, stats)
@@ -145,6 +193,9 @@ class HistoryRecorder:
 
     def forget_last_exchange(self) -> None:
         """Regenerate: the last user message and its answer leave the history."""
+        users = [n for n, turn in enumerate(self.memory.turns) if turn.role == "user"]
+        del self.memory.turns[users[-1] if users else len(self.memory.turns):]
+
         def save(store: HistoryStore) -> None:
             if self.last_user_id is not None:
                 store.delete_turns_from(self.last_user_id)
@@ -159,6 +210,9 @@ class HistoryRecorder:
     def reopen(self, conversation: SavedConversation) -> None:
         """Continue a saved conversation: new turns are added to it."""
         users = [turn.id for turn in conversation.turns if turn.role == "user"]
+        self.memory = SavedConversation(conversation.id, conversation.title, conversation.pair,
+                                        conversation.system, conversation.created,
+                                        conversation.updated, list(conversation.turns))
 
         def switch(_store) -> None:
             self.conversation_id, self.system = conversation.id, conversation.system
@@ -173,9 +227,38 @@ class HistoryRecorder:
         self._save(save)
 
     def close(self) -> None:
-        self.flush()
+        """Save what is queued (one last try, at once); if the file still cannot take it, write
+        the conversation in memory beside it (`unsaved_copy`). Once; later calls do nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self.flush(at_once=True)
+        if self.queue:
+            self.unsaved_copy = write_unsaved_copy(self.memory, self.path)
         if self.store is not None:
             self.store.close()
+
+
+def blank_conversation(system: str | None) -> SavedConversation:
+    now = time.time()
+    return SavedConversation(0, "", "", system, now, now)
+
+
+def write_unsaved_copy(conversation: SavedConversation, path: Path | None) -> Path | None:
+    """The conversation as Markdown beside the history file (else in the temporary folder):
+    where its words go when the history file cannot take them. None if there were none."""
+    from specchat.history.export import to_markdown
+
+    if not any(turn.text for turn in conversation.turns):
+        return None
+    target = unsaved_copy_path(Path(path) if path else default_path())
+    for place in (target, Path(tempfile.gettempdir()) / target.name):
+        try:
+            place.write_text(to_markdown(conversation), encoding="utf-8")
+            return place
+        except OSError:
+            continue
+    return None
 
 
 def saved_spans(turn: SavedTurn) -> list[TokenSpan]:

@@ -6,9 +6,9 @@ colours as theme variables, and offers Textual's own themes beside them (their t
 colours derived from the colours Textual computes for them: success / error / warning /
 accent / foreground and their text variants, readable on the theme's background and the
 four fates apart, by specchat.fate_colours).
-Colours in theme files are checked with Textual's own parser; a broken file is skipped
-and named. Preferences (theme, slow-motion delay, ghosts) live in a small JSON file in
-the config directory.
+Theme files are checked by Textual's rules (tui/theme_rules.py, which `run` uses too); a
+broken file is skipped and named. Preferences (theme, slow-motion delay, ghosts) live in a
+small JSON file in the config directory.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from textual.color import Color, ColorParseError
+from textual.color import Color
 from textual.theme import BUILTIN_THEMES, Theme
 
 from specchat import paths
@@ -26,17 +26,10 @@ from specchat.errors import ConfigError
 from specchat.fate_colours import derived_token_colours
 from specchat.theme_files import (DEFAULT_THEME, DEFAULT_TOKEN_COLOURS, TOKEN_SOURCES,
                                   ThemeProblem, ThemeSpec, load_themes, page_colours)
+from specchat.tui.theme_rules import TextualRules
 
 ALTERNATES = ("primary", "secondary")
 """Theme colours a fate falls back to when its own is too close to another fate's."""
-
-
-def is_textual_colour(text: str) -> bool:
-    try:
-        Color.parse(text)
-    except ColorParseError:
-        return False
-    return True
 
 
 def to_textual(spec: ThemeSpec) -> Theme:
@@ -48,6 +41,12 @@ def computed_colours(theme: Theme) -> dict[str, str]:
     """The colours Textual computes for a theme (its CSS variables: foreground and
     background for every theme, text-success and the like), as text."""
     return {name: str(value) for name, value in theme.to_color_system().generate().items()}
+
+
+def drawable(theme: Theme) -> Theme:
+    """The theme, once Textual has made its colour system from it (which raises if it cannot)."""
+    theme.to_color_system().generate()
+    return theme
 
 
 def with_token_colours(theme: Theme) -> Theme:
@@ -102,8 +101,13 @@ def named_theme(name: str | None) -> Theme:
 def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
     """specchat's themes (the files that read), then Textual's own under their names; and a
     problem for each theme file skipped."""
-    specs, problems = load_themes(is_textual_colour)
-    themes = {name: to_textual(spec) for name, spec in specs.items()}
+    specs, problems = load_themes(TextualRules())
+    themes = {}
+    for name, spec in specs.items():
+        try:
+            themes[name] = drawable(to_textual(spec))
+        except Exception as error:  # what the rules let through but Textual refuses: skip it
+            problems.append(ThemeProblem(Path(spec.source), f"Textual cannot draw it ({error})", name))
     for name, theme in BUILTIN_THEMES.items():
         themes.setdefault(name, with_token_colours(theme))
     return themes, problems

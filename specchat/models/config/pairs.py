@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from specchat import paths
-from specchat.engine.params import DRAFT_LENGTH, NGRAM_N, TOP_K, Bound, SamplingParams
+from specchat.engine.params import (DRAFT_LENGTH, NGRAM_N, TEMPERATURE, TOP_K, TOP_P, Bound,
+                                    SamplingParams)
 from specchat.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -130,9 +131,14 @@ def load_catalog(extra: Path | None = None) -> Catalog:
 
 
 def read_toml(file: Path) -> dict:
+    data = b""
     try:
-        with open(file, "rb") as handle:
-            return tomllib.load(handle)
+        data = file.read_bytes()
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{file}: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); "
+                          "save it as UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{file}: not valid TOML ({error}); fix the file or move it aside") from None
     except OSError as error:
@@ -202,7 +208,8 @@ def validate_pair(pair: PairConfig, where: str) -> None:
     values = {"k": pair.k, "top_k": pair.sampling.top_k, "ngram_n": pair.ngram_n,
               "threads": pair.threads, "gpu_layers": pair.gpu_layers}
     problems = [BOUNDS[key].message(f"'{key}'", value) for key, value in values.items()]
-    problems.append(sampling_problem(pair.sampling.temperature, pair.sampling.top_p))
+    problems += [TEMPERATURE.message("'temperature'", pair.sampling.temperature),
+                 TOP_P.message("'top_p'", pair.sampling.top_p)]
     problems += [f"'{key}' must be one of {', '.join(words)} (got {getattr(pair, key)!r})"
                  for key, words in CHOICES.items() if getattr(pair, key) not in words]
     if not _valid_device(pair.device):
@@ -210,15 +217,6 @@ def validate_pair(pair: PairConfig, where: str) -> None:
     problem = next((p for p in problems if p), None)
     if problem:
         raise ConfigError(f"{where}: {problem}")
-
-
-def sampling_problem(temperature: float | None, top_p: float | None) -> str | None:
-    """What is out of range in the sampling knobs that are no whole numbers, or None."""
-    if temperature is not None and temperature < 0:
-        return f"temperature must be 0 or more (got {temperature}); 0 is greedy"
-    if top_p is not None and not 0 < top_p <= 1:
-        return f"top-p must be in (0, 1] (got {top_p})"
-    return None
 
 
 def _valid_device(device: str) -> bool:

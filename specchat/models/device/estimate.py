@@ -74,11 +74,32 @@ def size_from_headers(files: list[Path]) -> ModelSize:
     return ModelSize(linear, other, "safetensors headers")
 
 
+class DamagedWeights(ValueError):
+    """A safetensors file whose header does not fit in it (cut short, or a garbage length)."""
+
+
+def safetensors_header(file: Path) -> tuple[dict, int]:
+    """(the JSON header, where the data starts) of a safetensors file: the one reader of these
+    headers. The declared length is capped by the file's size (a garbage one is named, never
+    allocated); a header that is no JSON object is a ValueError."""
+    size = file.stat().st_size
+    with open(file, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            raise DamagedWeights(f"truncated or corrupt: {size:,} bytes, shorter than its header")
+        length = struct.unpack("<Q", head)[0]
+        if length > size - 8:
+            raise DamagedWeights(f"truncated or corrupt: its header declares {length:,} bytes of "
+                                 f"metadata, more than the {size:,}-byte file holds")
+        header = json.loads(handle.read(length))
+    if not isinstance(header, dict):
+        raise ValueError("its header is no JSON object")
+    return header, 8 + length
+
+
 def tensor_sizes(file: Path):
     """(name, element count) of every tensor in a safetensors file, from its header only."""
-    with open(file, "rb") as handle:
-        length = struct.unpack("<Q", handle.read(8))[0]
-        header = json.loads(handle.read(length))
+    header, _ = safetensors_header(file)
     for name, info in header.items():
         if name == "__metadata__":
             continue

@@ -5,7 +5,9 @@ and offset into the data), padding to the alignment, then the tensor data. A fil
 short (an interrupted download or copy) still has its header, and each backend fails on
 it in its own words ("unsupported architecture" in llama.cpp, "cannot reshape array" in
 the gguf reader). `check_gguf_file` computes the size the tensors need from the header and
-says "truncated or corrupt" with both sizes; both backends call it first. Standard library
+says "truncated or corrupt" with both sizes; both backends call it first. Every length and
+count in the header is capped by the bytes left in the file: a garbage one (2^62) is named,
+never allocated (it was a MemoryError in both backends). Standard library
 and the `gguf` package's type sizes only; loads no tensor.
 """
 
@@ -24,38 +26,63 @@ STRING, ARRAY = 8, 9
 DEFAULT_ALIGNMENT = 32
 
 
+MAX_DIMS = 4
+"""GGML tensors have at most four dimensions."""
+SMALLEST = {STRING: 8, ARRAY: 12} | {kind: struct.calcsize("<" + fmt) for kind, fmt in SCALARS.items()}
+"""The fewest bytes a metadata value of each type takes (a string: its length; an array:
+its item type and count)."""
+SMALLEST_TENSOR_INFO = 8 + 4 + 4 + 8
+"""A tensor's info without name or dimensions: name length, dimension count, type, offset."""
+
+
 class Truncated(Exception):
     """The header ends before it should."""
 
 
-def read(handle: BinaryIO, fmt: str):
-    size = struct.calcsize("<" + fmt)
-    data = handle.read(size)
-    if len(data) < size:
-        raise Truncated
-    return struct.unpack("<" + fmt, data)[0]
+class Corrupt(Exception):
+    """The header declares more than the file holds (a garbage length or count)."""
 
 
-def read_string(handle: BinaryIO) -> bytes:
-    length = read(handle, "Q")
-    data = handle.read(length)
-    if len(data) < length:
-        raise Truncated
-    return data
+class HeaderReader:
+    """Reads a GGUF header, every length and count capped by the bytes left in the file, so a
+    garbage length (2^62) is named instead of allocated."""
 
+    def __init__(self, handle: BinaryIO, size: int):
+        self.handle, self.size = handle, size
 
-def read_value(handle: BinaryIO, kind: int):
-    """One metadata value (arrays are read through and returned as None)."""
-    if kind == STRING:
-        return read_string(handle)
-    if kind == ARRAY:
-        item, count = read(handle, "I"), read(handle, "Q")
-        for _ in range(count):
-            read_value(handle, item)
-        return None
-    if kind not in SCALARS:
-        raise ValueError(f"unknown metadata type {kind}")
-    return read(handle, SCALARS[kind])
+    def read(self, fmt: str):
+        size = struct.calcsize("<" + fmt)
+        data = self.handle.read(size)
+        if len(data) < size:
+            raise Truncated
+        return struct.unpack("<" + fmt, data)[0]
+
+    def count(self, what: str, each: int, fmt: str = "Q") -> int:
+        """A count of things of at least `each` bytes, no more than the rest of the file holds."""
+        at, number = self.handle.tell(), self.read(fmt)
+        if number * each > self.size - self.handle.tell():
+            raise Corrupt(f"its header declares {number:,} {what} at byte {at:,}, more than the "
+                          f"{self.size:,}-byte file can hold")
+        return number
+
+    def string(self) -> bytes:
+        length = self.count("bytes of text", 1)
+        return self.handle.read(length)
+
+    def value(self, kind: int):
+        """One metadata value (arrays are read through and returned as None)."""
+        if kind == STRING:
+            return self.string()
+        if kind == ARRAY:
+            item = self.read("I")
+            if item not in SMALLEST:
+                raise ValueError(f"unknown metadata type {item}")
+            for _ in range(self.count("array items", SMALLEST[item])):
+                self.value(item)
+            return None
+        if kind not in SCALARS:
+            raise ValueError(f"unknown metadata type {kind}")
+        return self.read(SCALARS[kind])
 
 
 def tensor_bytes(dims: list[int], kind: int) -> int:
@@ -68,24 +95,29 @@ def tensor_bytes(dims: list[int], kind: int) -> int:
     return elements // block * size
 
 
-def needed_bytes(handle: BinaryIO) -> int:
+def needed_bytes(handle: BinaryIO, size: int) -> int:
     """The file size the header's tensors need: data start plus the furthest tensor's end."""
     if handle.read(4) != b"GGUF":
         raise ValueError("it does not start with 'GGUF'")
-    read(handle, "I")  # version
-    tensors, entries = read(handle, "Q"), read(handle, "Q")
+    header = HeaderReader(handle, size)
+    header.read("I")  # version
+    tensors = header.count("tensors", SMALLEST_TENSOR_INFO)
+    entries = header.count("metadata entries", SMALLEST[STRING] + 4)
     alignment = DEFAULT_ALIGNMENT
     for _ in range(entries):
-        key, kind = read_string(handle), read(handle, "I")
-        value = read_value(handle, kind)
-        if key == b"general.alignment" and isinstance(value, int):
+        key, kind = header.string(), header.read("I")
+        value = header.value(kind)
+        if key == b"general.alignment" and isinstance(value, int) and value > 0:
             alignment = value
     end = 0
     for _ in range(tensors):
-        read_string(handle)
-        dims = [read(handle, "Q") for _ in range(read(handle, "I"))]
-        kind, offset = read(handle, "I"), read(handle, "Q")
-        end = max(end, offset + tensor_bytes(dims, kind))
+        header.string()
+        dims = header.read("I")
+        if dims > MAX_DIMS:
+            raise Corrupt(f"its header gives a tensor {dims:,} dimensions (GGUF has at most {MAX_DIMS})")
+        shape = [header.read("Q") for _ in range(dims)]
+        kind, offset = header.read("I"), header.read("Q")
+        end = max(end, offset + tensor_bytes(shape, kind))
     start = -(-handle.tell() // alignment) * alignment
     return start + end
 
@@ -96,10 +128,13 @@ def check_gguf_file(path: Path) -> None:
     actual = path.stat().st_size
     try:
         with open(path, "rb") as handle:
-            needed = needed_bytes(handle)
+            needed = needed_bytes(handle, actual)
     except Truncated:
         raise ModelNotFound(f"{where}: truncated or corrupt: its header ends early "
                             f"({actual:,} bytes in all): download or copy it again") from None
+    except Corrupt as error:
+        raise ModelNotFound(f"{where}: truncated or corrupt: {error}: download or copy it "
+                            "again") from None
     except (ValueError, KeyError, struct.error) as error:
         raise ModelNotFound(f"{where}: not a GGUF model file ({error}): point models.toml at "
                             "a .gguf model file") from None
