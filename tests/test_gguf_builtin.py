@@ -1,8 +1,9 @@
 """The shipped draft as a GGUF file, `builtin:smollm2-135m-draft.gguf` (slow: builds it
 from SmolLM2-135M-Instruct's GGUF on first use): llama.cpp loads it with the target's
 vocabulary, and on 200 positions of real text its greedy proposals are the torch
-draft's, differing only where the torch draft's top two are a near-tie (Q8_0 rounds
-llama.cpp's activations), and never a token outside the reduced vocabulary."""
+draft's, differing only where the torch draft's top two are closer than Q8_0's rounding
+of llama.cpp's logits at that position could move them, and never a token outside the
+reduced vocabulary."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import torch
 pytestmark = pytest.mark.slow
 
 POSITIONS = 200
-NEAR_TIE = 0.1
+ROUNDING_BOUND = 1.5
+"""The largest logit difference Q8_0 may make at a position (seen: at most 0.78 on logits
+of 15-30, on a CPU with AVX-512; llama.cpp's kernels round differently per instruction set)."""
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +64,14 @@ def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
         reference = model(torch.tensor([ids])).logits[0][:, vocab]
     llm = llama_cpp.Llama(str(built), n_ctx=512, logits_all=True, verbose=False)
     llm.eval(ids)
-    chosen = torch.tensor(np.array(llm.scores[:POSITIONS])).argmax(-1)
+    scores = torch.tensor(np.array(llm.scores[:POSITIONS]))
+    chosen = scores.argmax(-1)
     assert torch.isin(chosen, vocab).all()
+    rounding = (scores[:, vocab] - reference).abs().max(-1).values
+    assert rounding.max() < ROUNDING_BOUND  # Q8_0's rounding, not another model
     differ = (chosen != vocab[reference.argmax(-1)]).nonzero().flatten()
     top2 = reference[differ].topk(2).values
-    assert ((top2[:, 0] - top2[:, 1]) < NEAR_TIE).all(), differ.tolist()
+    gaps = top2[:, 0] - top2[:, 1]
+    # a flip needs the two logits to move apart by the gap: at most twice the rounding there
+    assert (gaps < 2 * rounding[differ]).all(), list(zip(differ.tolist(), gaps.tolist()))
     assert len(differ) <= POSITIONS // 20
