@@ -10,6 +10,10 @@ sequence's last n tokens, for any n >= 1 — no real n-gram drafter can do bette
 Each round commits that run plus one target token, so tokens / rounds (tau) is
 the most a round can yield; with a verify no cheaper than one decoding step and
 prefill ignored, tau also bounds the speedup over target-only decoding.
+
+Where a verify of n tokens costs v(n) > 1 plain steps (a CPU), the bound is tighter:
+tokens / Σ v(run + 1) over the oracle's rounds. `--measure` times v(n) on the pair's
+target (engine/costs.py, as `pairs --check --measure` does); `--v 1,1.85,2.52` gives it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 
 from specchat.bench.prompts import load_prompts, resolve_prompts_file
 from specchat.bench.runner import prompt_ids
+from specchat.engine.costs import PRIOR_WIDTHS, Costs
 from specchat.engine.decoder import Decoder, Round, Settings
 from specchat.models.config.pairs import load_catalog
 from specchat.models.loader import load_pair
@@ -48,13 +53,34 @@ def longest_lookup_run(context: list[int], coming: list[int], k: int) -> int:
     return best
 
 
-def oracle_rounds(prompt: list[int], answer: list[int], k: int) -> int:
-    rounds, done = 0, 0
+def oracle_runs(prompt: list[int], answer: list[int], k: int) -> list[int]:
+    """The drafts the oracle has accepted in each round of the answer."""
+    runs, done = [], 0
     while done < len(answer):
         run = longest_lookup_run(prompt + answer[:done], answer[done:], k)
         done += run + 1
-        rounds += 1
-    return rounds
+        runs.append(run)
+    return runs
+
+
+def oracle_rounds(prompt: list[int], answer: list[int], k: int) -> int:
+    return len(oracle_runs(prompt, answer, k))
+
+
+def speedup_bound(runs: list[int], costs: Costs) -> float:
+    """Target-only time over the oracle's: each round verifies its run plus one token."""
+    return sum(run + 1 for run in runs) / sum(costs.v(run + 1) for run in runs)
+
+
+def given_costs(text: str) -> Costs:
+    """v(1), v(2), ... as written on the command line (plain steps of 1 second)."""
+    return Costs.of({n: float(v) for n, v in enumerate(text.split(","), start=1)}, 0.0)
+
+
+def measured_costs(pair) -> Costs:
+    from specchat.chat.calibrate import measure_prior
+
+    return measure_prior(pair, PRIOR_WIDTHS, repeats=5)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,22 +91,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=Path, default=None, help="default: the packaged set")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("-k", type=int, default=12)
+    parser.add_argument("--v", default=None, help="v(1),v(2),...: verify costs in plain steps")
+    parser.add_argument("--measure", action="store_true", help="time v(n) on the pair's target")
     args = parser.parse_args(argv)
     pair = load_pair(dataclasses.replace(load_catalog(args.config).get(args.pair), dtype="float32"))
+    costs = measured_costs(pair) if args.measure else given_costs(args.v) if args.v else None
+    if costs is not None:
+        print(json.dumps({"v": {n: round(costs.v(n), 3) for n in costs.widths}}))
     total_tokens = total_rounds = 0
+    all_runs: list[int] = []
     for item in load_prompts(resolve_prompts_file(args.prompts)):
         if args.category and item.category != args.category:
             continue
         prompt = prompt_ids(pair.tokenizer, item.prompt)
         answer = greedy_answer(pair, prompt, args.max_new_tokens)
-        rounds = oracle_rounds(prompt, answer, args.k)
+        runs = oracle_runs(prompt, answer, args.k)
         total_tokens += len(answer)
-        total_rounds += rounds
-        print(json.dumps({"id": item.id, "tokens": len(answer), "oracle_rounds": rounds,
-                          "tau_bound": round(len(answer) / rounds, 2),
-                          "answer": pair.tokenizer.decode(answer)}))
-    print(f"{args.category or 'all'}: {total_tokens} tokens in at least {total_rounds} rounds: "
-          f"tau <= {total_tokens / max(1, total_rounds):.2f}")
+        total_rounds += len(runs)
+        all_runs += runs
+        row = {"id": item.id, "tokens": len(answer), "oracle_rounds": len(runs),
+               "tau_bound": round(len(answer) / len(runs), 2)}
+        if costs is not None:
+            row["speedup_bound"] = round(speedup_bound(runs, costs), 3)
+        print(json.dumps(row | {"answer": pair.tokenizer.decode(answer)}))
+    summary = (f"{args.category or 'all'}: {total_tokens} tokens in at least {total_rounds} rounds: "
+               f"tau <= {total_tokens / max(1, total_rounds):.2f}")
+    if costs is not None and all_runs:
+        summary += f"; speedup over target-only <= {speedup_bound(all_runs, costs):.2f}x at these v(n)"
+    print(summary)
 
 
 if __name__ == "__main__":

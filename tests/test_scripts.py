@@ -52,6 +52,11 @@ def test_the_lookup_bound_replays_each_answer_with_its_oracle(tiny_config, tmp_p
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["id"] for r in rows] == ["e0", "e1"]
     assert all(1 <= r["tau_bound"] <= 13 and r["oracle_rounds"] <= r["tokens"] for r in rows)
+    costed = run_script("lookup_bound.py", "--pair", "tiny-ngram", "--config", str(tiny_config),
+                        "--prompts", str(prompts), "--max-new-tokens", "12", "--measure")
+    assert costed.returncode == 0, costed.stderr
+    rows = [json.loads(line) for line in costed.stdout.splitlines() if line.startswith("{")]
+    assert rows[0]["v"]["1"] == 1.0 and all(0 < r["speedup_bound"] <= r["tau_bound"] for r in rows[1:])
 
 
 def test_the_oracle_proposes_the_longest_run_after_any_earlier_suffix():
@@ -64,6 +69,20 @@ def test_the_oracle_proposes_the_longest_run_after_any_earlier_suffix():
     assert longest_lookup_run([5, 1, 2], [7], k=8) == 0
     # nothing follows an earlier 3, so round one commits "1" alone; round two copies "2 3"
     assert oracle_rounds([1, 2, 3], [1, 2, 3], k=8) == 2
+
+
+def test_the_lookup_bound_charges_each_oracle_round_its_verify_cost():
+    """Where a verify of n tokens costs more than a plain step (a CPU), copying pays less:
+    two rounds copying 3 tokens each (plus one target token) at v(4) = 2 steps save half."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from lookup_bound import given_costs, speedup_bound
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    flat = given_costs("1,1,1,1")
+    assert speedup_bound([3, 3], flat) == pytest.approx(4.0)
+    assert speedup_bound([3, 3], given_costs("1,1.5,1.8,2")) == pytest.approx(2.0)
+    assert speedup_bound([0, 0, 0], given_costs("1,2")) == pytest.approx(1.0)  # nothing copied
 
 
 def test_verify_costs_compares_both_backends_on_a_tiny_gguf_pair(tmp_path):
