@@ -425,3 +425,21 @@ def test_verify_costs_beyond_the_timed_widths_extend_the_line_through_the_widest
 
 
 from toy import ScriptedModel  # noqa: E402
+
+
+def test_a_prior_whose_extension_barely_pays_at_k_max_still_starts_plain_and_never_probes():
+    """This CPU's Qwen pair, timed (2026-11-25): v(2..9) = 1.85 ... 5.46 with llama.cpp's
+    steps, c = 0.55. No timed width pays even at full acceptance; the line through the widest
+    four, extended to a 17-token verify, makes k = 16 look 1% cheaper than 17 plain steps.
+    That guess must not set probes going (each feeds the draft the whole context first)."""
+    step = 0.034
+    v = [1, 1.85, 2.52, 3.01, 3.81, 4.39, 5.11, 5.11, 5.46]
+    prior = Costs.of({n: step * x for n, x in enumerate(v, start=1)}, draft_step_s=0.55 * step)
+    assert 17 * step > 16 * prior.draft_step_s + prior.verify_seconds(17)  # the guess pays
+    policy = AdaptiveK(prior=prior)
+    ks = []
+    for _ in range(500):
+        k = policy()
+        ks.append(k)
+        policy.observe(make_round(k, k, prior.draft_step_s * k, prior.verify_seconds(k + 1), k))
+    assert ks == [0] * 500 and not policy.can_pay()

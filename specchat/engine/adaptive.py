@@ -253,12 +253,16 @@ class AdaptiveK:
     def can_pay(self) -> bool:
         """Whether some k >= 1 would beat a plain step if every draft were accepted (True
         until verify costs are known at two widths, timed live or by the prior: the slope
-        assumed without either is no evidence)."""
-        if len(self.costs.measured_widths()) < 2:
+        assumed without either is no evidence). Only draft lengths whose verify was timed
+        count: a verify extended beyond the timed widths is a guess, and on llama.cpp's
+        stepped v(n) the line through the widest few can make k = 16 look 1% cheaper than
+        17 plain steps, which set probes going whose catch-up cost a fifth of the answer."""
+        timed = self.costs.measured_widths()
+        if len(timed) < 2:
             return True
         plain = self.costs.round_cost(0)
         return any((k + 1) * plain > self.costs.round_cost(k)
-                   for k in range(max(1, self.k_min), self.k_max + 1))
+                   for k in range(max(1, self.k_min), self.k_max + 1) if k + 1 in timed)
 
     def observe(self, event) -> None:
         """Learn from a `Round`: its acceptance and its draft and verify times."""
