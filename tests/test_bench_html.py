@@ -65,3 +65,14 @@ def test_bench_html_writes_the_page_and_checks_its_folder_first(tiny_config, tmp
     missing = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--pair", "tiny",
                                         "--html", str(tmp_path / "nope" / "r.html")])
     assert missing.exit_code == 2 and "folder" in missing.output and "does not exist" in missing.output
+
+
+def test_a_sweep_with_more_arms_than_tones_still_draws_every_arm():
+    """bench sweep --ks 1,2,3,4 on a llama.cpp pair has 12 arms (target, k1..k4, auto,
+    llama.cpp's own at each k, llama-bench): the page once ran out of colours and crashed
+    after the whole run."""
+    arms = {f"arm{i}": f"arm {i}" for i in range(14)}
+    group = {"arms": {arm: {"tokens_per_s": 10.0 + i} for i, arm in enumerate(arms)}}
+    page = to_html(report(arms=arms, categories={"code": group}, total=group))
+    svg = re.search(r"<svg.*?</svg>", page, re.S).group(0)
+    assert len(bars(svg)) == 2 * len(arms)  # code and total, every arm

@@ -13,6 +13,7 @@ history/chart_svg.py's inline SVG: the page has no script and loads nothing.
 from __future__ import annotations
 
 import html
+import itertools
 from typing import Any
 
 from specchat.engine.theory import break_even_verify_cost
@@ -26,10 +27,16 @@ META_KEYS = ("command", "pair", "target", "draft", "k", "backends", "device", "d
              "cpu_flags")
 
 
+OTHER_ARM_COLOURS = ("#7f8c8d", "#c0392b", "#8e44ad", "#d35400", "#16a085", "#2c3e50",
+                     "#b7950b", "#1f618d", "#6e2c00", "#5b2c6f", "#117864", "#943126")
+"""The other arms' tones, in turn (a sweep has one arm per k, and llama.cpp's per k too;
+past the last, they repeat)."""
+
+
 def arm_colours(arms: list[str], colours: dict[str, str]) -> tuple[str, ...]:
     """specchat's arms in the theme's token colours, the other engines in neutral tones."""
     fixed = {"spec": colours["accepted"], "target": colours["target"]}
-    others = iter(("#7f8c8d", "#c0392b", "#8e44ad", "#d35400", "#16a085", "#2c3e50"))
+    others = itertools.cycle(OTHER_ARM_COLOURS)
     return tuple(fixed.get(arm) or next(others) for arm in arms)
 
 
