@@ -254,6 +254,16 @@ async def test_speculation_toggle_makes_the_next_answer_target_only():
         assert "target only" in last_answer(app).label
 
 
+async def test_an_answer_under_k_auto_is_labelled_auto_not_its_starting_k():
+    app = make_app({"fake": FakeConfig(name="fake", k=4, k_auto=True)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        assert "speculative k=auto" in last_answer(app).label
+        assert "k=4" not in last_answer(app).label
+        assert saved_conversation().turns[-1].mode == "speculative k=auto"
+
+
 async def test_a_trimmed_context_shows_a_visible_notice():
     app = make_app({"fake": FakeConfig(name="fake", trim_every_answer=True)})
     async with app.run_test(size=SIZE) as pilot:

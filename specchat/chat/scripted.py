@@ -104,6 +104,8 @@ class FakeConfig:
 
     name: str = "fake"
     k: int = 4
+    k_auto: bool = False
+    """Play a `k = "auto"` pair: `k` is then only where it starts."""
     temperature: float = 0.0
     answer: str = SAMPLE_ANSWER
     """Text every answer commits (split into word tokens)."""
@@ -137,7 +139,7 @@ class ScriptedBackend:
         self.temperature = self.config.temperature
         self.system: str | None = None
         self._turns: list[Turn] = []
-        self.k_auto = False
+        self.k_auto = self.config.k_auto
         self.answers_started = 0
 
     def load(self, progress: Progress) -> PairInfo:

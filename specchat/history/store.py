@@ -141,7 +141,7 @@ class SavedTurn:
     status: str = "done"
     """done, stopped, error, or interrupted (the app died while it streamed)."""
     mode: str = ""
-    """For answers: "speculative k=4", "target only", ..."""
+    """For answers: "speculative k=4", "speculative k=auto", "target only", ..."""
     stats: dict | None = None
     tokens: list[SavedToken] = field(default_factory=list)
     id: int | None = None

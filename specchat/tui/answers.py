@@ -125,7 +125,7 @@ class ChatTranscript(VerticalScroll):
         host = self.host
         self.failed = None
         speculate = self.speculate and bool(host.info and host.info.has_drafter)
-        mode = f"speculative k={host.service.k}" if speculate else "target only"
+        mode = answer_mode(host.service) if speculate else "target only"
         job = AnswerJob(self.next_job_id(), host.service, self.pacing, speculate=speculate, text=text)
         self._start_job(job, f"{host.pair_name} · {mode}")
         self.recorder.start_answer(mode, host.pair_name)
@@ -358,3 +358,9 @@ class ChatTranscript(VerticalScroll):
 def _spans(updates) -> tuple:
     """The spans of consecutive rounds, in order."""
     return tuple(span for update in updates for span in update.spans)
+
+
+def answer_mode(service: ConversationService) -> str:
+    """How a speculative answer was asked for, as its label and history say it: the fixed
+    k, or "auto" (under k = auto the service's k is only where the next round starts)."""
+    return f"speculative k={'auto' if service.k_auto else service.k}"
