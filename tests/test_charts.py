@@ -188,6 +188,16 @@ async def test_an_answer_without_drafts_has_no_acceptance_bar_where_a_0_would_li
         assert bar_in_column(tau, columns_of(tau, "#2")[0] + 1) and "n/a" not in tau
 
 
+async def test_a_conversation_without_drafts_says_acceptance_is_n_a_in_its_title():
+    from tui_support import make_app
+
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        screen = await charts_after(pilot, "key:ctrl+s", "first", "second")
+        assert "n/a, no answer drafted" in plot_text(screen, "answer-acceptance")
+        assert "n/a" not in plot_text(screen, "answer-tau")
+
+
 async def test_at_80x24_every_chart_is_legible_and_scrolls_into_view():
     from textual_plotext import PlotextPlot
     from tui_support import make_app

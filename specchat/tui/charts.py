@@ -108,9 +108,11 @@ class ChartsScreen(ModalScreen[None]):
 
 def bars(plt, spec: Chart, values: list[float | None], colour: tuple[int, int, int]) -> None:
     """One bar per answer at its place; where the answer has no such figure (no drafts: no
-    acceptance rate), no bar and "n/a" under its number, never a bar of 0."""
-    plt.title(spec.short or spec.title)
+    acceptance rate), no bar and "n/a" under its number, never a bar of 0. Where no answer
+    has one, plotext draws no axes (nor their n/a), so the title says it."""
     present = [(n, value) for n, value in enumerate(values, start=1) if value is not None]
+    title = spec.short or spec.title
+    plt.title(title if present else f"{title}: n/a, no answer drafted")
     if present:
         plt.bar([n for n, _ in present], [value for _, value in present], color=colour)
     labels = [f"#{n}" if value is not None else f"#{n} n/a" for n, value in enumerate(values, 1)]
