@@ -7,7 +7,8 @@ Templates x topics, written for this project; none is a prompt of the benchmark 
 writes the shipped file byte for byte.
 """
 import json, random, sys
-rng = random.Random(7)
+from pathlib import Path
+ROOT = Path(__file__).resolve().parent.parent
 topics = ["photosynthesis","the water cycle","volcanoes","the moon's phases","vaccines","electric cars",
  "the stock market","recycling","the Roman Empire","solar panels","earthquakes","the human heart",
  "machine learning","bread baking","the internet","honey bees","climate change","the printing press",
@@ -58,7 +59,7 @@ creative_things = ["a lighthouse keeper","a lost umbrella","the first snow of wi
  "autumn leaves","a tiny dragon","a rainy Monday","a friendship between a fox and a crow","the last day of summer"]
 creative_t = ["Write a short poem about {x}.","Write the opening paragraph of a story about {x}.","Write a haiku about {x}.",
  "Write a limerick about {x}.","Describe {x} in vivid detail.","Write a short dialogue involving {x}."]
-def math_prompt():
+def math_prompt(rng: random.Random) -> str:
     a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(100, 999)
     return rng.choice([f"What is {a} times {b}?", f"What is {c} plus {a}?", f"What is {c} minus {b}?",
         f"Solve for x: {a % 9 + 2}x + {b} = {c}.", f"If a shirt costs {a} dollars and is discounted by {b % 50 + 5} percent, what is the new price?",
@@ -68,23 +69,36 @@ def math_prompt():
         f"What is the area of a rectangle that is {a} cm long and {b} cm wide?",
         f"Convert {c} minutes into hours and minutes.", f"What is the square of {a}?",
         f"Round {c}.{b} to the nearest whole number.", f"What is the average of {a}, {b} and {c}?"])
-out = []
-for t in rng.sample(topics, len(topics)):
-    for tpl in rng.sample(chat_t, 2):
-        out.append(("chat", tpl.format(t=t)))
-for c in code_tasks:
-    for tpl in rng.sample(code_t, 2):
-        out.append(("code", tpl.format(l=rng.choice(langs), c=c)))
-out += [("code", p) for p in code_extra]
-for s in sentences:
-    for tpl in rng.sample(extract_t, 4):
-        out.append(("extract", tpl.format(s=s)))
-for x in creative_things:
-    for tpl in rng.sample(creative_t, 3):
-        out.append(("creative", tpl.format(x=x)))
-out += [("math", math_prompt()) for _ in range(50)]
-rng.shuffle(out)
-with open(sys.argv[1] if len(sys.argv) > 1 else "specchat/distill/prompts.jsonl", "w") as f:
-    for i, (cat, p) in enumerate(out):
-        f.write(json.dumps({"id": f"d{i:03d}", "category": cat, "prompt": p}) + "\n")
-print(len(out))
+
+def compose(rng: random.Random) -> list[tuple[str, str]]:
+    """The prompts as (category, prompt), in their shipped order."""
+    out = []
+    for t in rng.sample(topics, len(topics)):
+        for tpl in rng.sample(chat_t, 2):
+            out.append(("chat", tpl.format(t=t)))
+    for c in code_tasks:
+        for tpl in rng.sample(code_t, 2):
+            out.append(("code", tpl.format(l=rng.choice(langs), c=c)))
+    out += [("code", p) for p in code_extra]
+    for s in sentences:
+        for tpl in rng.sample(extract_t, 4):
+            out.append(("extract", tpl.format(s=s)))
+    for x in creative_things:
+        for tpl in rng.sample(creative_t, 3):
+            out.append(("creative", tpl.format(x=x)))
+    out += [("math", math_prompt(rng)) for _ in range(50)]
+    rng.shuffle(out)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    out_path = Path(argv[0]) if argv else ROOT / "specchat/distill/prompts.jsonl"
+    prompts = compose(random.Random(7))
+    with open(out_path, "w") as f:
+        for i, (cat, p) in enumerate(prompts):
+            f.write(json.dumps({"id": f"d{i:03d}", "category": cat, "prompt": p}) + "\n")
+    print(len(prompts))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

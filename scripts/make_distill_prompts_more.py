@@ -12,7 +12,7 @@ checks that it writes the shipped file byte for byte.
 import json, random, sys
 from pathlib import Path
 
-rng = random.Random(11)
+ROOT = Path(__file__).resolve().parent.parent
 topics = """photosynthesis|the water cycle|volcanoes|the moon's phases|vaccines|electric cars|the stock market|recycling|
 the Roman Empire|solar panels|earthquakes|the human heart|machine learning|bread baking|the internet|honey bees|climate change|
 the printing press|rainbows|compound interest|coffee|the immune system|ocean tides|democracy|the French Revolution|batteries|
@@ -140,7 +140,7 @@ creative_t = ["Write a short poem about {x}.", "Write the opening paragraph of a
  "Write a children's bedtime story about {x}."]
 businesses = ["bakery", "bookshop", "bike repair shop", "tea house", "yoga studio", "pet store", "food truck", "flower shop"]
 
-def math_prompt():
+def math_prompt(rng: random.Random) -> str:
     a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(100, 999)
     return rng.choice([f"What is {a} times {b}?", f"What is {a} multiplied by {b % 12 + 2}? Show your steps.",
         f"What is {c} plus {a}?", f"What is {c} minus {b}?", f"Solve for x: {a % 9 + 2}x + {b} = {c}.",
@@ -160,52 +160,65 @@ def math_prompt():
         f"Round {c}.{b} to the nearest whole number.", f"What is the average of {a}, {b} and {c}?",
         f"Divide {c} by {a % 9 + 2} and give the remainder.", f"How many seconds are in {a % 12 + 1} hours?"])
 
-out = []
-for t in topics:
-    for tpl in rng.sample(chat_t, 4):
-        out.append(("chat", tpl.format(t=t)))
-for c in countries:
-    for tpl in rng.sample(questions, 3):
-        out.append(("chat", tpl.format(c=c)))
-for _ in range(120):
-    a, b = rng.choice(pairs)
-    out.append(("chat", rng.choice(howto).format(x=rng.choice(drinks), y=rng.choice(things), z=rng.choice(tasks), a=a, b=b)))
-for c in code_tasks:
-    for tpl in rng.sample(code_t, 3):
-        out.append(("code", tpl.format(l=rng.choice(langs), c=c)))
-for k in classes:
-    out += [("code", f"Write a Python class named {k}."), ("code", f"Write a {rng.choice(langs[5:])} class named {k}.")]
-out += [("code", f"Write a SQL query that {q}.") for q in sql]
-out += [("code", f"Write a bash command that {q}.") for q in bash]
-out += [("code", rng.choice(["Explain what {x} is, with an example.", "What is {x} in programming?",
-                              "Explain {x} with a short code example."]).format(x=x)) for x in concepts for _ in range(2)]
-for s in sentences:
-    for tpl in rng.sample(extract_t, 6):
-        out.append(("extract", tpl.format(s=s)))
-for s in typos:
-    out += [("extract", f"Fix the spelling in this sentence and write it again: {s}"),
-            ("extract", f"Correct the grammar and spelling: {s}")]
-for items in lists:
-    out += [("extract", f"Here is a list: {items}. Write the same list again, one item per line."),
-            ("extract", f"Sort this list alphabetically: {items}."), ("extract", f"Number each item of this list: {items}.")]
-for r in records:
-    out += [("extract", f"Convert this to JSON: {r}"), ("extract", f"Turn this into a table with two columns, key and value: {r}")]
-for s in snippets:
-    out += [("extract", f"Copy this code and add a comment above each line:\n\n{s}"),
-            ("extract", f"Explain what this code does, line by line:\n\n{s}"), ("extract", f"Repeat this code exactly:\n\n{s}")]
-for x in creative_things:
-    for tpl in rng.sample(creative_t, 5):
-        out.append(("creative", tpl.format(x=x)))
-for b in businesses:
-    out += [("creative", f"Invent a name and a slogan for a new {b}."), ("creative", f"Write a short advertisement for a {b}.")]
-out += [("math", math_prompt()) for _ in range(400)]
-out = list(dict.fromkeys(out))
-bench = Path(sys.argv[2] if len(sys.argv) > 2 else "specchat/_data/prompts.jsonl")
-if bench.exists():
-    taken = {json.loads(line)["prompt"] for line in bench.read_text().splitlines() if line.strip()}
-    out = [(cat, p) for cat, p in out if p not in taken]
-rng.shuffle(out)
-with open(sys.argv[1] if len(sys.argv) > 1 else "specchat/distill/prompts-more.jsonl", "w") as f:
-    for i, (cat, p) in enumerate(out):
-        f.write(json.dumps({"id": f"m{i:04d}", "category": cat, "prompt": p}) + "\n")
-print(len(out))
+
+def compose(rng: random.Random, benchmark: Path | None = None) -> list[tuple[str, str]]:
+    """The prompts as (category, prompt), in their shipped order."""
+    out = []
+    for t in topics:
+        for tpl in rng.sample(chat_t, 4):
+            out.append(("chat", tpl.format(t=t)))
+    for c in countries:
+        for tpl in rng.sample(questions, 3):
+            out.append(("chat", tpl.format(c=c)))
+    for _ in range(120):
+        a, b = rng.choice(pairs)
+        out.append(("chat", rng.choice(howto).format(x=rng.choice(drinks), y=rng.choice(things), z=rng.choice(tasks), a=a, b=b)))
+    for c in code_tasks:
+        for tpl in rng.sample(code_t, 3):
+            out.append(("code", tpl.format(l=rng.choice(langs), c=c)))
+    for k in classes:
+        out += [("code", f"Write a Python class named {k}."), ("code", f"Write a {rng.choice(langs[5:])} class named {k}.")]
+    out += [("code", f"Write a SQL query that {q}.") for q in sql]
+    out += [("code", f"Write a bash command that {q}.") for q in bash]
+    out += [("code", rng.choice(["Explain what {x} is, with an example.", "What is {x} in programming?",
+                                  "Explain {x} with a short code example."]).format(x=x)) for x in concepts for _ in range(2)]
+    for s in sentences:
+        for tpl in rng.sample(extract_t, 6):
+            out.append(("extract", tpl.format(s=s)))
+    for s in typos:
+        out += [("extract", f"Fix the spelling in this sentence and write it again: {s}"),
+                ("extract", f"Correct the grammar and spelling: {s}")]
+    for items in lists:
+        out += [("extract", f"Here is a list: {items}. Write the same list again, one item per line."),
+                ("extract", f"Sort this list alphabetically: {items}."), ("extract", f"Number each item of this list: {items}.")]
+    for r in records:
+        out += [("extract", f"Convert this to JSON: {r}"), ("extract", f"Turn this into a table with two columns, key and value: {r}")]
+    for s in snippets:
+        out += [("extract", f"Copy this code and add a comment above each line:\n\n{s}"),
+                ("extract", f"Explain what this code does, line by line:\n\n{s}"), ("extract", f"Repeat this code exactly:\n\n{s}")]
+    for x in creative_things:
+        for tpl in rng.sample(creative_t, 5):
+            out.append(("creative", tpl.format(x=x)))
+    for b in businesses:
+        out += [("creative", f"Invent a name and a slogan for a new {b}."), ("creative", f"Write a short advertisement for a {b}.")]
+    out += [("math", math_prompt(rng)) for _ in range(400)]
+    out = list(dict.fromkeys(out))
+    if benchmark is not None and benchmark.exists():
+        taken = {json.loads(line)["prompt"] for line in benchmark.read_text().splitlines() if line.strip()}
+        out = [(cat, p) for cat, p in out if p not in taken]
+    rng.shuffle(out)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    out_path = Path(argv[0]) if argv else ROOT / "specchat/distill/prompts-more.jsonl"
+    benchmark = Path(argv[1]) if len(argv) > 1 else ROOT / "specchat/_data/prompts.jsonl"
+    prompts = compose(random.Random(11), benchmark)
+    with open(out_path, "w") as f:
+        for i, (cat, p) in enumerate(prompts):
+            f.write(json.dumps({"id": f"m{i:04d}", "category": cat, "prompt": p}) + "\n")
+    print(len(prompts))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -31,6 +31,21 @@ def test_every_script_in_scripts_is_run_by_a_test():
     assert all(f'"{name}"' in here or f"scripts/{name}" in here for name in tested)
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("*.py")))
+def test_every_python_script_imports_from_anywhere_without_running(name, tmp_path):
+    """Importing a script (as a GPU run's tooling or a test would) only defines things: it
+    neither fails outside the repository nor writes a file (the prompt generators once ran
+    on import and overwrote the shipped sets)."""
+    code = (f"import importlib.util, sys; sys.path.insert(0, {str(SCRIPTS)!r}); "
+            f"spec = importlib.util.spec_from_file_location('script', {str(SCRIPTS / name)!r}); "
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("name, shipped", [
     ("make_distill_prompts.py", "specchat/distill/prompts.jsonl"),
     ("make_distill_prompts_more.py", "specchat/distill/prompts-more.jsonl")])
