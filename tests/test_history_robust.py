@@ -133,3 +133,25 @@ def test_a_save_that_fails_mid_answer_keeps_the_text_says_so_and_lands_later(tmp
     assert store.db.execute("SELECT seq FROM tokens ORDER BY seq").fetchall() == [(0,), (1,)]
     assert [t.text for t in saved.turns[-1].tokens] == [" one", " two"]
     assert saved.turns[-1].text == " one two" and saved.turns[-1].status == "done"
+
+
+def test_rounds_that_arrive_after_close_are_kept_quietly_and_never_touch_the_closed_file(tmp_path):
+    """After a hang-up the recorder is closed while rounds may still arrive until the forced
+    exit: they must not reach the closed database, nor report a false saving problem."""
+    path = tmp_path / "h.sqlite3"
+    said: list[str] = []
+    recorder = HistoryRecorder(path, said.append)
+    recorder.new_chat(None)
+    recorder.user("hello", "p")
+    recorder.start_answer("k=2", "p")
+    recorder.spans((TokenSpan(" one", "accepted", 1),))
+    recorder.flush()
+    recorder.close()
+    recorder.spans((TokenSpan(" two", "accepted", 2),))
+    recorder.flush()
+    recorder.flush(at_once=True)
+    recorder.finish(None, "done", " one two")
+    assert recorder.list() == [] and recorder.load(1) is None
+    assert said == [] and recorder.unsaved_copy is None
+    saved = HistoryStore(path).load(1)
+    assert [t.text for t in saved.turns[-1].tokens] == [" one"]

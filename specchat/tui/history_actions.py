@@ -51,7 +51,7 @@ class HistoryActions:
         self.app.set_interval(RETRY_EVERY_S, self.retry)
 
     def retry(self) -> None:
-        if self.recorder is not None and self.recorder.unsaved and not self.recorder.closed:
+        if self.recorder is not None and self.recorder.unsaved:
             self.recorder.flush()
 
     def close(self) -> None:

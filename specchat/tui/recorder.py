@@ -62,6 +62,7 @@ class HistoryRecorder:
         self.unsaved_copy: Path | None = None
         """Where `close` wrote what the history file could not take, if it had to."""
         self.closed = False
+        """After `close`: the store is closed, saves only queue, reads give None."""
         self._open()
 
     # ----- the queue of saves ------------------------------------------------------------
@@ -94,6 +95,8 @@ class HistoryRecorder:
         before the pause since the last try is over, unless `at_once`)."""
         if step is not None:
             self.queue.append(step)
+        if self.closed:
+            return  # rounds may still arrive until the forced exit: they stay in memory
         if self.failing is not None and not at_once and time.monotonic() < self.retry_at:
             return
         if self.store is None and not self._open():
@@ -111,7 +114,7 @@ class HistoryRecorder:
 
     def _read(self, action: Callable[[HistoryStore], object]):
         self._save()
-        if self.store is None or self.queue:
+        if self.closed or self.store is None or self.queue:
             return None
         try:
             return action(self.store)
@@ -228,11 +231,12 @@ class HistoryRecorder:
 
     def close(self) -> None:
         """Save what is queued (one last try, at once); if the file still cannot take it, write
-        the conversation in memory beside it (`unsaved_copy`). Once; later calls do nothing."""
+        the conversation in memory beside it (`unsaved_copy`). Once; later calls do nothing,
+        and later saves stay in memory (the store is closed)."""
         if self.closed:
             return
-        self.closed = True
         self.flush(at_once=True)
+        self.closed = True
         if self.queue:
             self.unsaved_copy = write_unsaved_copy(self.memory, self.path)
         if self.store is not None:
