@@ -155,3 +155,20 @@ def test_rounds_that_arrive_after_close_are_kept_quietly_and_never_touch_the_clo
     assert said == [] and recorder.unsaved_copy is None
     saved = HistoryStore(path).load(1)
     assert [t.text for t in saved.turns[-1].tokens] == [" one"]
+
+
+def test_an_answer_cut_off_mid_stream_lands_in_the_unsaved_copy_without_its_ghosts(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    recorder = HistoryRecorder(path, lambda _: None)
+    recorder.new_chat(None)
+    blocker = sqlite3.connect(path)
+    blocker.execute("BEGIN EXCLUSIVE")  # another program holds the file: nothing lands
+    recorder.user("hello", "p")
+    recorder.start_answer("k=2", "p")
+    recorder.spans((TokenSpan(" kept", "accepted", 1), TokenSpan(" ghost", "rejected", 2),
+                    TokenSpan(" too", "resampled", 3)))
+    recorder.close()
+    blocker.rollback()
+    blocker.close()
+    text = recorder.unsaved_copy.read_text()
+    assert " kept too" in text and "ghost" not in text

@@ -132,6 +132,11 @@ class SavedToken:
     token_id: int | None = None
 
 
+def kept_text(tokens: Iterable[SavedToken]) -> str:
+    """The text an answer's tokens make: every token but the rejected drafts."""
+    return "".join(t.text for t in tokens if t.kind != "rejected")
+
+
 @dataclass
 class SavedTurn:
     """A user message or an answer; `text` never contains rejected drafts."""
@@ -272,6 +277,6 @@ class HistoryStore:
             "SELECT text, kind, token_id FROM tokens WHERE turn_id = ? ORDER BY seq", (turn_id,))]
         if status == "streaming":
             status = "interrupted"
-            text = "".join(t.text for t in tokens if t.kind != "rejected")
+            text = kept_text(tokens)
         return SavedTurn(role, text, status, mode, json.loads(stats) if stats else None, tokens,
                          turn_id)

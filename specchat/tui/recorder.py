@@ -24,12 +24,13 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.history.store import (HistoryStore, SavedConversation, SavedToken, SavedTurn,
-                                    default_path, open_history, unsaved_copy_path)
+                                    default_path, kept_text, open_history, unsaved_copy_path)
 from specchat.turn import Turn
 
 UI_WAIT_S = 0.25
@@ -170,8 +171,7 @@ class HistoryRecorder:
         self.pending.extend(tokens)
         answer = self.memory.turns[-1] if self.memory.turns else None
         if answer is not None and answer.role == "assistant":
-            answer.tokens.extend(tokens)
-            answer.text += "".join(t.text for t in tokens if t.kind != "rejected")
+            answer.tokens.extend(tokens)  # its text is derived from them if ever needed
 
     def flush(self, at_once: bool = False) -> None:
         """Commit buffered spans (the app calls this for every round, before showing it) and
@@ -253,6 +253,7 @@ def write_unsaved_copy(conversation: SavedConversation, path: Path | None) -> Pa
     where its words go when the history file cannot take them. None if there were none."""
     from specchat.history.export import to_markdown
 
+    conversation = replace(conversation, turns=[streamed_text(turn) for turn in conversation.turns])
     if not any(turn.text for turn in conversation.turns):
         return None
     target = unsaved_copy_path(Path(path) if path else default_path())
@@ -263,6 +264,11 @@ def write_unsaved_copy(conversation: SavedConversation, path: Path | None) -> Pa
         except OSError:
             continue
     return None
+
+
+def streamed_text(turn: SavedTurn) -> SavedTurn:
+    """An answer still streaming gets the text its tokens so far make (only `finish` sets it)."""
+    return replace(turn, text=kept_text(turn.tokens)) if turn.status == "streaming" else turn
 
 
 def saved_spans(turn: SavedTurn) -> list[TokenSpan]:
