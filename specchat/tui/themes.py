@@ -94,8 +94,7 @@ def named_theme(name: str | None) -> Theme:
     broken = next((problem for problem in problems if problem.name == name), None)
     if broken:
         raise ConfigError(str(broken))
-    check_theme_name(name)
-    return themes[DEFAULT_THEME]
+    raise unknown_theme_error(name, themes, problems)  # neither loaded nor broken: never None
 
 
 def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
@@ -116,11 +115,19 @@ def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:
 def check_theme_name(name: str) -> None:
     """A one-line `ConfigError` for a theme no file and no Textual theme defines. A theme
     whose file is broken passes: the chat starts on the default theme and says why."""
-    themes, problems = load_textual_themes()
+    error = unknown_theme_error(name, *load_textual_themes())
+    if error:
+        raise error
+
+
+def unknown_theme_error(name: str, themes: dict[str, Theme],
+                        problems: list[ThemeProblem]) -> ConfigError | None:
+    """The one-line error for a theme neither loaded (`themes`) nor skipped as broken
+    (`problems`), naming the themes there are; None for a theme that is either."""
     if name in themes or name in {problem.name for problem in problems}:
-        return
-    raise ConfigError(f"unknown theme '{name}': available are {', '.join(sorted(themes))} "
-                      f"(user themes go in {paths.user_themes_dir()})")
+        return None
+    return ConfigError(f"unknown theme '{name}': available are {', '.join(sorted(themes))} "
+                       f"(user themes go in {paths.user_themes_dir()})")
 
 
 @dataclass
