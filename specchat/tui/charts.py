@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from specchat.history.charts import CHARTS, Chart, ConversationSeries, conversation_series
-from specchat.tui.keys import dialog_bindings, dialog_hint
+from specchat.tui.keys import dialog_bindings, dialog_hint, keymap_of
 
 
 class ConversationCharts:
@@ -77,8 +77,8 @@ class ChartsScreen(ModalScreen[None]):
                     for spec in CHARTS:
                         if spec.per == "round":
                             yield PlotextPlot(id=f"chart-{spec.name}", classes="round-chart")
-            keymap = getattr(self.app, "user_keymap", None) or {}
-            yield Static(f"{dialog_hint('charts', keymap)} · {self.HINT}", classes="dialog-hint")
+            yield Static(f"{dialog_hint('charts', keymap_of(self))} · {self.HINT}",
+                         classes="dialog-hint")
 
     def on_resize(self) -> None:
         self.fit_rows()

@@ -6,7 +6,7 @@ docs/tui.md (between `<!-- keys:start -->` and `<!-- keys:end -->`, checked by a
 
 Every binding has an id (`Key.id`; the dialogs' keys, `DIALOG_KEYS`, too), so a user's
 keymap (tui/keymap.py) can move it to other keys; the help screen shows the keys in
-effect. F1 and F3, which have no second key, are in the palette too (Ctrl+P), like every
+effect, and every dialog's hint the keys of the app's keymap (`keymap_of`). F1 and F3, which have no second key, are in the palette too (Ctrl+P), like every
 other F-key action. The default keys avoid the ones
 desktops take, or have a second binding: F9-F12 (k and temperature; GNOME takes F10 and
 F11, macOS laptops use them as media keys) also answer to Alt+Down/Up and Alt+Left/Right.
@@ -24,9 +24,12 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from textual.binding import Binding
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
 
 TABLE_START, TABLE_END = "<!-- keys:start -->", "<!-- keys:end -->"
 
@@ -247,6 +250,11 @@ def dialog_table(keymap: dict[str, str] | None = None, ids: bool = False) -> str
     header = "| dialog | key | what it does |" + (" id |\n|---|---|---|---|" if ids
                                                    else "\n|---|---|---|")
     return header + "\n" + "\n".join(row(key) for key in DIALOG_KEYS)
+
+
+def keymap_of(screen: Screen) -> dict[str, str]:
+    """The user's keymap in effect in the screen's app (binding id -> keys)."""
+    return getattr(screen.app, "user_keymap", None) or {}
 
 
 def dialog_hint(dialog: str, keymap: dict[str, str] | None = None) -> str:

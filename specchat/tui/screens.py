@@ -15,13 +15,7 @@ from textual.widgets import Button, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from specchat.history.store import SavedConversation
-from specchat.tui.keys import dialog_bindings, dialog_hint, help_markdown
-
-
-
-def keymap_of(screen: ModalScreen) -> dict[str, str]:
-    """The user's keymap in effect in the app (binding id -> keys)."""
-    return getattr(screen.app, "user_keymap", None) or {}
+from specchat.tui.keys import dialog_bindings, dialog_hint, help_markdown, keymap_of
 
 
 class HelpScreen(ModalScreen[None]):
