@@ -234,22 +234,24 @@ def key_table(keys: tuple[Key, ...] = KEYS, keymap: dict[str, str] | None = None
               ids: bool = False) -> str:
     """The Markdown table of every key and what it does (help screen, README, docs); with
     `ids`, each binding's id for keymap.toml."""
-    def row(key: Key) -> str:
-        return f"| {shown_keys(key, keymap)} | {key.help} |" + (f" {id_cell(key)} |" if ids else "")
-
-    header = "| key | what it does |" + (" id |\n|---|---|---|" if ids else "\n|---|---|")
-    return header + "\n" + "\n".join(row(key) for key in keys)
+    rows = [[shown_keys(key, keymap), key.help] for key in keys]
+    return keys_markdown(["key", "what it does"], rows, keys, ids)
 
 
 def dialog_table(keymap: dict[str, str] | None = None, ids: bool = False) -> str:
     """The Markdown table of the dialogs' keys."""
-    def row(key: DialogKey) -> str:
-        return (f"| {key.dialog} | {shown_keys(key, keymap)} | {key.help} |"
-                + (f" {id_cell(key)} |" if ids else ""))
+    rows = [[key.dialog, shown_keys(key, keymap), key.help] for key in DIALOG_KEYS]
+    return keys_markdown(["dialog", "key", "what it does"], rows, DIALOG_KEYS, ids)
 
-    header = "| dialog | key | what it does |" + (" id |\n|---|---|---|---|" if ids
-                                                   else "\n|---|---|---|")
-    return header + "\n" + "\n".join(row(key) for key in DIALOG_KEYS)
+
+def keys_markdown(columns: list[str], rows: list[list[str]],
+                  keys: tuple[Key, ...] | tuple[DialogKey, ...], ids: bool) -> str:
+    """A Markdown table with a row of cells per key; with `ids`, a last column of each key's
+    binding id (for keymap.toml)."""
+    if ids:
+        columns, rows = [*columns, "id"], [[*row, id_cell(key)] for row, key in zip(rows, keys)]
+    header = f"| {' | '.join(columns)} |\n|" + "---|" * len(columns)
+    return header + "\n" + "\n".join(f"| {' | '.join(row)} |" for row in rows)
 
 
 def keymap_of(screen: Screen) -> dict[str, str]:
