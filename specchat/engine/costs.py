@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 from specchat.engine.params import K_MAX, SamplingParams
@@ -197,7 +198,17 @@ class Costs:
     def verify_seconds(self, width: int) -> float:
         """Seconds of a verify of `width` tokens: timed, or extended from the timed widths
         (`extended`: beyond the widest, along the line through the widest few)."""
-        return extended(self.verify_s, width)
+        table = self._verify_table
+        return table[width] if width in table else extended(self.verify_s, width)
+
+    @cached_property
+    def _verify_table(self) -> dict[int, float]:
+        """`extended` at every width a decoder verifies (WIDTHS: 1..K_MAX + 1), worked out
+        once per `Costs`: adaptive k asks for them every round, and each width beyond the
+        timed ones would fit the extension line again. (A frozen dataclass without slots:
+        the table lives in the instance's __dict__, outside the fields that eq and
+        replace see.)"""
+        return {width: extended(self.verify_s, width) for width in WIDTHS}
 
     def v(self, width: int) -> float:
         """v(n): a verify of `width` tokens relative to a plain step (`verify_seconds`)."""
