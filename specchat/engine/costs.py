@@ -166,11 +166,10 @@ def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | 
     return lambda repeats, clock: median_seconds(propose, repeats, sequence.device, clock) / K_MAX
 
 
-def draft_step_cost(drafter, context: list[int], repeats: int = 5,
-                    clock: Clock = time.perf_counter) -> float:
+def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
     """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
     timer = draft_timer(drafter, context)
-    return 0.0 if timer is None else timer(repeats, clock)
+    return 0.0 if timer is None else timer(repeats, time.perf_counter)
 
 
 @dataclass(frozen=True)
@@ -229,10 +228,10 @@ class Costs:
 def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5,
                   no_drafter: float | None = 0.0) -> Costs:
     """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
-    where `drafter` is None: 0.0 for plain decoding's free "draft", None for none)."""
-    verify = verify_costs(target, context, widths, repeats=repeats)
-    draft = no_drafter if drafter is None else draft_step_cost(drafter, context, repeats)
-    return Costs.of(verify, draft)
+    where `drafter` is None: 0.0 for plain decoding's free "draft", None for none): one
+    round of `time_rounds`, each cost the median of its `repeats` forwards."""
+    return time_rounds(target, drafter, context, widths, rounds=1, repeats=repeats,
+                       no_drafter=no_drafter).costs
 
 
 ROUNDS = 5
