@@ -99,8 +99,7 @@ class StepTimer:
         return median_seconds(lambda: self.step(width), repeats, self.model.device, clock)
 
 
-def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5,
-                 clock: Clock = time.perf_counter) -> dict[int, float]:
+def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time.
 
     Each width's repeats run back to back, as decoding runs them (llama.cpp reuses its
@@ -109,7 +108,7 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5,
     cheaper than a narrower one (under a parallel test run a 2-token verify once read 0.11
     of a one-token step)."""
     timer = StepTimer(model, context, widths)
-    return monotone({w: timer.seconds(w, repeats, clock) for w in widths})
+    return monotone({w: timer.seconds(w, repeats) for w in widths})
 
 
 def monotone(costs: dict[int, float]) -> dict[int, float]:
@@ -266,7 +265,8 @@ class TimedCosts:
 def time_rounds(target, drafter, context: list[int], widths=WIDTHS, rounds: int = ROUNDS,
                 repeats: int = 3, no_drafter: float | None = 0.0,
                 clock: Clock = time.perf_counter) -> TimedCosts:
-    """Like `measure_costs`, with each model warmed up first and the timings interleaved:
+    """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
+    where `drafter` is None), with each model warmed up first and the timings interleaved:
     `rounds` times over, every width's `repeats` forwards and the draft's, so a burst of
     load on the machine lands in one round rather than in one width."""
     verify, draft = StepTimer(target, context, widths), draft_timer(drafter, context)
