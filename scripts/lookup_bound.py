@@ -27,7 +27,7 @@ import torch
 
 from specchat.bench.prompts import load_prompts, resolve_prompts_file
 from specchat.bench.runner import prompt_ids
-from specchat.engine.costs import PRIOR_WIDTHS, Costs
+from specchat.engine.costs import Costs
 from specchat.engine.decoder import Decoder, Round, Settings
 from specchat.models.config.pairs import load_catalog
 from specchat.models.loader import load_pair
@@ -80,7 +80,7 @@ def given_costs(text: str) -> Costs:
 def measured_costs(pair) -> Costs:
     from specchat.chat.calibrate import measure_prior
 
-    return measure_prior(pair, PRIOR_WIDTHS, repeats=5)
+    return measure_prior(pair, repeats=5)
 
 
 def main(argv: list[str] | None = None) -> None:

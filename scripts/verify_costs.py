@@ -30,12 +30,9 @@ def context_ids(tokenizer, count: int, prompts: Path | None) -> list[int]:
 
 def torch_report(pair, context: list[int], repeats: int) -> dict:
     from specchat.bench.llamacpp_profile import cost_report
-    from specchat.engine.costs import WIDTHS, Costs, draft_step_cost, verify_costs
+    from specchat.bench.profile import measure_costs
 
-    from specchat.chat.decoding import drafter_for
-
-    verify = verify_costs(pair.target, context, widths=WIDTHS, repeats=repeats)
-    return cost_report(Costs(verify[1], draft_step_cost(drafter_for(pair), context, repeats), verify))
+    return cost_report(measure_costs(pair, context, repeats))
 
 
 def llamacpp_report(pair, context: list[int], threads: int, repeats: int) -> dict:

@@ -1,6 +1,7 @@
 """Text tables for a benchmark report (the dict `tables.build_tables` returns):
 one row per prompt, then one per category and the total. Plain text, no colour,
-so the output pastes into docs/benchmarks.md as is.
+so the output pastes into docs/benchmarks.md as is. Also how a report's numbers are
+rounded (`rounded`: the tables' and the sweep's). Standard library only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def short_ratio(ratio: str) -> str:
 
 def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def rounded(value: float | None, digits: int = 3) -> float | None:
+    """`value` rounded as a report stores it; None stays None."""
+    return None if value is None else round(value, digits)
 
 
 def header_row(keys: list[str]) -> list[str]:

@@ -2,8 +2,8 @@
 
 `llamacpp_costs` measures, as engine/costs.py's `Costs`: one evaluation of n tokens
 with logits for all n after a context (200 tokens by default), for every fixed k's
-n = k + 1 (engine.costs.WIDTHS), the cache cut back each time, timed by the engine's
-timer (`forward_seconds`), and the draft's one-token step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). The report gives the
+n = k + 1 (engine.costs.WIDTHS), after the context evaluated once and the cache cut back
+to it each time, timed by the engine's timer (`forward_timer`), and the draft's one-token step (a GGUF draft on llama.cpp, or specchat's n-gram lookup). The report gives the
 break-even α of each k (theory.break_even_alpha: the per-token acceptance above which
 speculation with draft length k beats plain decoding; 0 when even α = 0 pays, None
 when no α can). `cost_table` prints backends side by side.
@@ -13,7 +13,7 @@ Knows nothing about `bench`'s arms or reports.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from specchat.engine.costs import WIDTHS, Costs, draft_step_cost, filler_ids, median_seconds
 from specchat.engine.theory import break_even_alpha
@@ -22,14 +22,27 @@ from specchat.engine.theory import break_even_alpha
 BREAK_EVEN_KS = (1, 2, 3, 4)
 
 
-def forward_seconds(llm: Any, context: list[int], width: int, repeats: int = 5) -> float:
-    """Median seconds of one llama.cpp evaluation of `width` tokens after `context` (logits
-    for all; `llm` opened with logits_all=True), after one untimed warm-up evaluation."""
+def forward_timer(llm: Any, context: list[int]) -> Callable[[int, int], float]:
+    """seconds(width, repeats): the median seconds of one llama.cpp evaluation of `width`
+    tokens after `context` (logits for all; `llm` opened with logits_all=True), after one
+    untimed warm-up evaluation. The context is evaluated once, now: every evaluation, of
+    any width, starts from it alone (the cache is cut back to it after each)."""
     from specchat.models.llamacpp.baselines import evaluation
 
-    evaluate = evaluation(llm, context, filler_ids(context, width))
-    evaluate()
-    return median_seconds(evaluate, repeats)
+    evaluate = evaluation(llm, context)
+
+    def seconds(width: int, repeats: int) -> float:
+        ids = filler_ids(context, width)
+        evaluate(ids)
+        return median_seconds(lambda: evaluate(ids), repeats)
+
+    return seconds
+
+
+def forward_seconds(llm: Any, context: list[int], width: int, repeats: int = 5) -> float:
+    """Median seconds of one llama.cpp evaluation of `width` tokens after `context`
+    (`forward_timer`)."""
+    return forward_timer(llm, context)(width, repeats)
 
 
 def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path | None = None,
@@ -40,7 +53,8 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
 
     n_ctx = len(context) + max(widths) + 16
     llm = open_llama(target, threads, n_ctx=n_ctx, logits_all=True)
-    verify = {w: forward_seconds(llm, context, w, repeats) for w in widths}
+    seconds = forward_timer(llm, context)
+    verify = {w: seconds(w, repeats) for w in widths}
     if draft is not None:
         small = open_llama(draft, threads, n_ctx=n_ctx, logits_all=True)
         draft_s = forward_seconds(small, context, 1, repeats)

@@ -18,6 +18,7 @@ import torch
 
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Finished
+from specchat.engine.costs import synchronize
 
 if TYPE_CHECKING:
     from specchat.chat.pair import Pair
@@ -95,8 +96,7 @@ def measure_overhead(pair: Pair, settings: Settings, prompts: list[list[int]], m
     result = OverheadResult()
     for ids in prompts:
         decoder = decoder_for(pair, speculate, wrap, settings)
-        if pair.target.device.type == "cuda":
-            torch.cuda.synchronize(pair.target.device)
+        synchronize(pair.target.device)
         started = time.perf_counter()
         for event in decoder.generate(ids, settings, max_new_tokens):
             if isinstance(event, Finished):

@@ -4,7 +4,7 @@ equally often and follows every other arm equally often), after one warm-up answ
 arm. A plain rotation gave each arm the same predecessor every time, and an arm pays for
 what ran before it: specchat's arm, always after llama-cpp-python's own `generate`, read
 3% slower than the identical target-only arm beside it. With repeats, each prompt is answered that many times by
-every arm, interleaved (the rotation goes on between repeats), and each arm keeps its
+every arm, interleaved (the design's orders go on between repeats), and each arm keeps its
 run of median time: on a shared machine single timings scatter by a quarter, and a
 median of interleaved runs is what a ratio between arms can stand on.
 
@@ -107,7 +107,7 @@ def run_prompts(arms: Sequence[Arm], tokenizer: Any, prompts: Sequence[BenchProm
 
 def answer_once(arms: Sequence[Arm], ids: list[int], max_new_tokens: int, turn: int,
                 runs: dict[str, list[ArmRun]]) -> None:
-    """Every arm answers `ids` once, in the rotation's order for `turn`; arms that follow
+    """Every arm answers `ids` once, in the design's order for `turn`; arms that follow
     the reference answer for as many tokens as it did."""
     answering = [arm for arm in arms if not getattr(arm, "follows_reference", False)]
     for arm in rotated(answering, turn):

@@ -6,7 +6,7 @@ each category and how close "auto" comes to it. Reads the tables that
 
 from __future__ import annotations
 
-from specchat.bench.format import SHORT, fmt, table
+from specchat.bench.format import SHORT, fmt, rounded, table
 from specchat.engine.theory import measured_speedup
 
 
@@ -42,10 +42,6 @@ def llama_ratios(rate: dict, fixed: list[str]) -> dict:
     if rate.get("llama_bench") and rate.get("target"):
         out["target_vs_llama_bench"] = rounded(measured_speedup(rate["target"], rate["llama_bench"]))
     return out
-
-
-def rounded(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio, 3)
 
 
 def sweep_section(tables: dict) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from specchat.bench.format import rounded
 from specchat.bench.runner import REFERENCE, PromptResult
 from specchat.engine.stats import SpecStats
 from specchat.engine.theory import measured_speedup
@@ -56,10 +57,6 @@ def counts(runs: Sequence[ArmRun]) -> SpecStats:
     return SpecStats(rounds=sum(r.rounds for r in runs), drafted=sum(r.drafted for r in runs),
                      accepted=sum(r.accepted for r in runs),
                      tokens=sum(r.token_count for r in runs))
-
-
-def rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
 
 
 def outside_llama(runs: Sequence[ArmRun], seconds: float, tokens: int) -> float | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 from specchat.engine.params import K_MAX, SamplingParams
@@ -98,8 +99,7 @@ class StepTimer:
         return median_seconds(lambda: self.step(width), repeats, self.model.device, clock)
 
 
-def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5,
-                 clock: Clock = time.perf_counter) -> dict[int, float]:
+def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time.
 
     Each width's repeats run back to back, as decoding runs them (llama.cpp reuses its
@@ -108,7 +108,7 @@ def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5,
     cheaper than a narrower one (under a parallel test run a 2-token verify once read 0.11
     of a one-token step)."""
     timer = StepTimer(model, context, widths)
-    return monotone({w: timer.seconds(w, repeats, clock) for w in widths})
+    return monotone({w: timer.seconds(w, repeats) for w in widths})
 
 
 def monotone(costs: dict[int, float]) -> dict[int, float]:
@@ -165,11 +165,10 @@ def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | 
     return lambda repeats, clock: median_seconds(propose, repeats, sequence.device, clock) / K_MAX
 
 
-def draft_step_cost(drafter, context: list[int], repeats: int = 5,
-                    clock: Clock = time.perf_counter) -> float:
+def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
     """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
     timer = draft_timer(drafter, context)
-    return 0.0 if timer is None else timer(repeats, clock)
+    return 0.0 if timer is None else timer(repeats, time.perf_counter)
 
 
 @dataclass(frozen=True)
@@ -197,7 +196,17 @@ class Costs:
     def verify_seconds(self, width: int) -> float:
         """Seconds of a verify of `width` tokens: timed, or extended from the timed widths
         (`extended`: beyond the widest, along the line through the widest few)."""
-        return extended(self.verify_s, width)
+        table = self._verify_table
+        return table[width] if width in table else extended(self.verify_s, width)
+
+    @cached_property
+    def _verify_table(self) -> dict[int, float]:
+        """`extended` at every width a decoder verifies (WIDTHS: 1..K_MAX + 1), worked out
+        once per `Costs`: adaptive k asks for them every round, and each width beyond the
+        timed ones would fit the extension line again. (A frozen dataclass without slots:
+        the table lives in the instance's __dict__, outside the fields that eq and
+        replace see.)"""
+        return {width: extended(self.verify_s, width) for width in WIDTHS}
 
     def v(self, width: int) -> float:
         """v(n): a verify of `width` tokens relative to a plain step (`verify_seconds`)."""
@@ -218,10 +227,10 @@ class Costs:
 def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5,
                   no_drafter: float | None = 0.0) -> Costs:
     """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
-    where `drafter` is None: 0.0 for plain decoding's free "draft", None for none)."""
-    verify = verify_costs(target, context, widths, repeats=repeats)
-    draft = no_drafter if drafter is None else draft_step_cost(drafter, context, repeats)
-    return Costs.of(verify, draft)
+    where `drafter` is None: 0.0 for plain decoding's free "draft", None for none): one
+    round of `time_rounds`, each cost the median of its `repeats` forwards."""
+    return time_rounds(target, drafter, context, widths, rounds=1, repeats=repeats,
+                       no_drafter=no_drafter).costs
 
 
 ROUNDS = 5
@@ -256,7 +265,8 @@ class TimedCosts:
 def time_rounds(target, drafter, context: list[int], widths=WIDTHS, rounds: int = ROUNDS,
                 repeats: int = 3, no_drafter: float | None = 0.0,
                 clock: Clock = time.perf_counter) -> TimedCosts:
-    """Like `measure_costs`, with each model warmed up first and the timings interleaved:
+    """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
+    where `drafter` is None), with each model warmed up first and the timings interleaved:
     `rounds` times over, every width's `repeats` forwards and the draft's, so a burst of
     load on the machine lands in one round rather than in one width."""
     verify, draft = StepTimer(target, context, widths), draft_timer(drafter, context)

@@ -38,8 +38,22 @@ class SamplingParams:
         return self.temperature < MIN_TEMPERATURE
 
 
+class Limit:
+    """What `Bound` and `RealBound` share: a value's problem as a message after the knob's
+    name. A subclass says what the problem is (`problem`)."""
+
+    def problem(self, value: object) -> str | None:
+        raise NotImplementedError
+
+    def message(self, name: str, value: object) -> str | None:
+        """The problem with `value` after the knob's name as the user wrote it ("-k",
+        "'top_p'")."""
+        problem = self.problem(value)
+        return None if problem is None else f"{name}: {problem}"
+
+
 @dataclass(frozen=True)
-class Bound:
+class Bound(Limit):
     """The allowed range of a whole-number knob, and what is wrong with a value outside it."""
 
     low: int
@@ -63,14 +77,9 @@ class Bound:
             return f"{value} is out of range (allowed: {self.allowed()})"
         return None
 
-    def message(self, name: str, value: object) -> str | None:
-        """The problem with `value` after the knob's name as the user wrote it ("-k", "'k'")."""
-        problem = self.problem(value)
-        return None if problem is None else f"{name}: {problem}"
-
 
 @dataclass(frozen=True)
-class RealBound:
+class RealBound(Limit):
     """The allowed range of a real-number knob: a finite number from `low` (excluded where
     `low_open`) up to `high`, and what is wrong with a value outside it (nan and inf are)."""
 
@@ -99,12 +108,6 @@ class RealBound:
         if below or (self.high is not None and value > self.high):
             return f"{value:g} is out of range (allowed: {self.allowed()})"
         return None
-
-    def message(self, name: str, value: object) -> str | None:
-        """The problem with `value` after the knob's name as the user wrote it
-        ("--top-p", "'top_p'")."""
-        problem = self.problem(value)
-        return None if problem is None else f"{name}: {problem}"
 
 
 TEMPERATURE = RealBound(0.0, None, note="0 is greedy")

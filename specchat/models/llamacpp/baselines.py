@@ -13,9 +13,9 @@
   its cache reused across rounds by the bindings' prefix match).
 - `speculation_incompatibility`: llama.cpp's own check that a draft may serve a
   target (common/speculative.cpp), ported through the bindings' vocabulary calls.
-- `evaluation`: one evaluation of n tokens with logits for all n after a context, the
-  cache cut back after it: what a verify does on llama.cpp, for bench/llamacpp_profile.py
-  to time with the engine's timer (engine/costs.py).
+- `evaluation`: evaluations of n tokens with logits for all n after a context evaluated
+  once, the cache cut back after each: what a verify does on llama.cpp, for
+  bench/llamacpp_profile.py to time with the engine's timer (engine/costs.py).
 
 Sampling settings are the engine's `SamplingParams` (engine/params.py, torch-free); knows
 nothing else about specchat's engine, nor about reports.
@@ -131,18 +131,18 @@ def speculation_incompatibility(target, draft) -> str | None:
     return None
 
 
-def evaluation(llm, context: Sequence[int], ids: Sequence[int]) -> Callable[[], None]:
-    """A call that evaluates `ids` (logits for all) after `context`, which is evaluated now.
+def evaluation(llm, context: Sequence[int]) -> Callable[[list[int]], None]:
+    """A call that evaluates its ids (logits for all) after `context`, which is evaluated now.
 
     `llm` must be opened with logits_all=True. The call cuts the cache back to the context
-    after each evaluation (the bindings' eval removes cells past `n_tokens`), so it can be
-    repeated.
+    after each evaluation (the bindings' eval removes cells past `n_tokens`), so every call,
+    of any ids, starts from the context alone.
     """
     llm.reset()
     llm.eval(list(context))
-    base, ids = llm.n_tokens, list(ids)
+    base = llm.n_tokens
 
-    def evaluate() -> None:
+    def evaluate(ids: list[int]) -> None:
         llm.eval(ids)
         llm.n_tokens = base
 
