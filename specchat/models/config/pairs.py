@@ -204,7 +204,8 @@ def _typed(where: str, key: str, value):
 
 
 def validate_pair(pair: PairConfig, where: str) -> None:
-    """Range checks shared by config files and command-line overrides."""
+    """Range checks of a pair as models.toml gives it, against engine/params.py's bounds
+    (the command line's click types check its flags against the same bounds)."""
     values = {"k": pair.k, "top_k": pair.sampling.top_k, "ngram_n": pair.ngram_n,
               "threads": pair.threads, "gpu_layers": pair.gpu_layers}
     problems = [BOUNDS[key].message(f"'{key}'", value) for key, value in values.items()]
