@@ -24,7 +24,7 @@ import click
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, max_new_tokens_option, pair_option,
                                        temperature_option)
-from specchat.engine.costs import PRIOR_K_MAX
+from specchat.engine.params import PRIOR_K_MAX
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
