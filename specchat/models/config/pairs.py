@@ -221,6 +221,12 @@ def validate_pair(pair: PairConfig, where: str) -> None:
 
 
 def _valid_device(device: str) -> bool:
-    if device in ("auto", "cpu", "cuda"):
-        return True
-    return device.startswith("cuda:") and device[5:].isdigit()
+    return device in ("auto", "cpu", "cuda") or cuda_index(device) is not None
+
+
+def cuda_index(device: str) -> int | None:
+    """N of a device "cuda:N" (the GPU llama.cpp puts the whole model on); None otherwise.
+    ASCII digits only: "cuda:²" passes str.isdigit but not int(), and "cuda:٣" passes int()
+    but not torch.device."""
+    prefix, _, index = device.partition(":")
+    return int(index) if prefix == "cuda" and index.isascii() and index.isdecimal() else None
