@@ -144,13 +144,10 @@ class Setup:
 
     def load(self, dtype: str | None):
         from specchat.bench.modes import load
-        from specchat.commands.progress import LoadingNotes
+        from specchat.commands.progress import loading_notes
 
-        notes = LoadingNotes()
-        try:
+        with loading_notes() as notes:
             return load(self.pair_config, dtype, notes)
-        finally:
-            notes.close()
 
 
 def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None,
