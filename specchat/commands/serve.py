@@ -45,7 +45,8 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
 
     config_file = config_file or (ctx.obj or {}).get("config")
     check_choices(pair_name, theme, config_file, demo_rate)
-    public_url = public_url and checked_public_url(public_url)
+    if public_url is not None:  # "" too: no URL a browser opens
+        public_url = checked_public_url(public_url)
     server_class = textual_server()
     check_port(host, port)
     command = chat_command(pair_name, theme, k, config_file, demo_rate)
