@@ -128,11 +128,10 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
     catalog = load_catalog(config_from(ctx, config_file))
     if check_name is not None:
         from specchat.commands.advice import check_lines
-        from specchat.commands.progress import LoadingNotes
+        from specchat.commands.progress import loading_notes
 
-        notes = LoadingNotes()
-        lines = check_lines(catalog.get(check_name), measure, notes)
-        notes.close()
+        with loading_notes() as notes:
+            lines = check_lines(catalog.get(check_name), measure, notes)
         for line in lines:
             click.echo(line)
         return

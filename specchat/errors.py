@@ -1,6 +1,11 @@
 """Errors a user can act on: each carries a one-line message naming what is wrong
 and what to do. The CLI prints the message and exits with status 2.
 
+Also the one wording of a damaged weights file, shared by the GGUF and the safetensors
+checks (models/gguf/integrity.py, models/torch_backend/safetensors_check.py), which live in
+rooms that may not import each other: `DamagedWeights` from their header readers, made a
+one-line `ModelNotFound` by `damaged`, and `check_whole` for a file smaller than its tensors.
+
 This module is a leaf: it imports nothing from specchat, so every layer may use it.
 """
 
@@ -31,3 +36,21 @@ class ContextFull(SpecchatError):
 
 class OutOfMemory(SpecchatError):
     """A model, or a round of decoding, that does not fit in the memory there is."""
+
+
+class DamagedWeights(ValueError):
+    """A weights file whose header declares more than the file holds (cut short, or a garbage
+    length or count); its message says what, and `damaged` makes it a user's error. A
+    ValueError, so a reader that only estimates sizes skips such a file like any bad one."""
+
+
+def damaged(where: str, detail: object) -> ModelNotFound:
+    """The one-line error of a weights file cut short or spoiled: `where` ("cannot load
+    X"), what is wrong (`detail`), and what to do."""
+    return ModelNotFound(f"{where}: truncated or corrupt: {detail}: download or copy it again")
+
+
+def check_whole(where: str, needed: int, actual: int) -> None:
+    """A `damaged` error where a file of `actual` bytes is smaller than its tensors need."""
+    if actual < needed:
+        raise damaged(where, f"its tensors need {needed:,} bytes, the file has {actual:,}")

@@ -176,6 +176,8 @@ def test_out_of_range_decoding_values(tiny_config, args, fragment):
     ('top_p = 2.0', "'top_p': 2 is out of range (allowed: above 0, up to 1)"),
     ('dtype = "float8"', "'dtype' must be one of"),
     ('device = "tpu"', "'device' must be"),
+    ('device = "cuda:²"', "'device' must be"),  # a digit to str.isdigit, none to int()
+    ('device = "cuda:٣"', "'device' must be"),  # a number to int(), none to torch.device
     ('quantization = "3bit"', "'quantization' must be one of"),
     ('k = "four"', "'k': 'four' is not a whole number"),
 ])

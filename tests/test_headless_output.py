@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from specchat.chat.events import TokenSpan
@@ -85,3 +86,17 @@ def test_distill_progress_lines_name_the_phase(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("teacher tokens 0/10") and lines[1].startswith("teacher tokens 5/10")
     assert lines[-1] == "training"
+
+
+def test_loading_notes_stop_their_spinner_when_the_block_raises():
+    """`pairs --check` and `bench` load under `loading_notes`: an error while a note runs
+    stops rich's live display instead of leaving it drawing under the error message."""
+    from specchat.commands.progress import loading_notes
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=120, color_system=None)
+    with pytest.raises(RuntimeError), loading_notes(console) as notes:
+        notes("loading the target")
+        progress = notes.current.progress
+        assert progress.live.is_started
+        raise RuntimeError("the load failed")
+    assert notes.current is None and not progress.live.is_started

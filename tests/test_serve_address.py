@@ -92,7 +92,7 @@ def test_public_url_is_the_address_every_page_names(tmp_path):
     assert "open https://talk.example.org (Ctrl+C stops)" in stderr
 
 
-@pytest.mark.parametrize("url", ["0.0.0.0:8000", "ftp://host/", "http://", "http://h/?x=1"])
+@pytest.mark.parametrize("url", ["0.0.0.0:8000", "ftp://host/", "http://", "http://h/?x=1", ""])
 def test_a_public_url_a_browser_cannot_open_is_one_line_before_serving(url):
     result = CliRunner().invoke(main, ["serve", "--demo", "5", "--public-url", url])
     assert result.exit_code == 2, result.output

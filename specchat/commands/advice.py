@@ -24,6 +24,7 @@ about the TUI; imports no transformers (the models layer does).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
@@ -47,9 +48,14 @@ Alphas = list[tuple[float, str]]
 """(α, where it came from) pairs the verdicts are shown at."""
 
 
+def fixed_k(pair: Pair) -> int | None:
+    """The pair's fixed draft length, or None for k = "auto" (and for k = 0)."""
+    return pair.k if isinstance(pair.k, int) and pair.k > 0 else None
+
+
 def k_max_of(pair: Pair) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
-    return pair.k if isinstance(pair.k, int) and pair.k > 0 else K_MAX
+    return fixed_k(pair) or K_MAX
 
 
 def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) -> Costs:
@@ -60,12 +66,10 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
 
 
 def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: float | None,
-                   clock: Clock | None = None) -> tuple[TimedCosts, str | None]:
+                   clock: Clock = time.perf_counter) -> tuple[TimedCosts, str | None]:
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
     why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
     (wider verifies are extended from them, as k = "auto" extends them)."""
-    import time
-
     from specchat.chat.calibrate import prior_context
     from specchat.chat.decoding import drafter_for
     from specchat.engine.costs import steady_costs, time_rounds
@@ -73,11 +77,11 @@ def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: floa
 
     loaded = load_pair(pair, progress=progress)
     context, drafter = prior_context(loaded), drafter_for(loaded)
-    fixed = isinstance(pair.k, int) and pair.k > 0
-    widths = range(1, pair.k + 2) if fixed else PRIOR_WIDTHS
+    k = fixed_k(pair)
+    widths = range(1, k + 2) if k else PRIOR_WIDTHS
     progress("timing the pair's forwards (a minute on a small CPU)")
     measure = lambda: time_rounds(loaded.target, drafter, context, widths,  # noqa: E731
-                                  MEASURE_ROUNDS, MEASURE_REPEATS, None, clock or time.perf_counter)
+                                  MEASURE_ROUNDS, MEASURE_REPEATS, None, clock)
     return steady_costs(measure, expected_c, MEASURE_ATTEMPTS)
 
 
@@ -187,7 +191,7 @@ def alphas_for(alpha: float | None, why: str) -> Alphas:
 
 
 def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
-                None] = lambda _: None, clock: Clock | None = None) -> list[str]:
+                None] = lambda _: None, clock: Clock = time.perf_counter) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine (`clock`: the timer
     of --measure's timings)."""
     facts = pair_facts(pair, progress)

@@ -24,7 +24,7 @@ import click
 from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
                                        load_pair_config, max_new_tokens_option, pair_option,
                                        temperature_option)
-from specchat.engine.costs import PRIOR_K_MAX
+from specchat.engine.params import PRIOR_K_MAX
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
@@ -144,13 +144,10 @@ class Setup:
 
     def load(self, dtype: str | None):
         from specchat.bench.modes import load
-        from specchat.commands.progress import LoadingNotes
+        from specchat.commands.progress import loading_notes
 
-        notes = LoadingNotes()
-        try:
+        with loading_notes() as notes:
             return load(self.pair_config, dtype, notes)
-        finally:
-            notes.close()
 
 
 def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None,

@@ -1,8 +1,9 @@
 """Command-line options shared by run, chat and bench, and applying them to a pair.
 
-Range checks reuse the owners' (engine/params.py's bounds, the config module's
-sampling checks), so a bad value reads the same whether it came from models.toml or the
-command line, and names the flag and the allowed range. Text the user hands over (the
+Range checks are the click types `WholeNumber` and `RealNumber` over engine/params.py's
+bounds (those models/config/pairs.py checks models.toml's keys against), so a bad value
+reads the same whether it came from models.toml or the command line, names the flag and the
+allowed range, and is refused before anything runs. Text the user hands over (the
 prompt, --system, stdin) is made valid UTF-8 here: bytes that are not become U+FFFD, and
 stderr says so before anything loads.
 """
@@ -18,7 +19,6 @@ import click
 
 from specchat.engine.params import (DRAFT_LENGTH, MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, Bound,
                                     RealBound)
-from specchat.errors import UsageError
 from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig
 
 
@@ -152,13 +152,8 @@ def backend_option(function: Callable):
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
-    """The pair with command-line values in place of its own, range-checked (also by their
-    click types, `WholeNumber` and `RealNumber`, before anything else runs)."""
-    given = (("--temperature", TEMPERATURE, temperature), ("--top-p", TOP_P, top_p))
-    problem = next((bound.message(flag, value) for flag, bound, value in given
-                    if value is not None and bound.problem(value)), None)
-    if problem:
-        raise UsageError(problem)
+    """The pair with command-line values in place of its own (None: the pair's own). The
+    values come range-checked by their click types (`WholeNumber`, `RealNumber`)."""
     sampling = {name: value for name, value in
                 (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
                 if value is not None}

@@ -119,3 +119,14 @@ class LoadingNotes:
         if self.current is not None:
             self.current.close()
             self.current = None
+
+
+@contextmanager
+def loading_notes(console: Console | None = None, prefix: str = "") -> Iterator[LoadingNotes]:
+    """`LoadingNotes` for a block, its spinner stopped however the block ends (an error that
+    skipped `close` left rich's live display running under the error message)."""
+    notes = LoadingNotes(console, prefix)
+    try:
+        yield notes
+    finally:
+        notes.close()

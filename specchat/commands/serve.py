@@ -5,7 +5,8 @@ browser tab and streams it to the page over a WebSocket; every tab is its own ch
 process, with its own models. It binds to 127.0.0.1 unless --host says otherwise: whoever
 reaches the page runs models on this machine. The pair and theme are checked here, before
 the server starts, so a typo is one line instead of an error page in every tab. What URLs
-the page names (never the bind address 0.0.0.0) is serve_address.py's.
+the page names (never the bind address 0.0.0.0) is serve_address.py's, imported when
+`serve` runs (it pulls in socket, which no other command needs at start-up).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pathlib import Path
 import click
 
 from specchat.commands.options import k_option, pair_option, theme_option
-from specchat.commands.serve_address import (LOOPBACK, WILDCARD, checked_public_url, http_url,
-                                             origin_following, reachable_host)
 from specchat.errors import UsageError
 
 
@@ -41,9 +40,13 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
           host: str, port: int, public_url: str | None, demo_rate: float | None,
           config_file: Path | None) -> None:
     """Serve the live chat to a browser (textual-serve): each tab is its own chat."""
+    from specchat.commands.serve_address import (checked_public_url, http_url, origin_following,
+                                                 reachable_host)
+
     config_file = config_file or (ctx.obj or {}).get("config")
     check_choices(pair_name, theme, config_file, demo_rate)
-    public_url = public_url and checked_public_url(public_url)
+    if public_url is not None:  # "" too: no URL a browser opens
+        public_url = checked_public_url(public_url)
     server_class = textual_server()
     check_port(host, port)
     command = chat_command(pair_name, theme, k, config_file, demo_rate)
@@ -61,6 +64,8 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
 
 def say_where(host: str, port: int, open_url: str) -> None:
     """The URL to open (on stderr), and a warning when others can reach it."""
+    from specchat.commands.serve_address import LOOPBACK, WILDCARD, http_url
+
     loopback = "::1" if host == "::" else "127.0.0.1"
     here = f"; on this machine {http_url(loopback, port)}" if host in WILDCARD else ""
     click.echo(f"specchat: serving the chat: open {open_url}{here} (Ctrl+C stops)", err=True)

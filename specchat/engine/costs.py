@@ -18,20 +18,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
-from specchat.engine.params import K_MAX, SamplingParams
+from specchat.engine.params import K_MAX, PRIOR_K_MAX, SamplingParams
 
 if TYPE_CHECKING:
     import torch
 
 WIDTHS = tuple(range(1, K_MAX + 2))
 """Verify widths `bench profile` times: every fixed k's k + 1."""
-PRIOR_K_MAX = 8
-"""The longest draft whose verify is timed before an answer (the chat's calibration,
-k = "auto"'s prior in `run` and `bench`, `pairs --check` for an "auto" pair). Adaptive k
-still chooses up to K_MAX: a wider verify costs the line through the widest timed ones,
-extended (`Costs.verify_seconds`). Timing every width to K_MAX + 1 would take about three
-times as long (on a CPU a verify of n tokens costs about 0.6·n plain steps beyond n = 4:
-widths 10..17 cost twice 1..9 together) for draft lengths that rarely win."""
 PRIOR_WIDTHS = tuple(range(1, PRIOR_K_MAX + 2))
 """The verify widths timed before an answer: every k up to PRIOR_K_MAX, plus one."""
 EXTENSION_POINTS = 4

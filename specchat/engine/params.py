@@ -120,7 +120,16 @@ K_MAX = 16
 plain steps on every CPU, and acceptance of a 17th draft in a row is rare even for a
 same-family draft. The one maximum of k: the config file, -k, the chat's keys and palette,
 k = "auto" (engine/adaptive.py) and the theory's best k all use it. (Fewer verify widths
-are timed before an answer than k may reach: engine/costs.py's PRIOR_K_MAX, extended.)"""
+are timed before an answer than k may reach: PRIOR_K_MAX, extended.)"""
+PRIOR_K_MAX = 8
+"""The longest draft whose verify is timed before an answer (the chat's calibration,
+k = "auto"'s prior in `run` and `bench`, `pairs --check` for an "auto" pair; engine/costs.py
+times them). Adaptive k still chooses up to K_MAX: a wider verify costs the line through the
+widest timed ones, extended (`Costs.verify_seconds`). Timing every width to K_MAX + 1 would
+take about three times as long (on a CPU a verify of n tokens costs about 0.6·n plain steps
+beyond n = 4: widths 10..17 cost twice 1..9 together) for draft lengths that rarely win.
+Here, beside K_MAX, so that the commands' option defaults (`bench sweep --ks`) need not
+import the timing module."""
 AUTO_K_MAX = K_MAX
 """The same maximum under the name k = "auto"'s ceiling once had (it was 8): kept so that
 code importing it goes on working; new code uses K_MAX."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specchat.errors import PairError
-from specchat.models.config.pairs import PairConfig
+from specchat.models.config.pairs import PairConfig, cuda_index
 from specchat.models.config.refs import GGUF_KINDS, builtin_draft, parse_ref
 
 LLAMA_INSTALL = "pip install 'specchat[llama]' (or make install)"
@@ -135,12 +135,6 @@ def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
         return GpuLayers(-1, main_gpu), gpu, f"every layer on {where} (gpu_layers = \"all\"{chosen})"
     return (GpuLayers(int(pair.gpu_layers), main_gpu), gpu,
             f"{pair.gpu_layers} layers on {where} (gpu_layers{chosen})")
-
-
-def cuda_index(device: str) -> int | None:
-    """N of a device "cuda:N" (the GPU llama.cpp puts the whole model on); None otherwise."""
-    prefix, _, index = device.partition(":")
-    return int(index) if prefix == "cuda" and index.isdigit() else None
 
 
 def draft_backend(draft: str | None, target: str) -> str | None:

@@ -20,7 +20,7 @@ from specchat import paths
 from specchat.errors import ModelNotFound, OutOfMemory, PairError
 from specchat.models.config.hub import hub_folder, hub_model_folder
 from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, builtin_draft_gguf,
-                                         gguf_path, parse_ref)
+                                         builtin_gguf, gguf_path, parse_ref)
 from specchat.models.device.placement import Placement
 from specchat.models.gguf import cache as gguf_cache
 from specchat.models.llamacpp.model import LlamaCppModel
@@ -100,8 +100,6 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
 
 def gguf_file_of(ref: ModelRef, progress: Progress = lambda _: None) -> Path:
     """The GGUF file of a built-in model or a GGUF reference (an unknown built-in name fails)."""
-    from specchat.models.config.refs import builtin_gguf
-
     return gguf_path(ref, progress) or builtin_gguf(ref.value)
 
 

@@ -204,7 +204,8 @@ def _typed(where: str, key: str, value):
 
 
 def validate_pair(pair: PairConfig, where: str) -> None:
-    """Range checks shared by config files and command-line overrides."""
+    """Range checks of a pair as models.toml gives it, against engine/params.py's bounds
+    (the command line's click types check its flags against the same bounds)."""
     values = {"k": pair.k, "top_k": pair.sampling.top_k, "ngram_n": pair.ngram_n,
               "threads": pair.threads, "gpu_layers": pair.gpu_layers}
     problems = [BOUNDS[key].message(f"'{key}'", value) for key, value in values.items()]
@@ -220,6 +221,12 @@ def validate_pair(pair: PairConfig, where: str) -> None:
 
 
 def _valid_device(device: str) -> bool:
-    if device in ("auto", "cpu", "cuda"):
-        return True
-    return device.startswith("cuda:") and device[5:].isdigit()
+    return device in ("auto", "cpu", "cuda") or cuda_index(device) is not None
+
+
+def cuda_index(device: str) -> int | None:
+    """N of a device "cuda:N" (the GPU llama.cpp puts the whole model on); None otherwise.
+    ASCII digits only: "cuda:²" passes str.isdigit but not int(), and "cuda:٣" passes int()
+    but not torch.device."""
+    prefix, _, index = device.partition(":")
+    return int(index) if prefix == "cuda" and index.isascii() and index.isdecimal() else None

@@ -17,6 +17,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat.errors import DamagedWeights
+
 BYTES_PER_WEIGHT = {"none": None, "8bit": 1.0, "4bit": 0.5 + 4 / 64}
 """Storage of a quantized linear weight (4bit: nf4 nibble + a float32 absmax per 64)."""
 
@@ -74,23 +76,19 @@ def size_from_headers(files: list[Path]) -> ModelSize:
     return ModelSize(linear, other, "safetensors headers")
 
 
-class DamagedWeights(ValueError):
-    """A safetensors file whose header does not fit in it (cut short, or a garbage length)."""
-
-
 def safetensors_header(file: Path) -> tuple[dict, int]:
     """(the JSON header, where the data starts) of a safetensors file: the one reader of these
     headers. The declared length is capped by the file's size (a garbage one is named, never
-    allocated); a header that is no JSON object is a ValueError."""
+    allocated: `DamagedWeights`); a header that is no JSON object is a ValueError."""
     size = file.stat().st_size
     with open(file, "rb") as handle:
         head = handle.read(8)
         if len(head) < 8:
-            raise DamagedWeights(f"truncated or corrupt: {size:,} bytes, shorter than its header")
+            raise DamagedWeights(f"{size:,} bytes, shorter than its header")
         length = struct.unpack("<Q", head)[0]
         if length > size - 8:
-            raise DamagedWeights(f"truncated or corrupt: its header declares {length:,} bytes of "
-                                 f"metadata, more than the {size:,}-byte file holds")
+            raise DamagedWeights(f"its header declares {length:,} bytes of metadata, more than "
+                                 f"the {size:,}-byte file holds")
         header = json.loads(handle.read(length))
     if not isinstance(header, dict):
         raise ValueError("its header is no JSON object")

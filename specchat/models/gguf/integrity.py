@@ -7,7 +7,9 @@ it in its own words ("unsupported architecture" in llama.cpp, "cannot reshape ar
 the gguf reader). `check_gguf_file` computes the size the tensors need from the header and
 says "truncated or corrupt" with both sizes; both backends call it first. Every length and
 count in the header is capped by the bytes left in the file: a garbage one (2^62) is named,
-never allocated (it was a MemoryError in both backends). Standard library
+never allocated (it was a MemoryError in both backends). The words are those of
+models/torch_backend/safetensors_check.py for safetensors files (both from
+specchat/errors.py's `DamagedWeights`, `damaged` and `check_whole`). Standard library
 and the `gguf` package's type sizes only; loads no tensor.
 """
 
@@ -17,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
-from specchat.errors import ModelNotFound
+from specchat.errors import DamagedWeights, ModelNotFound, check_whole, damaged
 
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
            12: "d"}
@@ -35,17 +37,10 @@ SMALLEST_TENSOR_INFO = 8 + 4 + 4 + 8
 """A tensor's info without name or dimensions: name length, dimension count, type, offset."""
 
 
-class Truncated(Exception):
-    """The header ends before it should."""
-
-
-class Corrupt(Exception):
-    """The header declares more than the file holds (a garbage length or count)."""
-
-
 class HeaderReader:
     """Reads a GGUF header, every length and count capped by the bytes left in the file, so a
-    garbage length (2^62) is named instead of allocated."""
+    garbage length (2^62) is named instead of allocated: a `DamagedWeights`, as is a header
+    that ends early."""
 
     def __init__(self, handle: BinaryIO, size: int):
         self.handle, self.size = handle, size
@@ -54,15 +49,15 @@ class HeaderReader:
         size = struct.calcsize("<" + fmt)
         data = self.handle.read(size)
         if len(data) < size:
-            raise Truncated
+            raise DamagedWeights(f"its header ends early ({self.size:,} bytes in all)")
         return struct.unpack("<" + fmt, data)[0]
 
     def count(self, what: str, each: int, fmt: str = "Q") -> int:
         """A count of things of at least `each` bytes, no more than the rest of the file holds."""
         at, number = self.handle.tell(), self.read(fmt)
         if number * each > self.size - self.handle.tell():
-            raise Corrupt(f"its header declares {number:,} {what} at byte {at:,}, more than the "
-                          f"{self.size:,}-byte file can hold")
+            raise DamagedWeights(f"its header declares {number:,} {what} at byte {at:,}, more "
+                                 f"than the {self.size:,}-byte file can hold")
         return number
 
     def string(self) -> bytes:
@@ -114,7 +109,8 @@ def needed_bytes(handle: BinaryIO, size: int) -> int:
         header.string()
         dims = header.read("I")
         if dims > MAX_DIMS:
-            raise Corrupt(f"its header gives a tensor {dims:,} dimensions (GGUF has at most {MAX_DIMS})")
+            raise DamagedWeights(f"its header gives a tensor {dims:,} dimensions (GGUF has at "
+                                 f"most {MAX_DIMS})")
         shape = [header.read("Q") for _ in range(dims)]
         kind, offset = header.read("I"), header.read("Q")
         end = max(end, offset + tensor_bytes(shape, kind))
@@ -129,15 +125,9 @@ def check_gguf_file(path: Path) -> None:
     try:
         with open(path, "rb") as handle:
             needed = needed_bytes(handle, actual)
-    except Truncated:
-        raise ModelNotFound(f"{where}: truncated or corrupt: its header ends early "
-                            f"({actual:,} bytes in all): download or copy it again") from None
-    except Corrupt as error:
-        raise ModelNotFound(f"{where}: truncated or corrupt: {error}: download or copy it "
-                            "again") from None
+    except DamagedWeights as error:
+        raise damaged(where, error) from None
     except (ValueError, KeyError, struct.error) as error:
         raise ModelNotFound(f"{where}: not a GGUF model file ({error}): point models.toml at "
                             "a .gguf model file") from None
-    if actual < needed:
-        raise ModelNotFound(f"{where}: truncated or corrupt: its tensors need {needed:,} bytes, "
-                            f"the file has {actual:,}: download or copy it again")
+    check_whole(where, needed, actual)

@@ -127,7 +127,7 @@ def size_label(claimed: str | None, count: int) -> str:
     """A GGUF model's size as specchat shows it (`run`'s stats, the panel, `pairs --check`):
     the file's own `general.size_label` ("1.5B") where it has one, not a count of its tensors
     (a Qwen2.5 1.5B file holds its tied output matrix twice: 1777M); else `count` as a label."""
-    return str(claimed).strip() if claimed and str(claimed).strip() else params_label(count)
+    return str(claimed or "").strip() or params_label(count)
 
 
 def load_model(path: Path, gpu_layers: int = 0):

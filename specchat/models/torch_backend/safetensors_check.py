@@ -5,17 +5,18 @@ A safetensors file is an 8-byte header length, a JSON header (each tensor's dtyp
 `data_offsets` into the data), then the data. A file cut short (an interrupted download or
 copy) fails inside transformers as a SafetensorError traceback ("incomplete metadata, file
 not fully covered"). `check_safetensors_folder` computes the size each file's tensors need
-and says "truncated or corrupt" in one line, naming the file with both sizes, as
-models/gguf/integrity.py does for GGUF files. The header is read by device/estimate.py's
-`safetensors_header` (its one reader); loads no tensor.
+and says "truncated or corrupt" in one line, naming the file with both sizes, in the words
+models/gguf/integrity.py uses for GGUF files (both from specchat/errors.py's `damaged` and
+`check_whole`). The header is read by device/estimate.py's `safetensors_header` (its one
+reader); loads no tensor.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from specchat.errors import ModelNotFound
-from specchat.models.device.estimate import DamagedWeights, safetensors_header
+from specchat.errors import DamagedWeights, ModelNotFound, check_whole, damaged
+from specchat.models.device.estimate import safetensors_header
 
 
 def needed_bytes(path: Path) -> int:
@@ -27,17 +28,15 @@ def needed_bytes(path: Path) -> int:
 
 def check_safetensors_file(path: Path) -> None:
     """A one-line `ModelNotFound` if `path` is not a whole safetensors file."""
-    actual = path.stat().st_size
+    where, actual = f"cannot load {path}", path.stat().st_size
     try:
         needed = needed_bytes(path)
     except DamagedWeights as error:
-        raise ModelNotFound(f"cannot load {path}: {error}: download or copy it again") from None
+        raise damaged(where, error) from None
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-        raise ModelNotFound(f"cannot load {path}: not a safetensors file (its header does not "
-                            f"read: {error}): download or copy it again") from None
-    if actual < needed:
-        raise ModelNotFound(f"cannot load {path}: truncated or corrupt: its tensors need "
-                            f"{needed:,} bytes, the file has {actual:,}: download or copy it again")
+        raise ModelNotFound(f"{where}: not a safetensors file (its header does not read: "
+                            f"{error}): download or copy it again") from None
+    check_whole(where, needed, actual)
 
 
 def check_safetensors_folder(folder: Path | str) -> None:
