@@ -104,10 +104,10 @@ def test_over_a_cycle_every_arm_runs_in_every_place_and_after_every_other_arm_eq
     answer 3% slower): the order must not give an arm the same predecessor every time."""
     from collections import Counter
 
-    from specchat.bench.runner import rotated, williams_orders
+    from specchat.bench.runner import in_design_order, williams_orders
 
     arms = [f"arm{i}" for i in range(n)]
-    cycle = [rotated(arms, turn) for turn in range(len(williams_orders(n)))]
+    cycle = [in_design_order(arms, turn) for turn in range(len(williams_orders(n)))]
     assert all(sorted(order) == arms for order in cycle)
     places = Counter((place, arm) for order in cycle for place, arm in enumerate(order))
     assert len(set(places.values())) == 1 and len(places) == n * n

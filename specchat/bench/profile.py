@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from specchat.chat.decoding import drafter_for
 from specchat.engine import costs as engine_costs
-from specchat.engine.costs import WIDTHS, Costs, verify_costs  # noqa: F401  (the scripts' names)
+from specchat.engine.costs import Costs
 from specchat.engine.stats import SpecStats
 from specchat.engine.theory import measured_speedup, speedup_at
 

@@ -72,7 +72,7 @@ def williams_orders(n: int) -> list[list[int]]:
     return orders + ([order[::-1] for order in orders] if n % 2 else [])
 
 
-def rotated(arms: Sequence[Arm], index: int) -> list[Arm]:
+def in_design_order(arms: Sequence[Arm], index: int) -> list[Arm]:
     """The arms in the `index`-th order of their Williams design (cyclically)."""
     orders = williams_orders(len(arms))
     return [arms[i] for i in orders[index % len(orders)]]
@@ -110,7 +110,7 @@ def answer_once(arms: Sequence[Arm], ids: list[int], max_new_tokens: int, turn: 
     """Every arm answers `ids` once, in the design's order for `turn`; arms that follow
     the reference answer for as many tokens as it did."""
     answering = [arm for arm in arms if not getattr(arm, "follows_reference", False)]
-    for arm in rotated(answering, turn):
+    for arm in in_design_order(answering, turn):
         runs[arm.key].append(arm.run(ids, max_new_tokens))
     length = len(runs.get(REFERENCE, runs[answering[0].key])[-1].tokens)
     for arm in arms:
