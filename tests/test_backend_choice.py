@@ -148,14 +148,14 @@ def test_a_cuda_device_index_puts_the_whole_model_on_that_gpu(llama_cuda, tmp_pa
     chosen = adapters.choose_backends(pair(device="cuda:1"), "cuda:1")
     assert chosen.gpu_layers == -1 and "every layer on CUDA device 1" in chosen.why
     assert 'device = "cuda:1"' in chosen.why
-    llamacpp.load_model(model_file, chosen.gpu_layers)
+    llamacpp.load_model(model_file, chosen.gpu_layers, chosen.main_gpu)
     assert llama_cuda.loaded_with == [-1]
     assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_NONE, 1)
     some = adapters.choose_backends(pair(device="cuda:0", gpu_layers=8), "cuda:0")
-    llamacpp.load_model(model_file, some.gpu_layers)
+    llamacpp.load_model(model_file, some.gpu_layers, some.main_gpu)
     assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_NONE, 0) and some.gpu_layers == 8
     plain = adapters.choose_backends(pair(device="cuda"), "cuda")  # no index: llama.cpp's default
-    llamacpp.load_model(model_file, plain.gpu_layers)
+    llamacpp.load_model(model_file, plain.gpu_layers, plain.main_gpu)
     assert llama_cuda.placed_with == (llama_cuda.LLAMA_SPLIT_MODE_LAYER, 0)
     assert "device" not in plain.why
 
@@ -169,6 +169,13 @@ def test_llamacpps_own_programs_get_the_same_gpu():
     assert one[-4:] == ["-sm", "none", "-mg", "1"] and "-ngl" in one
     assert "-mg" not in Setup(Path("/m.gguf"), 2, 4096, gpu_layers=-1).common()
     assert "-mg" not in Setup(Path("/m.gguf"), 2, 4096, gpu_layers=0, main_gpu=1).common()
+    from types import SimpleNamespace
+
+    from specchat.bench.llamacpp_arms import program_setup
+
+    loaded = SimpleNamespace(path="/m.gguf", threads=2, context_length=4096, gpu_layers=-1,
+                             main_gpu=1)  # a LlamaCppModel's fields, as the loader set them
+    assert program_setup(SimpleNamespace(target=loaded)).common()[-4:] == ["-sm", "none", "-mg", "1"]
 
 
 def test_the_gpu_backend_is_named_from_llamacpps_system_info():

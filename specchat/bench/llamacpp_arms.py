@@ -117,6 +117,5 @@ def program_setup(pair: Pair, seed: int = 0):
     from specchat.bench.llama_programs import Setup
 
     target = pair.target
-    layers = getattr(target, "gpu_layers", 0)
-    return Setup(Path(target.path), target.threads, target.context_length, seed, int(layers),
-                 getattr(layers, "main_gpu", None))
+    return Setup(Path(target.path), target.threads, target.context_length, seed,
+                 getattr(target, "gpu_layers", 0), getattr(target, "main_gpu", None))

@@ -46,6 +46,9 @@ class Backends:
     """Layers llama.cpp offloads to the GPU (-1: all, 0: none); 0 for torch."""
     gpu: str | None = None
     """The GPU backend llama.cpp offloads to ("CUDA", "Metal", ...), None on the CPU."""
+    main_gpu: int | None = None
+    """The one GPU llama.cpp puts every offloaded layer on (device = "cuda:N"), None for
+    llama.cpp's default (GPU 0, layers split across every GPU)."""
 
 
 def is_gguf(text: str) -> bool:
@@ -64,7 +67,8 @@ def choose_backends(pair: PairConfig, device: str) -> Backends:
     if target != "llama.cpp":
         return Backends(target, draft, why)
     layers, gpu, offload_why = llamacpp_offload(pair)
-    return Backends(target, draft, f"{why}; {offload_why}", layers, gpu)
+    main_gpu = cuda_index(pair.device) if layers else None
+    return Backends(target, draft, f"{why}; {offload_why}", layers, gpu, main_gpu)
 
 
 def target_backend(pair: PairConfig, device: str) -> tuple[str, str]:
@@ -112,10 +116,10 @@ def require_llama_cpp(pair: PairConfig, gguf: bool) -> None:
 
 
 def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
-    """(layers to offload: -1 all, 0 none, as `GpuLayers` naming the GPU of a device
-    "cuda:N"; the GPU backend or None; why) for a llama.cpp target, from the pair keys
-    `gpu_layers` and `device` and what the installed build supports."""
-    from specchat.models.llamacpp.model import GpuLayers, gpu_offload
+    """(layers to offload: -1 all, 0 none; the GPU backend or None; why) for a llama.cpp
+    target, from the pair keys `gpu_layers` and `device` and what the installed build
+    supports."""
+    from specchat.models.llamacpp.model import gpu_offload
 
     if pair.gpu_layers == 0:
         return 0, None, "gpu_layers = 0 keeps it on the CPU"
@@ -132,8 +136,8 @@ def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
     where = gpu if main_gpu is None else f"{gpu} device {main_gpu}"
     chosen = "" if main_gpu is None else f", device = \"{pair.device}\""
     if pair.gpu_layers == "all":
-        return GpuLayers(-1, main_gpu), gpu, f"every layer on {where} (gpu_layers = \"all\"{chosen})"
-    return (GpuLayers(int(pair.gpu_layers), main_gpu), gpu,
+        return -1, gpu, f"every layer on {where} (gpu_layers = \"all\"{chosen})"
+    return (int(pair.gpu_layers), gpu,
             f"{pair.gpu_layers} layers on {where} (gpu_layers{chosen})")
 
 

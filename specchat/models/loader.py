@@ -163,7 +163,7 @@ def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placemen
     """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
     ref = parse_ref(pair.target)
     if backends.target == "llama.cpp":
-        return load_llamacpp(ref, progress, threads, backends.gpu_layers)
+        return load_llamacpp(ref, progress, threads, backends.gpu_layers, backends.main_gpu)
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 

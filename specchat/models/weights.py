@@ -40,7 +40,7 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0) -> LlamaCppModel:
+                  gpu_layers: int = 0, main_gpu: int | None = None) -> LlamaCppModel:
     """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
     on first use)."""
     from specchat.models.gguf.drafts import gguf_file
@@ -53,13 +53,13 @@ def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
                         "backend)")
     if path.is_file():
         check_gguf_file(path)
-    return LlamaCppModel(path, threads, gpu_layers=gpu_layers)
+    return LlamaCppModel(path, threads, gpu_layers=gpu_layers, main_gpu=main_gpu)
 
 
 def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0) -> tuple[LlamaCppModel, Any]:
+                  gpu_layers: int = 0, main_gpu: int | None = None) -> tuple[LlamaCppModel, Any]:
     """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
-    model = open_llamacpp(ref, progress, threads, gpu_layers)
+    model = open_llamacpp(ref, progress, threads, gpu_layers, main_gpu)
     path = model.path
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:

@@ -90,20 +90,6 @@ def last_problem() -> str:
     return (errors or lines or ["no detail logged"])[-1][:200]
 
 
-class GpuLayers(int):
-    """Layers llama.cpp offloads (-1: every one, 0: none), and `main_gpu`: the one GPU that
-    holds them for a pair's device = "cuda:N" (llama.cpp's split mode none), or None for
-    llama.cpp's default (GPU 0, layers split across every GPU). An int, so it goes wherever
-    a layer count goes."""
-
-    main_gpu: int | None = None
-
-    def __new__(cls, layers: int, main_gpu: int | None = None) -> "GpuLayers":
-        value = super().__new__(cls, layers)
-        value.main_gpu = main_gpu
-        return value
-
-
 def file_type_name(value: str | None) -> str | None:
     """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
     import gguf
@@ -130,16 +116,16 @@ def size_label(claimed: str | None, count: int) -> str:
     return str(claimed or "").strip() or params_label(count)
 
 
-def load_model(path: Path, gpu_layers: int = 0):
+def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
-    all; a `GpuLayers` with a `main_gpu` puts them all on that GPU); a one-line
-    `ModelNotFound` if llama.cpp refuses it."""
+    all), every one of them on GPU `main_gpu` where given (a pair's device = "cuda:N":
+    llama.cpp's split mode none; None: its default, GPU 0, layers split across every GPU);
+    a one-line `ModelNotFound` if llama.cpp refuses it."""
     lib = bindings()
     if not path.is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
-    params.n_gpu_layers = int(gpu_layers)
-    main_gpu = getattr(gpu_layers, "main_gpu", None)
+    params.n_gpu_layers = gpu_layers
     if main_gpu is not None and gpu_layers != 0:  # the whole model on that one GPU
         params.split_mode = lib.LLAMA_SPLIT_MODE_NONE
         params.main_gpu = main_gpu
@@ -154,12 +140,15 @@ class LlamaCppModel:
     """A GGUF model decoded by llama.cpp, behind the engine's small model protocol."""
 
     def __init__(self, path: Path | str, threads: int | None = None,
-                 max_context: int = MAX_CONTEXT, batch: int = BATCH, gpu_layers: int = 0):
+                 max_context: int = MAX_CONTEXT, batch: int = BATCH, gpu_layers: int = 0,
+                 main_gpu: int | None = None):
         lib = self._lib = bindings()
         self.path = Path(path)
         self.gpu_layers = gpu_layers
         """Layers offloaded to the GPU (-1: all, 0: none); logits are read on the CPU."""
-        self._model = load_model(self.path, gpu_layers)
+        self.main_gpu = main_gpu
+        """The one GPU holding them (a pair's device = "cuda:N"), None: llama.cpp's default."""
+        self._model = load_model(self.path, gpu_layers, main_gpu)
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
         self.vocab_size = self.n_vocab
