@@ -126,3 +126,18 @@ def test_the_gguf_draft_check_runs_on_a_tiny_distilled_draft(tmp_path):
                       "--type", "f32")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "greedy proposals equal at" in done.stdout and env_cache == os.environ.get("SPECCHAT_CACHE_DIR")
+
+
+def test_specchats_lookup_with_perfect_lengths_only_copies_what_its_latest_match_predicts():
+    """Of two earlier "1 2", the latest went on "4", an older one "3 9": the oracle copies
+    "3 9" in one round; specchat's lookup (the latest match) copies nothing in the first
+    round and "9" after "2 3" in the second, however well it chose its proposal lengths."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from lookup_bound import drafter_runs, oracle_runs
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    prompt, answer = [1, 2, 3, 9, 0, 1, 2, 4, 0, 1, 2], [3, 9, 6]
+    assert oracle_runs(prompt, answer, k=8) == [2]
+    assert drafter_runs(prompt, answer, k=8, max_ngram=2, min_ngram=2) == [0, 1]
+    assert drafter_runs([1, 2, 3, 1, 2], [3, 1, 2, 5], k=2, max_ngram=2, min_ngram=2) == [2, 0]  # k caps a run
