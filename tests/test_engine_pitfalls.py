@@ -168,6 +168,39 @@ def test_stop_in_the_middle_of_drafting_cancels_the_round_and_rolls_the_draft_ba
     assert draft.fed == [1, 2]  # rolled back to the committed tokens but the newest
 
 
+def test_stop_during_a_long_prompts_prefill_is_honoured_within_one_chunk():
+    """A long prompt is fed in chunks of at most PREFILL_CHUNK tokens with a stop check
+    between them (one forward of the whole prompt could not be stopped): asked to stop after
+    two chunks, the answer ends there, no cache past the committed tokens."""
+    from specchat.engine.decoder import PREFILL_CHUNK
+
+    target, draft = TableModel(seed=0), TableModel(seed=1)
+    decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
+    prompt = [i % 8 for i in range(10 * PREFILL_CHUNK)]
+    events = rounds_of(decoder, prompt, Settings(k=4), 50,
+                       should_stop=lambda: len(target.forward_calls) >= 2)
+    assert [type(e) for e in events] == [Finished] and events[0].stop_reason == "stopped"
+    assert target.forward_calls == [PREFILL_CHUNK, PREFILL_CHUNK]
+    assert target.fed == prompt[:2 * PREFILL_CHUNK] and draft.fed == []
+
+
+def test_a_chunked_prefill_changes_no_token_and_a_short_prompt_takes_one_forward():
+    from specchat.engine.decoder import PREFILL_CHUNK
+
+    target, draft = TableModel(seed=0), TableModel(seed=1)
+    draft.copy_tables_from(target)
+    prompt = [i * 3 % 8 for i in range(3 * PREFILL_CHUNK + 17)]
+    committed = [t for e in rounds_of(Decoder(target, ModelDrafter(draft), eos_ids=set()),
+                                      prompt, Settings(k=4), 40)
+                 if isinstance(e, Round) for t in e.committed]
+    assert committed == plain_greedy(target, prompt, 40)
+    assert target.forward_calls[:3] == [PREFILL_CHUNK] * 3  # then the rest with the drafts
+    assert draft.forward_calls[:3] == [PREFILL_CHUNK] * 3
+    short = TableModel(seed=0)
+    rounds_of(Decoder(short, None, eos_ids=set()), [1, 2, 3] * 20, Settings(k=0), 3)
+    assert short.forward_calls[0] == 60  # the whole prompt in the first round's one forward
+
+
 def test_max_new_tokens_is_never_exceeded_and_drafts_shrink_to_fit():
     target = TableModel(seed=3)
     draft = TableModel(seed=9).copy_tables_from(target)
