@@ -27,7 +27,7 @@ from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK
-from specchat.engine.costs import PRIOR_WIDTHS, Costs, filler_ids, measure_costs
+from specchat.engine.costs import PRIOR_WIDTHS, Costs, TimingStopped, filler_ids, measure_costs
 
 CONTEXTS = (64, 512, 1536)
 """Context lengths timed after load; a conversation that outgrows them is measured further."""
@@ -86,21 +86,24 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
             return None
         points.append((length, costs[0]))
         forwards.append((length, costs[1]))
-    if should_stop():
-        return None
-    costs = measure_prior(pair)
+    try:
+        costs = measure_prior(pair, should_stop=should_stop)
+    except TimingStopped:
+        return None  # a question came: it gets the model within one timed step
     return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
                     time.perf_counter() - started, forward_points=tuple(forwards))
 
 
-def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3) -> Costs:
+def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3,
+                  should_stop: ShouldStop = lambda: False) -> Costs:
     """One forward of each width and one draft step (the median of `repeats`), timed at
     `VERIFY_CONTEXT` tokens: the c and v(n) of the theory, and k = "auto"'s starting point
-    (engine/adaptive.py)."""
-    costs = measure_costs(pair.target, drafter_for(pair), prior_context(pair), tuple(widths),
-                          repeats, no_drafter=None)
-    pair.target.reset()
-    return costs
+    (engine/adaptive.py). `TimingStopped` (engine/costs.py) where `should_stop` says so."""
+    try:
+        return measure_costs(pair.target, drafter_for(pair), prior_context(pair), tuple(widths),
+                             repeats, no_drafter=None, should_stop=should_stop)
+    finally:
+        pair.target.reset()
 
 
 def prior_context(pair) -> list[int]:

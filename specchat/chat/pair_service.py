@@ -53,6 +53,9 @@ class PairService:
         pair = self.loader(None, progress)
         self.session = ChatSession(pair, system=self._system)  # seeded from the OS
         self.reset(self._system, self._pending_turns)
+        if self.k_auto and pair.has_draft:  # now, while loading, so no first answer waits for it
+            progress("timing step costs for k = auto")
+            self.session.start_auto()
         return PairInfo(self.name, pair.device_label, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
                         self.description, k_auto=self.k_auto, seed=self.session.seed,

@@ -86,12 +86,18 @@ class ChatSession:
             self.conversation.turns.pop()
             raise
 
-    def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
-        if self.speculate:  # k = "auto" starts from the pair's timed step costs
+    def start_auto(self) -> None:
+        """Hand k = "auto" the pair's step costs, timing them now (seconds on a CPU) unless
+        known: loading a pair does it (chat/pair_service.py, commands/run.py), so an answer
+        waits for it only when k became "auto" after a target-only or fixed-k start."""
+        if self.speculate:
             from specchat.chat.calibrate import start_auto_from_prior
 
             self.prior = start_auto_from_prior(self.pair, self.settings, self.prior)
-        started = self.clock()
+
+    def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
+        started = self.clock()  # TTFT counts whatever the answer waits for, k = auto's timing too
+        self.start_auto()
         context = self.pair.context_length
         prompt, dropped = fit_prompt(self.conversation, self.pair.tokenizer, context,
                                      min(max_new_tokens, context // 2))

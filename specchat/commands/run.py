@@ -70,10 +70,8 @@ def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str |
         session = ChatSession(pair, system=system, seed=seed)
         session.speculate = not no_spec
         if session.speculate and session.settings.k_policy is not None:
-            from specchat.chat.calibrate import start_auto_from_prior
-
             notes("timing step costs for k = auto")
-            session.prior = start_auto_from_prior(pair, session.settings)
+            session.start_auto()
     finally:
         notes.close()
     printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())

@@ -218,12 +218,17 @@ class Costs:
 
 
 def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5,
-                  no_drafter: float | None = 0.0) -> Costs:
+                  no_drafter: float | None = 0.0,
+                  should_stop: Callable[[], bool] = lambda: False) -> Costs:
     """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
     where `drafter` is None: 0.0 for plain decoding's free "draft", None for none): one
     round of `time_rounds`, each cost the median of its `repeats` forwards."""
     return time_rounds(target, drafter, context, widths, rounds=1, repeats=repeats,
-                       no_drafter=no_drafter).costs
+                       no_drafter=no_drafter, should_stop=should_stop).costs
+
+
+class TimingStopped(Exception):
+    """`should_stop` said so between two timed steps (a question waits for the model)."""
 
 
 ROUNDS = 5
@@ -257,18 +262,29 @@ class TimedCosts:
 
 def time_rounds(target, drafter, context: list[int], widths=WIDTHS, rounds: int = ROUNDS,
                 repeats: int = 3, no_drafter: float | None = 0.0,
-                clock: Clock = time.perf_counter) -> TimedCosts:
+                clock: Clock = time.perf_counter,
+                should_stop: Callable[[], bool] = lambda: False) -> TimedCosts:
     """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
     where `drafter` is None), with each model warmed up first and the timings interleaved:
     `rounds` times over, every width's `repeats` forwards and the draft's, so a burst of
-    load on the machine lands in one round rather than in one width."""
-    verify, draft = StepTimer(target, context, widths), draft_timer(drafter, context)
+    load on the machine lands in one round rather than in one width. `TimingStopped` where
+    `should_stop` says so before a width or a draft step is timed."""
+
+    def check() -> None:
+        if should_stop():
+            raise TimingStopped
+
+    verify = StepTimer(target, context, widths)
+    check()
+    draft = draft_timer(drafter, context)
     samples: dict[int, list[float]] = {width: [] for width in widths}
     drafts: list[float] = []
     for _ in range(rounds):
         for width in widths:
+            check()
             samples[width].append(verify.seconds(width, repeats, clock))
         if draft is not None:
+            check()
             drafts.append(draft(repeats, clock))
     medians = monotone({width: statistics.median(s) for width, s in samples.items()})
     draft_s = statistics.median(drafts) if drafts else no_drafter
