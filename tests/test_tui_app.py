@@ -391,3 +391,24 @@ def test_a_scripted_answer_gets_its_figures_from_the_engines_statistics():
     assert [round(p, 3) for p in stats.per_position_acceptance] == [0.667, 0.333]
     assert stats.alpha == 3 / 5  # tested: 2 + 2 + 1 drafts (round 3's second never was)
     assert stats.histogram == (1, 1, 1) and stats.k_in_use == 2
+
+
+async def test_esc_while_the_model_is_still_busy_ends_the_answer_and_the_next_message_is_answered():
+    """A question asked while something else holds the model (a calibration that has not
+    let go yet) waits for it; Esc then must end that answer as stopped, not leave the chat
+    "answering…" with no worker behind it and every later message refused."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        backend = app.backends["fake"]
+        assert backend.busy.acquire(timeout=1.0)  # the model is busy elsewhere
+        await pilot.press(*"q1", "enter")
+        await wait_for(pilot, lambda: streaming(app))
+        await pilot.pause(0.2)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not streaming(app), timeout=3.0)
+        assert "stopped" in str(last_answer(app).status.render())
+        backend.busy.release()
+        await ask(pilot, "q2")
+        assert last_answer(app).text == "Hello world a b c done."
+        assert [text for role, text in backend.turns() if role == "user"] == ["q2"]

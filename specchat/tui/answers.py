@@ -23,8 +23,8 @@ from textual.worker import get_current_worker
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
-from specchat.tui.messages import (AnswerFailed, AnswerFinished, ContextNotice, IdentityChecked,
-                                   RoundArrived)
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, ContextNotice,
+                                   IdentityChecked, RoundArrived)
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
@@ -231,6 +231,18 @@ class ChatTranscript(VerticalScroll):
             self.failed = (self.answer_view, self.job.text)
         self.notify(f"generation failed: {message.error} — the conversation is intact",
                     severity="error", timeout=12)
+        self._job_ended()
+
+    def on_answer_not_started(self, message: AnswerNotStarted) -> None:
+        """Stopped before the model was free: marked stopped, and regenerate asks it again
+        (the conversation never had the turn, so there is no exchange to drop)."""
+        if not self._current(message.job_id):
+            return
+        self._release_held()
+        self.answer_view.finish(None, "stopped")
+        if isinstance(self.job, AnswerJob):
+            self.recorder.finish(None, "stopped", "")
+            self.failed = (self.answer_view, self.job.text)
         self._job_ended()
 
     def on_identity_checked(self, message: IdentityChecked) -> None:

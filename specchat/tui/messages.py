@@ -62,6 +62,14 @@ class IdentityChecked(Message, bubble=False):
 
 
 @dataclass
+class AnswerNotStarted(Message, bubble=False):
+    """The job was stopped while it waited for the model (busy with a calibration): the
+    model was never asked, and the conversation has no turn of it."""
+
+    job_id: int
+
+
+@dataclass
 class RoundArrived(Message, bubble=False):
     """Verify rounds of an answer, in order: one, or the few that ended within one frame
     (tui/worker.py batches rounds faster than `FRAME_S`)."""

@@ -23,9 +23,9 @@ from textual.message_pump import MessagePump
 
 from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate
 from specchat.chat.service import ConversationService as Backend, ShouldStop, describe_error
-from specchat.tui.messages import (AnswerFailed, AnswerFinished, Calibrated, ContextNotice,
-                                   IdentityChecked, LoadFailed, LoadProgress, PairLoaded,
-                                   RoundArrived, StatsUpdated)
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, Calibrated,
+                                   ContextNotice, IdentityChecked, LoadFailed, LoadProgress,
+                                   PairLoaded, RoundArrived, StatsUpdated)
 
 POLL_S = 0.02
 FRAME_S = 0.1
@@ -77,9 +77,11 @@ class RaceJob(Job):
 
 
 def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
-    """Run a job to its end, posting one message per round."""
+    """Run a job to its end, posting one message per round; every job ends with exactly one
+    of `AnswerFinished`, `AnswerFailed` or `AnswerNotStarted`, or the chat would wait for it."""
     try:
         if not _acquire(job.backend.busy, should_stop):
+            app.post_message(AnswerNotStarted(job.id))
             return
         try:
             _stream(job, app, gauges, should_stop)
