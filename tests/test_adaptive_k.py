@@ -161,11 +161,15 @@ def auto_rounds(target, draft, prompt, n, policy=None, each_round=lambda i: None
     return rounds, policy
 
 
-def test_a_long_prompt_does_not_lock_auto_k_low(clock):
-    """The first round's verify and draft carry the prompt; with 3,000 prompt tokens,
-    costs learned from that round make wide verifies look dear and pin k at 1-2. Both
-    prompts end in the same two tokens, so the toy answers them identically: auto
-    must settle on the same k after either."""
+def test_a_long_prompt_does_not_lock_auto_k_low(clock, monkeypatch):
+    """The first round's verify and draft carry the prompt's last chunk (up to a thousand
+    tokens on a fast model); costs learned from that round make wide verifies look dear and
+    pin k at 1-2. Both prompts end in the same two tokens, so the toy answers them
+    identically: auto must settle on the same k after either."""
+    from specchat.engine import decoder
+
+    monkeypatch.setattr(decoder, "PREFILL_FIRST_CHUNK", 2000)  # 3,000 tokens: 2,000 + 1,000
+    monkeypatch.setattr(decoder, "PREFILL_CHUNK_RANGE", (1000, 4000))  # as fast as a GPU
 
     def settled_k(prompt):
         target = TimedTableModel(clock, 1.0, 0.05, seed=3)
@@ -177,7 +181,7 @@ def test_a_long_prompt_does_not_lock_auto_k_low(clock):
 
     short_fed, short_k = settled_k([1, 2])
     long_fed, long_k = settled_k([1, 2] * 1500)
-    assert long_fed > 100 > short_fed  # its first round still carries the prompt's last chunk
+    assert long_fed > 1000 > short_fed  # its first round carries the prompt's last chunk
     assert long_k == short_k and min(short_k) >= 4
 
 

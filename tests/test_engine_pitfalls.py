@@ -169,36 +169,52 @@ def test_stop_in_the_middle_of_drafting_cancels_the_round_and_rolls_the_draft_ba
 
 
 def test_stop_during_a_long_prompts_prefill_is_honoured_within_one_chunk():
-    """A long prompt is fed in chunks of at most PREFILL_CHUNK tokens with a stop check
-    between them (one forward of the whole prompt could not be stopped): asked to stop after
-    two chunks, the answer ends there, no cache past the committed tokens."""
-    from specchat.engine.decoder import PREFILL_CHUNK
-
+    """A long prompt is fed in chunks with a stop check between them (one forward of the
+    whole prompt could not be stopped): asked to stop after two chunks, the answer ends
+    there, no cache past the committed tokens."""
     target, draft = TableModel(seed=0), TableModel(seed=1)
     decoder = Decoder(target, ModelDrafter(draft), eos_ids=set())
-    prompt = [i % 8 for i in range(10 * PREFILL_CHUNK)]
+    prompt = [i % 8 for i in range(5000)]
     events = rounds_of(decoder, prompt, Settings(k=4), 50,
                        should_stop=lambda: len(target.forward_calls) >= 2)
     assert [type(e) for e in events] == [Finished] and events[0].stop_reason == "stopped"
-    assert target.forward_calls == [PREFILL_CHUNK, PREFILL_CHUNK]
-    assert target.fed == prompt[:2 * PREFILL_CHUNK] and draft.fed == []
+    assert len(target.forward_calls) == 2 and sum(target.forward_calls) < len(prompt)
+    assert target.fed == prompt[:sum(target.forward_calls)] and draft.fed == []
 
 
 def test_a_chunked_prefill_changes_no_token_and_a_short_prompt_takes_one_forward():
-    from specchat.engine.decoder import PREFILL_CHUNK
+    from specchat.engine.decoder import PREFILL_FIRST_CHUNK
 
     target, draft = TableModel(seed=0), TableModel(seed=1)
     draft.copy_tables_from(target)
-    prompt = [i * 3 % 8 for i in range(3 * PREFILL_CHUNK + 17)]
+    prompt = [i * 3 % 8 for i in range(3000)]
     committed = [t for e in rounds_of(Decoder(target, ModelDrafter(draft), eos_ids=set()),
                                       prompt, Settings(k=4), 40)
                  if isinstance(e, Round) for t in e.committed]
     assert committed == plain_greedy(target, prompt, 40)
-    assert target.forward_calls[:3] == [PREFILL_CHUNK] * 3  # then the rest with the drafts
-    assert draft.forward_calls[:3] == [PREFILL_CHUNK] * 3
+    for model in (target, draft):  # chunks, then the rest with the first round's forward
+        assert model.forward_calls[0] == PREFILL_FIRST_CHUNK and len(model.forward_calls) > 3
     short = TableModel(seed=0)
     rounds_of(Decoder(short, None, eos_ids=set()), [1, 2, 3] * 20, Settings(k=0), 3)
     assert short.forward_calls[0] == 60  # the whole prompt in the first round's one forward
+
+
+def test_prefill_chunks_shrink_to_half_a_second_of_a_slow_models_work_and_grow_on_a_fast_one():
+    """Esc lands within about PREFILL_CHUNK_S however slow the model: each catch-up chunk is
+    sized from the last one's time (growing at most 4x a step, within PREFILL_CHUNK_RANGE)."""
+    from specchat.engine.decoder import PREFILL_CHUNK_RANGE, PREFILL_FIRST_CHUNK, next_chunk
+
+    def chunks(tokens_per_s: float, n: int = 6) -> list[int]:
+        sizes = [PREFILL_FIRST_CHUNK]
+        for _ in range(n):
+            sizes.append(next_chunk(sizes[-1], sizes[-1] / tokens_per_s))
+        return sizes
+
+    slow = chunks(50.0)  # one CPU thread on the 1.5B Qwen target
+    assert slow[1:] == [25] * 6 and 25 / 50.0 == 0.5
+    fast = chunks(100_000.0)
+    assert fast[:4] == [64, 256, 1024, 1024] and max(fast) == PREFILL_CHUNK_RANGE[1]
+    assert chunks(1.0)[-1] == PREFILL_CHUNK_RANGE[0]  # never below the floor
 
 
 def test_max_new_tokens_is_never_exceeded_and_drafts_shrink_to_fit():

@@ -30,10 +30,22 @@ from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
 from specchat.engine.verify import numpy_friendly, verify
 
-PREFILL_CHUNK = 256
-"""Most tokens a model is fed per forward while catching up on committed tokens its cache
-lacks (a prompt), `should_stop` asked between chunks: a 4,000-token conversation on a 1.5B
-model takes 25 s to prefill on 2 CPU cores, and Esc must not wait for all of it."""
+PREFILL_FIRST_CHUNK = 64
+"""Tokens of a long prompt's first catch-up forward; a prompt up to this long travels whole
+in the round's own forward."""
+PREFILL_CHUNK_S = 0.5
+"""What each catch-up forward should take: how soon Esc lands while a long prompt prefills
+(one thread of a 2-core CPU prefills the 1.5B Qwen target at about 50 tokens/s, so a fixed
+256-token chunk held the model for 5 s)."""
+PREFILL_CHUNK_RANGE = (16, 1024)
+
+
+def next_chunk(size: int, seconds: float) -> int:
+    """The catch-up chunk after one of `size` tokens that took `seconds`: scaled towards
+    `PREFILL_CHUNK_S`, at most 4× the last (one timing may be a warm-up's), within range."""
+    low, high = PREFILL_CHUNK_RANGE
+    wanted = size * PREFILL_CHUNK_S / seconds if seconds > 0 else high
+    return int(max(low, min(high, 4 * size, wanted)))
 
 
 class EngineInvariantError(AssertionError):
@@ -87,7 +99,7 @@ class Decoder:
 
         There is no separate prefill: each model is fed whatever of the sequence its
         cache lacks, so the first round's forward passes carry the prompt (a long one's
-        all but last `PREFILL_CHUNK` tokens in chunks just before them, `_catch_up`).
+        all but its last chunk in chunks of about `PREFILL_CHUNK_S` just before, `_catch_up`).
         """
         if not prompt:
             raise ValueError("the prompt must hold at least one token")
@@ -153,20 +165,22 @@ class Decoder:
         return event
 
     def _catch_up(self, sequence, k: int, should_stop) -> bool:
-        """Feed the target, and the draft model where this round drafts, all but the last
-        `PREFILL_CHUNK` committed tokens its cache lacks, a chunk per forward; False if
-        `should_stop` said so between two (the round is then cancelled). The round's own
-        forwards feed the rest, so a short prompt takes no extra forward."""
+        """Feed the target, and the draft model where this round drafts, the committed
+        tokens its cache lacks in chunks sized to take about `PREFILL_CHUNK_S` each (all but
+        the last chunk, which the round's own forward carries, so a short prompt takes no
+        extra forward); False if `should_stop` said so between two (the round is cancelled)."""
         models = [self.target]
         draft = getattr(self.drafter, "model", None)
         if k > 0 and draft is not None:
             models.append(draft)
         for model in models:
-            while sequence.shape[0] - model.cache_length > PREFILL_CHUNK:
+            chunk = PREFILL_FIRST_CHUNK
+            while sequence.shape[0] - model.cache_length > chunk:
                 if should_stop():
                     return False
-                start = model.cache_length
-                model.forward(sequence[start:start + PREFILL_CHUNK], keep=1)
+                start, began = model.cache_length, time.perf_counter()
+                model.forward(sequence[start:start + chunk], keep=1)
+                chunk = next_chunk(chunk, time.perf_counter() - began)
         return True
 
     def _propose(self, sequence, k, params, generator, should_stop) -> Proposal | None:
