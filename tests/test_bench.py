@@ -65,6 +65,27 @@ def test_bench_counts_only_new_tokens(tiny_config, prompts_file):
     assert report["total"]["arms"]["spec"]["acceptance_rate"] == 1.0
 
 
+def test_a_spent_budget_ends_the_run_between_prompts_and_the_report_says_how_many_were_left(
+        tiny_config, prompts_file, monkeypatch):
+    """`--budget-s` (a lent GPU's minutes): no prompt starts once the budget is spent, each
+    prompt begun is answered by every arm, and both reports say what was left."""
+    import itertools
+    import types
+
+    from specchat.commands import bench as bench_command
+
+    ticks = itertools.count(0, 100)  # each reading of the command's clock 100 s after the last
+    monkeypatch.setattr(bench_command, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    report = bench_json(tiny_config, prompts_file, "--pair", "tiny", "--budget-s", "150")
+    assert [p["id"] for p in report["prompts"]] == ["chat-a", "extract-a"]  # at 100 s, not 200
+    assert report["prompt_count"] == 2 and report["prompts_left"] == 1
+    assert all(set(p["arms"]) == set(report["arms"]) for p in report["prompts"])
+    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
+                                       str(prompts_file), "--max-new-tokens", "6", "--budget-s", "150"])
+    assert result.exit_code == 0 and "--budget-s spent: 2 of 3 prompts answered" in result.stdout
+    assert bench_json(tiny_config, prompts_file, "--pair", "tiny")["prompts_left"] == 0
+
+
 def test_bench_prints_tables_per_prompt_category_and_total(tiny_config, prompts_file):
     result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
                                        str(prompts_file), "--max-new-tokens", "6"])

@@ -84,8 +84,18 @@ def header_lines(report: dict) -> list[str]:
              f"  temperature {report['temperature']}",
              f"adapter {report.get('adapter', '?')}, torch threads {report.get('torch_threads', '?')}"
              + repeats_note(report.get("repeats", 1))
-             + (f"; CPU flags {report['cpu_flags']}" if report.get("cpu_flags") else ""),
+             + (f"; CPU flags {report['cpu_flags']}" if report.get("cpu_flags") else "")
+             + budget_note(report),
              "arms: " + "; ".join(f"{SHORT.get(k, k)} = {label}" for k, label in report["arms"].items())]
+
+
+def budget_note(report: dict) -> str:
+    """Where --budget-s ended the run before the prompt set did."""
+    left = report.get("prompts_left", 0)
+    if not left:
+        return ""
+    answered = report.get("prompt_count", 0)
+    return f"; --budget-s spent: {answered} of {answered + left} prompts answered"
 
 
 def repeats_note(repeats: int) -> str:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 Note = Callable[[str], None]
 OnPrompt = Callable[[PromptResult], None]
+KeepGoing = Callable[[], bool]
+"""Asked before each prompt after the first: False ends a run early (`bench --budget-s`)."""
 
 
 def load(pair_config: PairConfig, dtype: str | None, note: Note):
@@ -46,7 +48,8 @@ def load(pair_config: PairConfig, dtype: str | None, note: Note):
 
 def run_comparison(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_new_tokens: int,
                    seed: int, on_prompt: OnPrompt, repeats: int = 1,
-                   programs: Programs | None = None) -> ComparisonReport:
+                   programs: Programs | None = None,
+                   keep_going: KeepGoing = lambda: True) -> ComparisonReport:
     """`bench run`: the pair's arms (speculative, target-only, transformers or llama.cpp, and
     llama.cpp's own programs where `programs` has them) on every prompt."""
     from specchat.bench.comparison import comparison_arms
@@ -54,14 +57,16 @@ def run_comparison(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_n
 
     arms = comparison_arms(pair, settings_for(pair.config.k, pair.config.sampling), seed,
                            programs)
-    meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
+    meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats,
+                              keep_going)
     return ComparisonReport(meta, tables)
 
 
 def run_sweep(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_new_tokens: int,
               seed: int, ks: list[int], on_prompt: OnPrompt, profile: bool = False,
               note: Note = lambda _: None, repeats: int = 1,
-              programs: Programs | None = None) -> SweepReport:
+              programs: Programs | None = None,
+              keep_going: KeepGoing = lambda: True) -> SweepReport:
     """`bench sweep` (and `bench profile`): fixed k, k = auto, transformers' heuristic, and
     llama.cpp's own speculation at every fixed k where `programs` has it."""
     from specchat.bench.arms import sweep_arms
@@ -76,7 +81,8 @@ def run_sweep(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_new_to
 
         if is_llamacpp_pair(pair):
             arms += sweep_program_arms(pair, programs, program_setup(pair, seed), ks)
-    meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats)
+    meta, tables, results = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, repeats,
+                                    keep_going)
     report = SweepReport(meta, tables, sweep_section(tables),
                          k_histogram(r.runs["auto"].ks for r in results))
     if profile:
@@ -122,15 +128,17 @@ def run_synthetic(sizes: str, dtype: str | None, layers: int | None) -> Syntheti
 
 
 def measure(pair: Pair, arms: Sequence[Arm], prompts: Sequence[BenchPrompt], path: Path,
-            max_new_tokens: int, on_prompt: OnPrompt,
-            repeats: int = 1) -> tuple[RunMeta, dict, list[PromptResult]]:
+            max_new_tokens: int, on_prompt: OnPrompt, repeats: int = 1,
+            keep_going: KeepGoing = lambda: True) -> tuple[RunMeta, dict, list[PromptResult]]:
     from specchat.bench.tables import build_tables
     from specchat.bench.runner import run_prompts
 
-    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt, repeats)
+    results = run_prompts(arms, pair.tokenizer, prompts, max_new_tokens, on_prompt, repeats,
+                          keep_going)
     tables = build_tables({a.key: a.label for a in arms}, results,
                           greedy=pair.config.sampling.greedy)
-    meta = dataclasses.replace(run_meta(pair, path, max_new_tokens, len(prompts)), repeats=repeats)
+    meta = dataclasses.replace(run_meta(pair, path, max_new_tokens, len(results)),
+                               repeats=repeats, prompts_left=len(prompts) - len(results))
     return meta, tables, results
 
 

@@ -40,6 +40,9 @@ class RunMeta:
     cpu_flags: str = ""
     """The CPU's vector extensions that decide its speed (avx2, avx512f, avx512_bf16, amx...),
     so that records from different machines are not compared unawares."""
+    prompts_left: int = 0
+    """Prompts of the set not answered because `--budget-s` was spent (`prompt_count` counts
+    those answered, every arm on each)."""
 
     def as_dict(self) -> dict:
         return asdict(self)

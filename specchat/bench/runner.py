@@ -87,12 +87,17 @@ def warm_up(arms: Sequence[Arm], ids: list[int]) -> None:
 def run_prompts(arms: Sequence[Arm], tokenizer: Any, prompts: Sequence[BenchPrompt],
                 max_new_tokens: int,
                 progress: Callable[[PromptResult], None] = lambda _: None,
-                repeats: int = 1) -> list[PromptResult]:
-    """Every arm on every prompt `repeats` times, alternating the order; warm-up first."""
+                repeats: int = 1,
+                keep_going: Callable[[], bool] = lambda: True) -> list[PromptResult]:
+    """Every arm on every prompt `repeats` times, alternating the order; warm-up first.
+    Before each prompt after the first, `keep_going` may end the run (a time budget): the
+    prompts answered so far are returned, each answered whole by every arm."""
     warm_up(arms, prompt_ids(tokenizer, prompts[0].prompt))
     asked: Asked = {}
-    results = []
+    results: list[PromptResult] = []
     for index, prompt in enumerate(prompts):
+        if results and not keep_going():
+            break
         messages = messages_for(tokenizer, prompt, asked)
         ids = conversation_ids(tokenizer, messages)
         runs: dict[str, list[ArmRun]] = {arm.key: [] for arm in arms}

@@ -15,6 +15,7 @@ The measuring is in specchat.bench.modes.
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -110,11 +111,27 @@ def prompt_set_command(name: str, extra: tuple[Callable, ...]=()):
             setup = prepare(ctx, pair_name, prompts_file, k, temperature, backend, categories,
                             limit, config_file, all_turns)
             setup.repeats, setup.llama_bin = repeats, llama_bin
+            setup.keep_going = within_budget(more.pop("budget_s", None))
             print_report(measure(setup, max_new_tokens, dtype, seed, **more), as_json, html_file)
         for option in reversed(extra):
             command = option(command)
         return command
     return decorate
+
+
+budget_option = click.option(
+    "--budget-s", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+    help="Start no new prompt once this many seconds have passed since the command began "
+         "(loading included): the report covers the prompts answered, every arm on each, and "
+         "says how many were left (for a time-boxed machine such as a lent GPU).")
+
+
+def within_budget(budget_s: float | None) -> Callable[[], bool]:
+    """Whether a run may start another prompt: always, or until `budget_s` from now."""
+    if budget_s is None:
+        return lambda: True
+    started = time.perf_counter()
+    return lambda: time.perf_counter() - started < budget_s
 
 
 class Setup:
@@ -124,6 +141,7 @@ class Setup:
         self.pair_config, self.prompts, self.path = pair_config, prompts, path
         self.repeats = 1
         self.llama_bin: Path | None = None
+        self.keep_going: Callable[[], bool] = lambda: True
 
     def programs(self):
         """llama.cpp's own programs for the arms, or None (with a note) where they are not
@@ -163,7 +181,7 @@ def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None
     return Setup(pair_config, select(load_prompts(path, all_turns), categories, limit, path), path)
 
 
-@prompt_set_command("run")
+@prompt_set_command("run", extra=(budget_option,))
 def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int):
     """Speculative vs target-only vs transformers, per prompt, category and in total."""
     from specchat.bench.modes import run_comparison
@@ -172,16 +190,16 @@ def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int)
     programs = setup.programs()
     with prompt_bar(setup) as on_prompt:
         return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
-                              setup.repeats, programs)
+                              setup.repeats, programs, setup.keep_going)
 
 
-@prompt_set_command("sweep", extra=(ks_option,))
+@prompt_set_command("sweep", extra=(ks_option, budget_option))
 def sweep_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """Fixed k against k = auto and transformers' heuristic schedule; the best k per category."""
     return sweep(setup, max_new_tokens, dtype, seed, ks, profile=False)
 
 
-@prompt_set_command("profile", extra=(ks_option,))
+@prompt_set_command("profile", extra=(ks_option, budget_option))
 def profile_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """The sweep plus the cost model: c, verify cost of 1..16 tokens, α, ideal vs measured."""
     return sweep(setup, max_new_tokens, dtype, seed, ks, profile=True)
@@ -234,7 +252,7 @@ def sweep(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: s
     with prompt_bar(setup) as on_prompt:
         return run_sweep(pair, setup.prompts, setup.path, max_new_tokens, seed, draft_lengths,
                          on_prompt, profile, note=lambda text: click.echo(text, err=True),
-                         repeats=setup.repeats, programs=programs)
+                         repeats=setup.repeats, programs=programs, keep_going=setup.keep_going)
 
 
 def set_threads(threads: int | None) -> None:
