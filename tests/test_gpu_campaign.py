@@ -47,7 +47,7 @@ def test_the_gpu_measurement_runs_every_phase_on_a_cpu_and_publishes_its_tables(
     done = subprocess.run(["bash", "scripts/gpu_measure.sh", "dry-run"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    steps = {r["step"]: r for out in ("out1", "out3", "out4") for r in read(base / out / "results.jsonl")}
+    steps = {r["step"]: r for out in ("out1", "out2", "out3") for r in read(base / out / "results.jsonl")}
     plan = dry_plan(Plan(base, "tiny", "tiny-ngram", "gguf-plain"))
     assert set(steps) == {s.name for phase in STEPS.values() for s in phase(plan)}
     for name, record in steps.items():
@@ -73,6 +73,35 @@ def test_the_real_plan_measures_bf16_the_gpu_tests_and_every_target_variant(tmp_
     assert "--limit" not in argv["standard-smollm2-135m-torch"]
     dry = {s.name: s.argv for phase in STEPS.values() for s in phase(dry_plan(plan))}
     assert "--collect-only" in dry["pytest-gpu"] and "--tiny" in dry["scale"]
+
+
+def test_the_real_plan_fits_the_device_time_a_lent_gpu_gives_and_no_step_is_killed_empty(tmp_path):
+    """15 minutes of device time, the machine's start (up to 2) and three calls' transfers
+    and probes included: the phases' budgets must leave that room. Each prompt-set step stops
+    starting prompts (`--budget-s`) well before its limit, so a slow GPU step still reports
+    what it answered instead of being killed with nothing."""
+    from specchat.bench.gpu.campaign import DEVICE_MINUTES, PHASE_BUDGET_S
+
+    start_s, per_call_s = 120, 40  # a machine's start; a call's transfer, probe and gap
+    assert sum(PHASE_BUDGET_S.values()) + start_s + 3 * per_call_s <= DEVICE_MINUTES * 60 - 60
+    plan = Plan(tmp_path)
+    for phase, steps in STEPS.items():
+        for step in steps(plan):
+            assert step.limit_s <= PHASE_BUDGET_S[phase]
+            if "--budget-s" in step.argv and step.argv[1] == "bench":
+                assert float(step.argv[step.argv.index("--budget-s") + 1]) <= step.limit_s - 15
+    names = [s.name for s in STEPS["pair"](plan)]
+    assert names[:3] == ["standard-smollm2-135m-torch", "overhead-smollm2-135m-torch",
+                         "sweep-profile-smollm2-135m-torch"]  # the issue's targets go first
+
+
+def test_the_prompt_set_is_interleaved_by_category_so_a_cut_run_covers_every_category():
+    from specchat.bench.gpu.campaign import interleaved_by_category
+
+    lines = [json.dumps({"id": f"{c}{i}", "category": c, "prompt": "x"})
+             for c, n in (("chat", 3), ("code", 2), ("math", 1)) for i in range(n)]
+    ids = [json.loads(line)["id"] for line in interleaved_by_category(lines)]
+    assert ids == ["chat0", "code0", "math0", "chat1", "code1", "chat2"]
 
 
 def test_the_campaign_pairs_derive_quantized_spread_and_gguf_variants_of_the_builtin_pair(tmp_path):
@@ -223,8 +252,8 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     assert (c / "prompts.jsonl").is_file()
 
     stub = 'campaign() { echo "campaign $*" >> "$OUT/campaigns"; }; '
-    done = shell(stub + "FROM_A=.gpu-a scale && FROM_B=.gpu-b stage >/dev/null && FROM_C=.gpu-c pair"
-                 " && llama", env, work)
+    done = shell(stub + "FROM_A=.gpu-a scale && FROM_B=.gpu-b stage >/dev/null && FROM_C=.gpu-c pair",
+                 env, work)
     assert done.returncode == 0, done.stdout + done.stderr
     configure, build = (tmp_path / "cmake.log").read_text().splitlines()
     assert "-DGGML_CUDA=ON" in configure and "-DCMAKE_CUDA_ARCHITECTURES=90" in configure
@@ -236,8 +265,8 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     assert (site / "llama_cpp/__init__.py").is_file() and (site / "llama_cpp/lib/libllama.so").is_file()
     assert all((out / name).is_file() for name in PROGRAMS)
     stash = tmp_path / "stash"
-    assert (out / "campaigns").read_text().splitlines() == [
-        "campaign scale", "campaign pair --prompts .gpu-c/prompts.jsonl",
+    assert (out / "campaigns").read_text().splitlines() == [  # three calls, four phases
+        "campaign scale", "campaign check", "campaign pair --prompts .gpu-c/prompts.jsonl",
         f"campaign llama --prompts {stash}/prompts.jsonl"]
 
     (stash / "gguf.part2").write_bytes(b"damaged")

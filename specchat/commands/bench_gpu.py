@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from specchat.bench.gpu.campaign import PHASE_BUDGET_S, PHASES
 from specchat.engine.params import K_MAX
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -52,7 +53,7 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
 
 
 @click.command("campaign", context_settings=CONTEXT)
-@click.argument("phase", type=click.Choice(["scale", "pair", "llama"]))
+@click.argument("phase", type=click.Choice(PHASES))
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Folder for results.jsonl, scale.jsonl, device.txt and campaign.toml.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False,
@@ -62,13 +63,16 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
 @click.option("--pair", default="smollm2-135m-torch", show_default=True)
 @click.option("--ngram-pair", default="smollm2-135m-ngram", show_default=True)
 @click.option("--gguf-pair", default="smollm2-135m-plain", show_default=True)
-@click.option("--budget-s", type=click.IntRange(min=30), default=540, show_default=True)
+@click.option("--budget-s", type=click.IntRange(min=30), default=None,
+              help="Seconds for the phase (default: "
+                   + ", ".join(f"{phase} {s}" for phase, s in PHASE_BUDGET_S.items()) + ").")
 @click.option("--dry-run", is_flag=True, help="Tiny shapes, a few tokens, float32: the plumbing.")
 @click.pass_context
 def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None,
-             prompts: Path | None, pair: str, ngram_pair: str, gguf_pair: str, budget_s: int,
-             dry_run: bool) -> None:
-    """One phase of the GPU measurement (scale, pair, llama) as timed steps within a budget."""
+             prompts: Path | None, pair: str, ngram_pair: str, gguf_pair: str,
+             budget_s: int | None, dry_run: bool) -> None:
+    """One phase of the GPU measurement (scale, check, pair, llama) as timed steps within a
+    budget."""
     from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
 
     plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s)

@@ -1,16 +1,21 @@
 """`specchat bench campaign PHASE --out DIR`: the whole GPU measurement as ordered steps.
 
 Each step is one `python -m specchat ...` (or `python -m pytest ...`) command with its own
-time limit, run in priority order inside one budget (a device call lasts at most ten
-minutes). Each step's JSON report (or the tail of its output) is appended to
-DIR/results.jsonl with its name, command, exit status and seconds; DIR/device.txt says
-what ran where (GPU, versions, llama.cpp's offload). The phases:
+time limit, run in priority order inside its phase's budget (`PHASE_BUDGET_S`: a lent GPU
+gives a session 15 minutes of device time in all, its start and the transfers included).
+The prompt-set steps are told their own budget (`bench --budget-s`), so a slow one reports
+the prompts it answered instead of being killed with nothing, and they read the prompt set
+interleaved by category (DIR/prompts.jsonl), so a budget cut leaves every category measured.
+Each step's JSON report (or the tail of its output) is appended to DIR/results.jsonl with
+its name, command, exit status and seconds; DIR/device.txt says what ran where (GPU,
+versions, llama.cpp's offload), a block per phase. The phases, in their device calls:
 
-- `scale`: `bench scale` at the real 1B/8B shapes in bf16, 8-bit and 4-bit
-  (DIR/scale.jsonl), then `pytest -m gpu`;
-- `pair`: the pair's comparison with transformers (bf16), the same with an 8-bit and a
-  4-bit target, a target spread by accelerate under a small `max_memory`, the time
-  outside model forwards, the k sweep with the cost model, the n-gram pair, and
+- `scale`: `bench scale` at the real 1B/8B shapes in bf16, then 8-bit and 4-bit
+  (DIR/scale.jsonl);
+- `check`: `pytest -m gpu`;
+- `pair`: the pair's comparison with transformers (bf16), the time outside model forwards,
+  the k sweep with the cost model, the n-gram pair, the same comparison with an 8-bit and a
+  4-bit target and a target spread by accelerate under a small `max_memory`, and
   `pairs --check --measure`;
 - `llama`: the built-in GGUF on llama.cpp's GPU build: the cost model (v(n) on the GPU),
   target-only and speculative with the draft's GGUF form.
@@ -25,14 +30,26 @@ option or module fails a test, not a GPU session. Knows nothing about the device
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-PHASES = ("scale", "pair", "llama")
+if TYPE_CHECKING:  # subprocess is imported where it runs: the CLI imports this module
+    import subprocess
+
+PHASES = ("scale", "check", "pair", "llama")
+PHASE_BUDGET_S = {"scale": 160, "check": 80, "pair": 200, "llama": 90}
+"""Seconds each phase may take. With three device calls (scale; check; pair and llama), a
+machine's start (1 to 2 minutes), each phase's device probe and the transfers, they fill
+about 13 of the 15 minutes a lent GPU gives a session (scripts/gpu_measure.sh), leaving a
+margin for a slow start but no time to rerun a call."""
+DEVICE_MINUTES = 15
+"""A lent GPU's device time per session, everything included (the device tool's limit)."""
+REPORT_S = 15
+"""Seconds a prompt-set step keeps, after its `--budget-s`, to finish its last prompt and
+write its report."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +75,11 @@ class Plan:
     max_new_tokens: int = 96
     dtype: str = "bfloat16"
     sweep_ks: str = "1,2,3,4,5,6"
-    quant_limit: int = 10
+    quant_limit: int = 5
     shapes: str = "1b,8b"
     quantizations: str = "none,8bit,4bit"
-    budget_s: int = 540
+    budget_s: int | None = None
+    """Seconds for the phase; None: its `PHASE_BUDGET_S`."""
     dry_run: bool = False
     python: str = field(default=sys.executable)
 
@@ -82,47 +100,63 @@ def bench_options(plan: Plan, pair: str) -> tuple[str, ...]:
             "--max-new-tokens", str(plan.max_new_tokens), "--json", *prompts)
 
 
-def bench(plan: Plan, subcommand: str, pair: str, *more: str,
-          limit: int | None = None) -> tuple[str, ...]:
-    """A `bench` step's arguments; a dry run answers two prompts whatever the limit."""
-    limit = 2 if plan.dry_run else limit
-    limits = ("--limit", str(limit)) if limit else ()
-    return ("specchat", "bench", subcommand, *bench_options(plan, pair), *limits, *more)
+def bench(plan: Plan, subcommand: str, pair: str, *more: str, limit_s: int,
+          prompts: int | None = None, settle_s: int = REPORT_S) -> Step:
+    """A prompt-set `bench` step that starts no prompt after `limit_s - settle_s` seconds
+    (`--budget-s`); a dry run answers two prompts whatever `prompts` says."""
+    prompts = 2 if plan.dry_run else prompts
+    limits = ("--limit", str(prompts)) if prompts else ()
+    budget = ("--budget-s", str(max(5, limit_s - settle_s))) if subcommand != "overhead" else ()
+    argv = ("specchat", "bench", subcommand, *bench_options(plan, pair), *limits, *budget, *more)
+    return Step(f"{subcommand}-{pair}", argv, limit_s)
+
+
+def named(step: Step, name: str) -> Step:
+    return replace(step, name=name)
 
 
 def scale_steps(plan: Plan) -> list[Step]:
+    budget = plan.budget_s or PHASE_BUDGET_S["scale"]
     scale = ("specchat", "bench", "scale", "--out", str(plan.out / "scale.jsonl"),
              "--shapes", plan.shapes, "--quant", plan.quantizations,
-             "--budget-s", str(max(30, plan.budget_s - 140)))
+             "--budget-s", str(max(20, budget - 20)))
     if plan.dry_run:
         scale += ("--tiny", "--device", "cpu", "--tokens", "24", "--repeats", "3")
+    return [Step("scale", scale, max(30, budget - 5))]
+
+
+def check_steps(plan: Plan) -> list[Step]:
     pytest = ("pytest", "-q", "-m", "gpu", "tests/test_gpu.py", "-p", "no:cacheprovider")
-    return [Step("scale", scale, max(30, plan.budget_s - 130)),
-            Step("pytest-gpu", pytest + (("--collect-only",) if plan.dry_run else ()), 120)]
+    budget = plan.budget_s or PHASE_BUDGET_S["check"]
+    return [Step("pytest-gpu", pytest + (("--collect-only",) if plan.dry_run else ()), budget)]
 
 
 def pair_steps(plan: Plan) -> list[Step]:
+    """In priority order: what a phase cut short leaves out is the least needed (the
+    quantized and spread targets are also in `check` and, at scale, in `scale`)."""
     pair, few = plan.pair, plan.quant_limit
-    return [Step(f"standard-{pair}", bench(plan, "run", pair), 170),
-            Step("standard-8bit", bench(plan, "run", f"{pair}-8bit", limit=few), 80),
-            Step("standard-4bit", bench(plan, "run", f"{pair}-4bit", limit=few), 80),
-            Step("standard-spread", bench(plan, "run", f"{pair}-spread", limit=few), 80),
-            Step(f"overhead-{pair}", bench(plan, "overhead", pair, limit=5), 60),
-            Step(f"sweep-profile-{pair}", bench(plan, "profile", pair, "--ks", plan.sweep_ks), 150),
-            Step(f"standard-{plan.ngram_pair}", bench(plan, "run", plan.ngram_pair, limit=few), 80),
+    return [named(bench(plan, "run", pair, limit_s=75), f"standard-{pair}"),
+            named(bench(plan, "overhead", pair, prompts=3, limit_s=35), f"overhead-{pair}"),
+            named(bench(plan, "profile", pair, "--ks", plan.sweep_ks, limit_s=70, settle_s=30),
+                  f"sweep-profile-{pair}"),
+            named(bench(plan, "run", plan.ngram_pair, prompts=few, limit_s=30),
+                  f"standard-{plan.ngram_pair}"),
+            named(bench(plan, "run", f"{pair}-8bit", prompts=few, limit_s=30), "standard-8bit"),
+            named(bench(plan, "run", f"{pair}-4bit", prompts=few, limit_s=30), "standard-4bit"),
+            named(bench(plan, "run", f"{pair}-spread", prompts=few, limit_s=30), "standard-spread"),
             Step(f"check-{pair}", ("specchat", "pairs", "--config", str(plan.campaign_config),
-                                   "--check", pair, "--measure"), 40)]
+                                   "--check", pair, "--measure"), 30)]
 
 
 def llama_steps(plan: Plan) -> list[Step]:
     gguf = plan.gguf_pair
-    return [Step("llama-profile", bench(plan, "profile", f"{gguf}-llama-spec", "--ks", plan.sweep_ks),
-                 150),
-            Step("llama-standard", bench(plan, "run", f"{gguf}-llama"), 120),
-            Step("llama-spec", bench(plan, "run", f"{gguf}-llama-spec"), 120)]
+    return [named(bench(plan, "profile", f"{gguf}-llama-spec", "--ks", plan.sweep_ks, limit_s=50,
+                        settle_s=25), "llama-profile"),
+            named(bench(plan, "run", f"{gguf}-llama", limit_s=30), "llama-standard"),
+            named(bench(plan, "run", f"{gguf}-llama-spec", limit_s=30), "llama-spec")]
 
 
-STEPS = {"scale": scale_steps, "pair": pair_steps, "llama": llama_steps}
+STEPS = {"scale": scale_steps, "check": check_steps, "pair": pair_steps, "llama": llama_steps}
 
 
 def campaign_pairs(plan: Plan) -> str:
@@ -164,6 +198,8 @@ def device_lines(python: str) -> str:
              "from specchat.models.llamacpp.model import missing, gpu_offload\n"
              "gpu = None if missing() else gpu_offload()\n"
              "print('llama.cpp:', missing() or (f'GPU offload to {gpu}' if gpu else 'CPU build'))\n")
+    import subprocess
+
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
     return (done.stdout + done.stderr[-500:]).strip()
 
@@ -185,7 +221,7 @@ def step_record(step: Step, done: subprocess.CompletedProcess | None, seconds: f
             "seconds": round(seconds, 1), "command": " ".join(step.argv), "report": report}
 
 
-RunHere = Callable[[tuple[str, ...]], subprocess.CompletedProcess]
+RunHere = Callable[[tuple[str, ...]], "subprocess.CompletedProcess"]
 """Runs `specchat ARGS` in this process (given by the command line, which owns the CLI)."""
 
 
@@ -195,6 +231,8 @@ def run_step(step: Step, plan: Plan, limit: float,
     answers specchat's own steps in this process: its imports are paid once, not per step."""
     if plan.dry_run and run_here is not None and step.argv[0] == "specchat":
         return run_here(step.argv[1:])
+    import subprocess
+
     try:
         return subprocess.run([plan.python, "-m", *step.argv], capture_output=True, text=True,
                               timeout=limit)
@@ -202,13 +240,39 @@ def run_step(step: Step, plan: Plan, limit: float,
         return None
 
 
+def interleaved_by_category(lines: list[str]) -> list[str]:
+    """A prompt set's JSON lines reordered round-robin over their categories (each category's
+    own order kept), so that the first N prompts cover every category evenly."""
+    groups: dict[str, list[str]] = {}
+    for line in lines:
+        groups.setdefault(str(json.loads(line).get("category", "")), []).append(line)
+    order = [group[i] for i in range(max(map(len, groups.values()), default=0))
+             for group in groups.values() if i < len(group)]
+    return order
+
+
+def with_interleaved_prompts(plan: Plan) -> Plan:
+    """The plan reading DIR/prompts.jsonl: its prompt set (or the packaged one) interleaved
+    by category."""
+    from specchat.bench.prompts import resolve_prompts_file
+
+    source = resolve_prompts_file(plan.prompts)
+    lines = [line for line in source.read_text().splitlines() if line.strip()]
+    target = plan.out / "prompts.jsonl"
+    if source.resolve() != target.resolve():
+        target.write_text("".join(line + "\n" for line in interleaved_by_category(lines)))
+    return replace(plan, prompts=target)
+
+
 def run_phase(plan: Plan, phase: str, note: Callable[[str], None] = print,
               run_here: RunHere | None = None) -> list[dict]:
-    """Every step of `phase` in order within the plan's budget; the records written."""
+    """Every step of `phase` in order within its budget; the records written."""
     plan.out.mkdir(parents=True, exist_ok=True)
+    plan = with_interleaved_prompts(replace(plan, budget_s=plan.budget_s or PHASE_BUDGET_S[phase]))
     plan.campaign_config.write_text(campaign_pairs(plan))
     device = device_lines(plan.python)
-    (plan.out / "device.txt").write_text(device + "\n")
+    with open(plan.out / "device.txt", "a") as handle:
+        handle.write(f"[{phase}]\n{device}\n")
     name = device.splitlines()[0].removeprefix("device: ") if device else "unknown"
     started, records = time.perf_counter(), []
     for step in STEPS[phase](plan):
