@@ -412,3 +412,18 @@ async def test_esc_while_the_model_is_still_busy_ends_the_answer_and_the_next_me
         await ask(pilot, "q2")
         assert last_answer(app).text == "Hello world a b c done."
         assert [text for role, text in backend.turns() if role == "user"] == ["q2"]
+
+
+async def test_esc_withdraws_a_message_sent_while_the_pair_loads_so_it_is_never_answered():
+    app = make_app({"fake": FakeConfig(name="fake", load_s=1.5)})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press(*"never mind", "enter")
+        await pilot.pause(0.1)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: any("will not be answered" in str(n.render()) for n in app.query(Notice)))
+        await ready(pilot)
+        await pilot.pause(0.3)
+        assert not answers(app) and app.backends["fake"].turns() == []
+        await ask(pilot, "hi")
+        assert app.backends["fake"].turns()[0] == ("user", "hi")

@@ -115,6 +115,13 @@ class ChatTranscript(VerticalScroll):
             text, self.queued_prompt = self.queued_prompt, None
             self._start_answer(text)
 
+    def _withdraw_queued(self) -> None:
+        if self.queued_prompt is None:
+            return
+        self.queued_prompt = None
+        self.mount(Notice("■ stopped: your message will not be answered", "warning"))
+        self.gauges.status = f"loading {self.host.pair_name}…"
+
     def pair_failed(self) -> None:
         """The first pair did not load: the queued message will not be answered."""
         if self.host.service is None and self.queued_prompt is not None:
@@ -267,8 +274,10 @@ class ChatTranscript(VerticalScroll):
     # ----- actions: answers ----------------------------------------------------------------
 
     def action_stop(self) -> None:
-        """Stop the streaming answer within one round; the partial answer stays, marked stopped."""
+        """Stop the streaming answer within one round; the partial answer stays, marked stopped.
+        A message sent while the pair loads is withdrawn: it will not be answered."""
         if self.job is None:
+            self._withdraw_queued()
             return
         self.workers.cancel_group(self, "answer")
         if self.job is not None:

@@ -73,7 +73,7 @@ KEYS: tuple[Key, ...] = (
     Key("", "Ctrl+J (or Shift+Enter / Alt+Enter where the terminal reports them)",
         "new line in the message"),
     Key("escape", "", "stop the answer within one round; the partial answer stays, marked "
-        "*stopped*", "stop", "Stop", footer=True, id="stop"),
+        "*stopped* (a message sent while the pair loads is withdrawn)", "stop", "Stop", footer=True, id="stop"),
     Key("", "Ctrl+Q", "quit (also while an answer streams: exits within a second)"),
     Key("ctrl+n", "", "new chat (keeps the system prompt)", "new_chat", "New", priority=True,
         palette="New chat", palette_help="clear the conversation", id="new-chat"),
