@@ -346,6 +346,42 @@ def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(con
     assert chat_threads(0, cores=16) == 15 and chat_threads(2, cores=16) == 2
 
 
+def test_the_chat_reads_a_prompt_on_every_core_and_decodes_on_one_fewer_draft_included(
+        config, monkeypatch):
+    """The chat leaves the screen a core while tokens stream, but nothing streams while a
+    prompt is read: a forward of more than PREFILL_TOKENS keeping one row of logits (the
+    engine's catch-up chunk) runs on `prefill_threads`, a verify or a step on `threads`.
+    The GGUF draft takes the target's threads (it used to take every core in the chat)."""
+    from specchat.commands.chat import pair_service
+    from specchat.models.device import cores
+    from specchat.models.llamacpp.model import PREFILL_TOKENS
+
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cores, "physical_cores", lambda: 4)
+    service = pair_service(load_catalog(config).get("gguf"), None, 16, None)
+    pair = service.loader(None, lambda _: None)
+    assert (pair.target.threads, pair.target.prefill_threads) == (3, 4)
+    assert (pair.draft.threads, pair.draft.prefill_threads) == (3, 4)
+    assert "3 threads, prompts on 4" in pair.backends["target"]
+    calls = []
+    real = pair.target._lib
+
+    class Spy:
+        def __getattr__(self, name):
+            if name == "llama_set_n_threads":
+                return lambda ctx, steps, batch: calls.append((steps, batch)) or getattr(real, name)(ctx, steps, batch)
+            return getattr(real, name)
+
+    pair.target._lib = Spy()
+    target = pair.target
+    target.reset()
+    target.forward(torch.arange(3, 3 + PREFILL_TOKENS + 8), keep=1)  # a prompt's chunk
+    target.forward(torch.tensor([5, 6, 7, 8]), keep=4)  # a verify of three drafts
+    target.forward(torch.tensor([9]), keep=1)  # a step: llama.cpp's n_threads, no change
+    target.forward(torch.arange(3, 3 + PREFILL_TOKENS), keep=1)  # too short to be a prompt
+    assert calls == [(3, 4), (3, 3)]
+
+
 def test_more_threads_than_usable_cores_are_capped_with_a_note(config, monkeypatch):
     """`threads = 10000` once ran thousands of threads on 2 cores (2 tokens in 3 minutes)."""
     from specchat.models.device import cores

@@ -42,8 +42,8 @@ def load_draft(pair: PairConfig, backends: Backends, dtype: torch.dtype, device:
     progress(f"loading draft {pair.draft} ({backends.draft})")
     target_model, target_tokenizer = target
     if backends.draft == "llama.cpp":  # then the target runs on llama.cpp too
-        model = open_llamacpp(ref, progress, gpu_layers=backends.gpu_layers,
-                              main_gpu=backends.main_gpu)
+        model = open_llamacpp(ref, progress, target_model.threads, backends.gpu_layers,
+                              backends.main_gpu, target_model.prefill_threads)  # the chat's choice too
         check_same_llamacpp_vocabulary(pair, target_model, model)
         return model, llamacpp_label(model, backends.gpu)
     quantization = pair.draft_quantization

@@ -99,9 +99,11 @@ class LoadedPair:
 
 
 def load_pair(pair: PairConfig, dtype: str | None = None,
-              progress: Progress = lambda _: None, threads: int | None = None) -> LoadedPair:
+              progress: Progress = lambda _: None, threads: int | None = None,
+              prefill_threads: int | None = None) -> LoadedPair:
     """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models),
-    `threads` the pair's `threads` (a llama.cpp target; neither: every physical core)."""
+    `threads` the pair's `threads` (llama.cpp models; neither: every physical core), and
+    `prefill_threads` theirs while a prompt is read (None: `threads`)."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
@@ -117,7 +119,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
         check_draft_size(pair, target_folder, draft_folder(pair, progress))
         placement = plan_for(pair, target_folder, torch_dtype)
     raw, tokenizer = load_target(pair, backends, torch_dtype, placement, progress,
-                                 threads or pair.threads or None)
+                                 threads or pair.threads or None, prefill_threads)
     device = main_device(raw, placement.device) if backends.target == "torch" else device
     draft, draft_label = None, None
     if pair.draft:
@@ -159,11 +161,13 @@ def llamacpp_device_why(backends: Backends) -> str:
 
 
 def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placement,
-                progress: Progress, threads: int | None = None):
+                progress: Progress, threads: int | None = None,
+                prefill_threads: int | None = None):
     """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
     ref = parse_ref(pair.target)
     if backends.target == "llama.cpp":
-        return load_llamacpp(ref, progress, threads, backends.gpu_layers, backends.main_gpu)
+        return load_llamacpp(ref, progress, threads, backends.gpu_layers, backends.main_gpu,
+                             prefill_threads)
     return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
 
 

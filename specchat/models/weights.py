@@ -40,7 +40,8 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0, main_gpu: int | None = None) -> LlamaCppModel:
+                  gpu_layers: int = 0, main_gpu: int | None = None,
+                  prefill_threads: int | None = None) -> LlamaCppModel:
     """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
     on first use)."""
     from specchat.models.gguf.drafts import gguf_file
@@ -53,13 +54,15 @@ def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
                         "backend)")
     if path.is_file():
         check_gguf_file(path)
-    return LlamaCppModel(path, threads, gpu_layers=gpu_layers, main_gpu=main_gpu)
+    return LlamaCppModel(path, threads, gpu_layers=gpu_layers, main_gpu=main_gpu,
+                         prefill_threads=prefill_threads)
 
 
 def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0, main_gpu: int | None = None) -> tuple[LlamaCppModel, Any]:
+                  gpu_layers: int = 0, main_gpu: int | None = None,
+                  prefill_threads: int | None = None) -> tuple[LlamaCppModel, Any]:
     """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
-    model = open_llamacpp(ref, progress, threads, gpu_layers, main_gpu)
+    model = open_llamacpp(ref, progress, threads, gpu_layers, main_gpu, prefill_threads)
     path = model.path
     tokenizer = gguf_cache.load_tokenizer(path, progress)
     if len(tokenizer) > model.n_vocab:
@@ -71,9 +74,12 @@ def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
 def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
     """e.g. "llama.cpp (llama 135M Q4_1, 2 threads)" or "... , 30 of 30 layers on CUDA)"."""
     plural = "" if model.threads == 1 else "s"
+    prompts = (f", prompts on {model.prefill_threads}" if model.prefill_threads != model.threads
+               else "")
     where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
     note = f"; {model.threads_note}" if model.threads_note else ""
-    return f"llama.cpp ({model.description}, {model.threads} thread{plural}{where}{note})"
+    return (f"llama.cpp ({model.description}, {model.threads} thread{plural}{prompts}{where}"
+            f"{note})")
 
 
 def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:

@@ -31,6 +31,9 @@ MAX_CONTEXT = 4096
 """n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
 all of it up front (SmolLM2-135M at 4096 tokens: about 90 MB in f16)."""
 BATCH = 512
+PREFILL_TOKENS = 16
+"""A forward of more tokens than this that keeps one row of logits is a prompt's prefill
+(the engine's catch-up chunks): it runs on `prefill_threads`."""
 """Most tokens one `llama_decode` takes; a longer prompt goes in chunks of this size."""
 
 _state: dict = {}
@@ -141,7 +144,7 @@ class LlamaCppModel:
 
     def __init__(self, path: Path | str, threads: int | None = None,
                  max_context: int = MAX_CONTEXT, batch: int = BATCH, gpu_layers: int = 0,
-                 main_gpu: int | None = None):
+                 main_gpu: int | None = None, prefill_threads: int | None = None):
         lib = self._lib = bindings()
         self.path = Path(path)
         self.gpu_layers = gpu_layers
@@ -156,6 +159,10 @@ class LlamaCppModel:
         self.device = torch.device("cpu")
         self.threads, self.threads_note = capped_threads(threads)
         """llama.cpp's threads; the note says where the pair's `threads` was capped."""
+        self.prefill_threads = capped_threads(prefill_threads)[0] if prefill_threads else self.threads
+        """Threads of a prompt's prefill (`PREFILL_TOKENS`): the chat decodes on one core fewer
+        than it has, leaving the screen one, but nothing streams while a prompt is read."""
+        self._batch_threads = self.threads
         self.batch = batch
         trained = int(lib.llama_model_n_ctx_train(self._model))
         self.context_length = min(trained, max_context) if trained > 0 else max_context
@@ -263,6 +270,8 @@ class LlamaCppModel:
         if start + n > self.context_length:
             raise ValueError(f"llama.cpp context of {self.context_length} tokens is full "
                              f"({start} + {n})")
+        self._use_batch_threads(self.prefill_threads if keep == 1 and n > PREFILL_TOKENS
+                                else self.threads)
         rows = []
         for begin in range(0, n, self.batch):
             chunk = tokens[begin:begin + self.batch]
@@ -271,6 +280,12 @@ class LlamaCppModel:
             if wanted:
                 rows.append(self._logits(wanted))
         return rows[0] if len(rows) == 1 else torch.cat(rows)
+
+    def _use_batch_threads(self, threads: int) -> None:
+        """llama.cpp's threads for batches of more than one token (a verify, a prefill)."""
+        if threads != self._batch_threads:
+            self._lib.llama_set_n_threads(self._ctx, self.threads, threads)
+            self._batch_threads = threads
 
     def _decode(self, chunk: np.ndarray, position: int, wanted: int) -> None:
         m = len(chunk)
