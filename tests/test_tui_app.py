@@ -427,3 +427,28 @@ async def test_esc_withdraws_a_message_sent_while_the_pair_loads_so_it_is_never_
         assert not answers(app) and app.backends["fake"].turns() == []
         await ask(pilot, "hi")
         assert app.backends["fake"].turns()[0] == ("user", "hi")
+
+
+async def test_while_the_model_reads_a_long_prompt_the_status_says_so_and_esc_still_stops_it():
+    """A 3,000-token prompt keeps a CPU busy for a minute before the first token: the screen
+    says what the model is doing rather than a bare "answering…", and Esc ends it."""
+    app = make_app({"fake": FakeConfig(name="fake", prompt_tokens=3000, reading_s=30.0)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"long", "enter")
+        await wait_for(pilot, lambda: "reading the prompt (3,000 tokens)" in app.gauges.status)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not streaming(app), timeout=2.0)
+        assert "stopped" in str(last_answer(app).status.render())
+        assert "reading" not in app.gauges.status
+
+
+async def test_the_reading_status_gives_way_to_the_answer_once_tokens_come():
+    app = make_app({"fake": FakeConfig(name="fake", prompt_tokens=3000, reading_s=0.3,
+                                       tokens_per_s=20, answer="word " * 60)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"long", "enter")
+        await wait_for(pilot, lambda: "reading the prompt" in app.gauges.status)
+        await wait_for(pilot, lambda: streaming(app) and last_answer(app).text)
+        assert app.gauges.status == "answering…"

@@ -112,6 +112,14 @@ class ContextTrimmed:
 
 
 @dataclass(frozen=True)
+class ReadingPrompt:
+    """The prompt the model reads before its first round: a long one keeps it busy for
+    seconds (a minute for 3,000 tokens of the 1.5B Qwen target on 2 CPU cores)."""
+
+    tokens: int
+
+
+@dataclass(frozen=True)
 class AnswerDone:
     """The answer is complete (or stopped); `text` excludes rejected drafts."""
 
@@ -124,4 +132,4 @@ class AnswerDone:
     """Why a failed answer ended; the text so far is kept in the conversation."""
 
 
-ChatEvent = RoundUpdate | ContextTrimmed | AnswerDone
+ChatEvent = RoundUpdate | ContextTrimmed | ReadingPrompt | AnswerDone

@@ -21,8 +21,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate,
-                                  StatsSnapshot, TokenSpan)
+from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
+                                  RoundUpdate, StatsSnapshot, TokenSpan)
 from specchat.chat.baseline import Baseline, Costs, SamplingParams
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.verdict import IdentityCheck
@@ -124,6 +124,10 @@ class FakeConfig:
     """Passes a baseline takes to settle (a real pair's: 3); scripted timings carry no noise."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
+    prompt_tokens: int = 0
+    """Announce a prompt of this many tokens before each answer's first round (0: none)."""
+    reading_s: float = 0.0
+    """How long reading that prompt takes (it stops early when asked to)."""
     memory_bytes: int = 270_000_000
     rounds: list[ScriptedRound] | None = field(default=None, repr=False)
 
@@ -183,6 +187,9 @@ class ScriptedBackend:
         self.answers_started += 1
         if self.config.trim_every_answer:
             yield ContextTrimmed(1, 2048)
+        if self.config.prompt_tokens:
+            yield ReadingPrompt(self.config.prompt_tokens)
+            self._read_prompt(should_stop)
         try:
             done = yield from self._play(speculate, should_stop)
         except BaseException:
@@ -190,6 +197,11 @@ class ScriptedBackend:
             raise
         self._turns.append(Turn("assistant", done.text))
         yield done
+
+    def _read_prompt(self, should_stop: ShouldStop) -> None:
+        deadline = time.perf_counter() + self.config.reading_s
+        while time.perf_counter() < deadline and not should_stop():
+            time.sleep(0.01)
 
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         done = yield from self._play(False, should_stop)

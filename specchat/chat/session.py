@@ -19,7 +19,8 @@ import torch
 
 from specchat.chat.conversation import Conversation, fit_prompt
 from specchat.chat.detok import IncrementalDetokenizer
-from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate, TokenSpan
+from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
+                                  RoundUpdate, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
@@ -105,6 +106,7 @@ class ChatSession:
         metrics.submitted = started  # TTFT counts rendering the prompt too
         if dropped:
             yield ContextTrimmed(dropped, context)
+        yield ReadingPrompt(len(prompt))
         budget = min(max_new_tokens, context - len(prompt))
         detok = IncrementalDetokenizer(self.pair.tokenizer, prompt)
         spans: list[TokenSpan] = []

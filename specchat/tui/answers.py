@@ -24,7 +24,11 @@ from specchat.chat.service import ConversationService, PairInfo
 from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, ContextNotice,
-                                   IdentityChecked, RoundArrived)
+                                   IdentityChecked, PromptReading, RoundArrived)
+
+LONG_PROMPT = 256
+"""Tokens from which the status says the model is reading the prompt (seconds on a CPU)."""
+ANSWERING = "answering…"
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
@@ -162,7 +166,7 @@ class ChatTranscript(VerticalScroll):
         gauges = self.gauges
         gauges.start_job(job.id)
         gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
-        gauges.status = "racing target-only…" if race else "answering…"
+        gauges.status = "racing target-only…" if race else ANSWERING
         gauges.sampling = host.service.sampling_key()
         gauges.calibration = host.pair.baseline()
         self._answer_worker(job)
@@ -182,9 +186,15 @@ class ChatTranscript(VerticalScroll):
     def _current(self, job_id: int) -> bool:
         return self.job is not None and self.job.id == job_id and self.answer_view is not None
 
+    def on_prompt_reading(self, message: PromptReading) -> None:
+        if self._current(message.job_id) and message.tokens >= LONG_PROMPT:
+            self.gauges.status = f"{ANSWERING} reading the prompt ({message.tokens:,} tokens)"
+
     def on_round_arrived(self, message: RoundArrived) -> None:
         if not self._current(message.job_id):
             return
+        if self.gauges.status.startswith(f"{ANSWERING} reading"):
+            self.gauges.status = ANSWERING
         updates = message.updates
         if isinstance(self.job, AnswerJob):  # committed before the rounds can reach the screen
             for update in updates:

@@ -62,6 +62,14 @@ class IdentityChecked(Message, bubble=False):
 
 
 @dataclass
+class PromptReading(Message, bubble=False):
+    """The model reads the answer's prompt of `tokens` tokens before its first round."""
+
+    job_id: int
+    tokens: int
+
+
+@dataclass
 class AnswerNotStarted(Message, bubble=False):
     """The job was stopped while it waited for the model (busy with a calibration): the
     model was never asked, and the conversation has no turn of it."""

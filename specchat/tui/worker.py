@@ -21,11 +21,11 @@ from typing import Callable, Iterator
 
 from textual.message_pump import MessagePump
 
-from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, RoundUpdate
+from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt, RoundUpdate
 from specchat.chat.service import ConversationService as Backend, ShouldStop, describe_error
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, Calibrated,
                                    ContextNotice, IdentityChecked, LoadFailed, LoadProgress,
-                                   PairLoaded, RoundArrived, StatsUpdated)
+                                   PairLoaded, PromptReading, RoundArrived, StatsUpdated)
 
 POLL_S = 0.02
 FRAME_S = 0.1
@@ -126,6 +126,8 @@ def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Should
         batch.post()
         if isinstance(event, ContextTrimmed):
             app.post_message(ContextNotice(job.id, event))
+        elif isinstance(event, ReadingPrompt):
+            app.post_message(PromptReading(job.id, event.tokens))
         elif isinstance(event, AnswerDone):
             gauges.post_message(StatsUpdated(job.id, event.stats))
             app.post_message(AnswerFinished(job.id, event))
