@@ -29,6 +29,7 @@ from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarte
 LONG_PROMPT = 256
 """Tokens from which the status says the model is reading the prompt (seconds on a CPU)."""
 ANSWERING = "answering…"
+READING = f"{ANSWERING} reading the prompt"
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
@@ -188,12 +189,12 @@ class ChatTranscript(VerticalScroll):
 
     def on_prompt_reading(self, message: PromptReading) -> None:
         if self._current(message.job_id) and message.tokens >= LONG_PROMPT:
-            self.gauges.status = f"{ANSWERING} reading the prompt ({message.tokens:,} tokens)"
+            self.gauges.status = f"{READING} ({message.tokens:,} tokens)"
 
     def on_round_arrived(self, message: RoundArrived) -> None:
         if not self._current(message.job_id):
             return
-        if self.gauges.status.startswith(f"{ANSWERING} reading"):
+        if self.gauges.status.startswith(READING):
             self.gauges.status = ANSWERING
         updates = message.updates
         if isinstance(self.job, AnswerJob):  # committed before the rounds can reach the screen

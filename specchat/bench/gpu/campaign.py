@@ -100,23 +100,25 @@ def bench_options(plan: Plan, pair: str) -> tuple[str, ...]:
             "--max-new-tokens", str(plan.max_new_tokens), "--json", *prompts)
 
 
-def bench(plan: Plan, subcommand: str, pair: str, *more: str, limit_s: int,
-          prompts: int | None = None, settle_s: int = REPORT_S) -> Step:
+def bench(plan: Plan, name: str, subcommand: str, pair: str, *more: str, limit_s: int,
+          prompts: int | None = None, settle_s: int | None = REPORT_S) -> Step:
     """A prompt-set `bench` step that starts no prompt after `limit_s - settle_s` seconds
-    (`--budget-s`); a dry run answers two prompts whatever `prompts` says."""
+    (`--budget-s`; None: no budget, for `overhead`, which times a fixed few prompts); a dry
+    run answers two prompts whatever `prompts` says."""
     prompts = 2 if plan.dry_run else prompts
     limits = ("--limit", str(prompts)) if prompts else ()
-    budget = ("--budget-s", str(max(5, limit_s - settle_s))) if subcommand != "overhead" else ()
+    budget = ("--budget-s", str(max(5, limit_s - settle_s))) if settle_s is not None else ()
     argv = ("specchat", "bench", subcommand, *bench_options(plan, pair), *limits, *budget, *more)
-    return Step(f"{subcommand}-{pair}", argv, limit_s)
+    return Step(name, argv, limit_s)
 
 
-def named(step: Step, name: str) -> Step:
-    return replace(step, name=name)
+def phase_budget(plan: Plan, phase: str) -> int:
+    """The plan's seconds for `phase`: its own, else the phase's `PHASE_BUDGET_S`."""
+    return plan.budget_s or PHASE_BUDGET_S[phase]
 
 
 def scale_steps(plan: Plan) -> list[Step]:
-    budget = plan.budget_s or PHASE_BUDGET_S["scale"]
+    budget = phase_budget(plan, "scale")
     scale = ("specchat", "bench", "scale", "--out", str(plan.out / "scale.jsonl"),
              "--shapes", plan.shapes, "--quant", plan.quantizations,
              "--budget-s", str(max(20, budget - 20)))
@@ -127,33 +129,34 @@ def scale_steps(plan: Plan) -> list[Step]:
 
 def check_steps(plan: Plan) -> list[Step]:
     pytest = ("pytest", "-q", "-m", "gpu", "tests/test_gpu.py", "-p", "no:cacheprovider")
-    budget = plan.budget_s or PHASE_BUDGET_S["check"]
-    return [Step("pytest-gpu", pytest + (("--collect-only",) if plan.dry_run else ()), budget)]
+    return [Step("pytest-gpu", pytest + (("--collect-only",) if plan.dry_run else ()),
+                 phase_budget(plan, "check"))]
 
 
 def pair_steps(plan: Plan) -> list[Step]:
     """In priority order: what a phase cut short leaves out is the least needed (the
     quantized and spread targets are also in `check` and, at scale, in `scale`)."""
     pair, few = plan.pair, plan.quant_limit
-    return [named(bench(plan, "run", pair, limit_s=75), f"standard-{pair}"),
-            named(bench(plan, "overhead", pair, prompts=3, limit_s=35), f"overhead-{pair}"),
-            named(bench(plan, "profile", pair, "--ks", plan.sweep_ks, limit_s=70, settle_s=30),
-                  f"sweep-profile-{pair}"),
-            named(bench(plan, "run", plan.ngram_pair, prompts=few, limit_s=30),
-                  f"standard-{plan.ngram_pair}"),
-            named(bench(plan, "run", f"{pair}-8bit", prompts=few, limit_s=30), "standard-8bit"),
-            named(bench(plan, "run", f"{pair}-4bit", prompts=few, limit_s=30), "standard-4bit"),
-            named(bench(plan, "run", f"{pair}-spread", prompts=few, limit_s=30), "standard-spread"),
+    return [bench(plan, f"standard-{pair}", "run", pair, limit_s=75),
+            bench(plan, f"overhead-{pair}", "overhead", pair, prompts=3, limit_s=35,
+                  settle_s=None),
+            bench(plan, f"sweep-profile-{pair}", "profile", pair, "--ks", plan.sweep_ks,
+                  limit_s=70, settle_s=30),
+            bench(plan, f"standard-{plan.ngram_pair}", "run", plan.ngram_pair, prompts=few,
+                  limit_s=30),
+            bench(plan, "standard-8bit", "run", f"{pair}-8bit", prompts=few, limit_s=30),
+            bench(plan, "standard-4bit", "run", f"{pair}-4bit", prompts=few, limit_s=30),
+            bench(plan, "standard-spread", "run", f"{pair}-spread", prompts=few, limit_s=30),
             Step(f"check-{pair}", ("specchat", "pairs", "--config", str(plan.campaign_config),
                                    "--check", pair, "--measure"), 30)]
 
 
 def llama_steps(plan: Plan) -> list[Step]:
     gguf = plan.gguf_pair
-    return [named(bench(plan, "profile", f"{gguf}-llama-spec", "--ks", plan.sweep_ks, limit_s=50,
-                        settle_s=25), "llama-profile"),
-            named(bench(plan, "run", f"{gguf}-llama", limit_s=30), "llama-standard"),
-            named(bench(plan, "run", f"{gguf}-llama-spec", limit_s=30), "llama-spec")]
+    return [bench(plan, "llama-profile", "profile", f"{gguf}-llama-spec", "--ks", plan.sweep_ks,
+                  limit_s=50, settle_s=25),
+            bench(plan, "llama-standard", "run", f"{gguf}-llama", limit_s=30),
+            bench(plan, "llama-spec", "run", f"{gguf}-llama-spec", limit_s=30)]
 
 
 STEPS = {"scale": scale_steps, "check": check_steps, "pair": pair_steps, "llama": llama_steps}
@@ -268,7 +271,7 @@ def run_phase(plan: Plan, phase: str, note: Callable[[str], None] = print,
               run_here: RunHere | None = None) -> list[dict]:
     """Every step of `phase` in order within its budget; the records written."""
     plan.out.mkdir(parents=True, exist_ok=True)
-    plan = with_interleaved_prompts(replace(plan, budget_s=plan.budget_s or PHASE_BUDGET_S[phase]))
+    plan = with_interleaved_prompts(replace(plan, budget_s=phase_budget(plan, phase)))
     plan.campaign_config.write_text(campaign_pairs(plan))
     device = device_lines(plan.python)
     with open(plan.out / "device.txt", "a") as handle:
