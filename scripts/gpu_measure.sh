@@ -15,7 +15,7 @@
 #                                    # 8bit/4bit/spread), then the CUDA build installed and
 #                                    # `campaign llama`
 #   scripts/gpu_measure.sh llama     # `campaign llama` alone (a rerun on a warm machine)
-#   scripts/gpu_measure.sh publish DIR...   # here: results/gpu/ and docs/benchmarks.md
+#   scripts/gpu_measure.sh publish DIR...   # here: docs/gpu/ and docs/benchmarks.md
 #   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models (a test
 #                                    # runs it: tests/test_gpu_campaign.py)
 #

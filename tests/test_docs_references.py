@@ -106,9 +106,12 @@ def reported(file: Path, names: list[str]) -> bool:
     return False
 
 
-@pytest.mark.parametrize("file", sorted(f for f in (ROOT / "results").rglob("*")
+RESULT_FOLDERS = (ROOT / "results", ROOT / "docs" / "gpu")
+
+
+@pytest.mark.parametrize("file", sorted(f for folder in RESULT_FOLDERS for f in folder.rglob("*")
                                         if f.is_file() and f.name != "README.md"),
-                         ids=lambda f: f.relative_to(ROOT / "results").as_posix())
+                         ids=lambda f: f.relative_to(ROOT).as_posix())
 def test_every_result_file_is_named_by_the_doc_that_reports_it(file):
     names = reported_names(doc_text([ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "distill.md"]))
     assert reported(file, names), f"{file.relative_to(ROOT)}: no doc reports it; name it or drop it"

@@ -63,6 +63,7 @@ def test_the_gpu_measurement_runs_every_phase_on_a_cpu_and_publishes_its_tables(
     assert "<!-- gpu-results:start -->" in published and "### standard-tiny" in published
     raw = next((base / "results").glob("*.jsonl"))
     assert len(read(raw)) == len(steps) + len(kinds)
+    assert f"Raw results: `{raw.as_posix()}`" in published
 
 
 def test_the_real_plan_measures_bf16_the_gpu_tests_and_every_target_variant(tmp_path):
@@ -144,6 +145,30 @@ def test_the_published_tables_mark_each_target_met_missed_or_not_measured():
     assert "target-only / transformers generate: 3.40 (met" in text
     assert "speculative / transformers speculation: 1.50 (MISSED" in text
     assert "speculative / target-only: not measured" in text
+
+
+def test_publish_writes_the_raw_objects_under_docs_gpu_and_the_tables_name_that_file(tmp_path,
+                                                                                    monkeypatch):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    returned = tmp_path / "out1"
+    returned.mkdir()
+    (returned / "device.txt").write_text("NVIDIA H100 80GB HBM3\n")
+    (returned / "results.jsonl").write_text(json.dumps(
+        {"step": "overhead", "exit": 0, "seconds": 1, "command": "specchat bench overhead",
+         "device": "NVIDIA H100 80GB HBM3", "report": {"output": "outside forwards 3%"}}) + "\n")
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "benchmarks.md").write_text("# Benchmarks\n\n## UI\n")
+    monkeypatch.chdir(repo)
+    done = CliRunner().invoke(main, ["bench", "publish", str(returned)])
+    assert done.exit_code == 0, done.output
+    [raw] = (repo / "docs" / "gpu").glob("*-nvidia-h100-80gb-hbm3.jsonl")
+    assert read(raw)[0]["step"] == "overhead"
+    doc = (repo / "docs" / "benchmarks.md").read_text()
+    assert f"Raw results: `docs/gpu/{raw.name}`" in doc and doc.index("gpu-results") < doc.index("## UI")
 
 
 # --- the file moving around the device calls: prepare here, then each phase there ------

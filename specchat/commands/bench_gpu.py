@@ -2,7 +2,7 @@
 
 `scale` measures random-weight models at real Llama scale; `campaign PHASE` runs one phase
 of the whole GPU measurement as timed steps; `publish` writes a campaign's results into
-results/gpu/ and docs/benchmarks.md. The measuring is in specchat.bench.gpu; every command
+docs/gpu/ and docs/benchmarks.md. The measuring is in specchat.bench.gpu; every command
 has a CPU dry run (`--tiny` / `--dry-run`) that the test suite runs.
 """
 
@@ -104,11 +104,11 @@ def in_process(root: click.Command, args: tuple[str, ...]):
 @click.argument("folders", nargs=-1, required=True,
                 type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False),
-              default=Path("results/gpu"), show_default=True)
+              default=Path("docs/gpu"), show_default=True)
 @click.option("--benchmarks", type=click.Path(path_type=Path, dir_okay=False),
               default=Path("docs/benchmarks.md"), show_default=True)
 def publish(folders: tuple[Path, ...], results_dir: Path, benchmarks: Path) -> None:
-    """A campaign's returned folders into results/gpu/ and the tables into the benchmarks doc."""
+    """A campaign's returned folders into docs/gpu/ and the tables into the benchmarks doc."""
     from specchat.bench.gpu.publish import publish as write
 
     raw, doc = write(list(folders), results_dir, benchmarks)

@@ -1,5 +1,5 @@
 """`specchat bench publish DIR...`: a campaign's returned folders (results.jsonl, scale.jsonl,
-device.txt) into the repository: every raw object into results/gpu/DATE-DEVICE.jsonl, and
+device.txt) into the repository: every raw object into docs/gpu/DATE-DEVICE.jsonl, and
 the tables into docs/benchmarks.md between the `gpu-results` markers, each target of the GPU
 issue marked met, MISSED or not measured.
 
@@ -227,11 +227,11 @@ def device_of(steps: dict[str, dict], scale: list[dict]) -> str:
 
 
 def results_block(name: str, steps: dict[str, dict], scale: list[dict], devices: list[str],
-                  raw_name: str) -> str:
+                  raw_path: str) -> str:
     """The Markdown between the markers: where, what, every table and target."""
     stamp = datetime.date.today().isoformat()
     return "\n".join([START, f"## GPU results: {name}, {stamp}", "",
-                      f"Raw results: `results/gpu/{raw_name}`", "", "```", *devices, "```", "",
+                      f"Raw results: `{raw_path}`", "", "```", *devices, "```", "",
                       *scale_sections(scale), "", *step_sections(steps), END])
 
 
@@ -243,7 +243,7 @@ def publish(folders: list[Path], results_dir: Path, benchmarks: Path) -> tuple[P
     results_dir.mkdir(parents=True, exist_ok=True)
     raw.write_text("".join(json.dumps(o) + "\n" for o in [*steps.values(), *scale]))
     text = benchmarks.read_text() if benchmarks.is_file() else ""
-    benchmarks.write_text(replace_block(text, results_block(name, steps, scale, devices, raw.name)))
+    benchmarks.write_text(replace_block(text, results_block(name, steps, scale, devices, raw.as_posix())))
     return raw, benchmarks
 
 
