@@ -85,3 +85,26 @@ async def test_the_float32_replay_reports_its_verdict_in_the_transcript():
         await pilot.press("ctrl+b")
         await wait_for(pilot, lambda: app.query(Notice))
         assert "float32 replay" in str(app.query(Notice).last().render())
+
+
+async def test_after_a_pair_switch_the_panel_shows_no_figures_of_the_old_pairs_answer():
+    configs = {"old": FakeConfig(name="old", tokens_per_s=40, answer="one two three four " * 4),
+               "new": FakeConfig(name="new", load_s=0.2, answer="fresh")}
+    app = make_app(configs, first="old")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        await pilot.press("f5")  # a race: its figures and "target only" stay on the panel
+        await wait_for(pilot, lambda: app.query(Notice))
+        assert "tokens 0" not in shown(app, "#g-timing")
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
+        options = app.screen.query_one("#pair-list")
+        options.highlighted = options.get_option_index("new")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.sub_title == "new")
+        await pilot.pause()
+        assert "tokens 0" in shown(app, "#g-timing") and "rounds 0" in shown(app, "#g-timing")
+        assert app.gauges.query_one("#g-tps").value == "-"
+        assert "race" not in shown(app, "#g-speedup")
+        assert "acceptance – (0/0)" in shown(app, "#g-acceptance")

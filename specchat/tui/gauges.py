@@ -185,6 +185,12 @@ class Gauges(VerticalScroll):
         for spark in self.query("#g-spark").results(Sparkline):
             spark.data = []
 
+    def forget_answer(self) -> None:
+        """Another pair answers from now: the last answer's figures were the old pair's."""
+        self.start_job(-1)
+        self.mode = "speculative"
+        self.stats = None
+
     def push_rounds(self, committed: list[int]) -> None:
         """Record rounds' committed tokens (a batch: tui/worker.py sends at most one per
         frame) and redraw the sparkline in the same frame."""

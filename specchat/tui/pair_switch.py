@@ -105,6 +105,7 @@ class PairSwitch:
         app.gauges.calibration = self.baseline()
         app.gauges.status = f"ready · loaded in {info.load_s:.1f} s"
         if previous is not None:
+            app.gauges.forget_answer()
             app.notify(f"now answering with {info.name}")
         app.transcript.pair_ready()
         self.maybe_calibrate()
