@@ -23,7 +23,7 @@ class ScriptedDrafter:
     def reset(self):
         pass
 
-    def propose(self, sequence, k, params, generator, should_stop=lambda: False):
+    def propose(self, sequence, k, params, generator, should_stop=lambda: False, committed=None):
         tokens = self.script.pop(0)[:k] if self.script else []
         return Proposal(torch.tensor(tokens, dtype=torch.long), None)
 

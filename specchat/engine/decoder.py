@@ -56,7 +56,10 @@ class Drafter(Protocol):
     def reset(self) -> None: ...
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
-                should_stop: Callable[[], bool]) -> Proposal: ...
+                should_stop: Callable[[], bool], committed: list[int] | None = None) -> Proposal:
+        """Up to k drafts after `sequence`; `committed` is the same tokens as host ints (the
+        decoder's own list): a drafter that reads token values reads these, since reading
+        `sequence` is a synchronisation on a GPU."""
     def rollback(self, committed_length: int) -> None: ...
     max_cache_lag: int
 
@@ -112,7 +115,7 @@ class Decoder:
                 yield Finished(reason, len(ids) - len(prompt))
                 return
             budget = max_new_tokens - (len(ids) - len(prompt))
-            event = self._round(sequence, settings, budget, generator, should_stop)
+            event = self._round(sequence, ids, settings, budget, generator, should_stop)
             if event is None:  # stopped while drafting: the round is cancelled
                 self._check_cancelled(len(ids))
                 yield Finished("stopped", len(ids) - len(prompt))
@@ -138,14 +141,14 @@ class Decoder:
             return "stopped"
         return None
 
-    def _round(self, sequence, settings: Settings, budget: int, generator,
+    def _round(self, sequence, ids: list[int], settings: Settings, budget: int, generator,
                should_stop) -> Round | None:
         params = settings.sampling
         k = 0 if self.drafter is None else max(0, min(settings.draft_length(), budget - 1))
         if not self._catch_up(sequence, k, should_stop):
             return None
         started = time.perf_counter()
-        proposal = self._propose(sequence, k, params, generator, should_stop)
+        proposal = self._propose(sequence, ids, k, params, generator, should_stop)
         if proposal is None:
             return None
         drafted_at = time.perf_counter()
@@ -183,10 +186,10 @@ class Decoder:
                 chunk = next_chunk(chunk, time.perf_counter() - began)
         return True
 
-    def _propose(self, sequence, k, params, generator, should_stop) -> Proposal | None:
+    def _propose(self, sequence, ids, k, params, generator, should_stop) -> Proposal | None:
         if self.drafter is None or k == 0:
             return empty_proposal(sequence.device)
-        proposal = self.drafter.propose(sequence, k, params, generator, should_stop)
+        proposal = self.drafter.propose(sequence, k, params, generator, should_stop, ids)
         if should_stop() and len(proposal) < k:
             self.drafter.rollback(sequence.shape[0])
             return None

@@ -61,7 +61,8 @@ class ModelDrafter:
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
-                should_stop: Callable[[], bool] = lambda: False) -> Proposal:
+                should_stop: Callable[[], bool] = lambda: False,
+                committed: list[int] | None = None) -> Proposal:
         tokens, probs = [], []
         feed = sequence[self.model.cache_length:]
         for _ in range(k):
@@ -129,8 +130,9 @@ class NgramDrafter:
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
-                should_stop: Callable[[], bool] = lambda: False) -> Proposal:
-        ids = sequence.tolist()
+                should_stop: Callable[[], bool] = lambda: False,
+                committed: list[int] | None = None) -> Proposal:
+        ids = sequence.tolist() if committed is None else committed
         match = find_match(ids, self.max_ngram, self.min_ngram)
         length = min(k, max(self.length, match.span - match.n + 1)) if match else 0
         found = ids[match.start:match.start + length] if match else []

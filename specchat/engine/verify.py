@@ -38,11 +38,17 @@ def row_argmax(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
+def pick_row(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`table[index]` for a 0-dim index tensor, on the device: indexing with the tensor
+    itself reads it to the host first (a synchronisation on a GPU)."""
+    return table.index_select(0, index.reshape(1)).squeeze(0)
+
+
 def verify_greedy(drafts: torch.Tensor, target_logits: torch.Tensor):
     """(accepted count, next token) at temperature 0."""
     choice = row_argmax(target_logits)
     accepted = leading_true(drafts == choice[: drafts.shape[0]])
-    return accepted, choice[accepted]
+    return accepted, pick_row(choice, accepted)
 
 
 def _correction_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -70,7 +76,7 @@ def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
     u = torch.rand(k, generator=generator, device=p.device)
     accepted = leading_true(u * q_at < p_at)
     rows = torch.cat([_correction_rows(p[:k], draft_probs), p[k:]], dim=0)
-    return accepted, sample(rows[accepted], generator)
+    return accepted, sample(pick_row(rows, accepted), generator)
 
 
 def verify(drafts: torch.Tensor, draft_probs: torch.Tensor | None,

@@ -38,11 +38,9 @@ class ReducedVocabModel(HFCausalModel):
 
 
 def scatter_logits(small: torch.Tensor, vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Full-vocabulary rows from logits over `vocab` (sorted ids): -inf everywhere else."""
-    logits = torch.full((small.shape[0], vocab_size), float("-inf"), device=small.device)
-    if len(vocab) and int(vocab[-1]) < vocab_size:  # the usual case: no mask to build
-        logits[:, vocab] = small
-        return logits
-    inside = vocab < vocab_size
-    logits[:, vocab[inside]] = small[:, inside]
-    return logits
+    """Full-vocabulary rows from logits over `vocab` (sorted ids): -inf everywhere else.
+    Ids at or past `vocab_size` (a head wider than the tokenizer) land in one spare column
+    that is cut off, so nothing is read back to the host (a sync per draft step on a GPU)."""
+    logits = torch.full((small.shape[0], vocab_size + 1), float("-inf"), device=small.device)
+    logits[:, vocab.clamp_max(vocab_size)] = small
+    return logits[:, :vocab_size]
