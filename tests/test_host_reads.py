@@ -68,10 +68,23 @@ def drafts():
             "n-gram": lambda: NgramDrafter()}
 
 
+def targets():
+    """The target forwards a GPU runs for the Llama family: eager, and specchat's own static
+    Llama with its attention spans in buckets (uncompiled here). Not transformers' static
+    cache (other families): uncompiled, its mask check reads the cache position
+    (masking_utils' `_ignore_causal_mask_sdpa`); on CUDA it runs compiled, where it does not."""
+    from specchat.models.torch_backend.static_llama import StaticLlama
+
+    return {"eager": lambda: HFCausalModel(tiny_llama(0)),
+            "own static": lambda: StaticLlama(tiny_llama(0), max_length=256, compile_steps=False,
+                                              buckets=True)}
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.8], ids=["greedy", "sampled"])
 @pytest.mark.parametrize("draft", list(drafts()))
-def test_a_speculative_round_reads_the_device_once(draft, temperature):
-    target = HFCausalModel(tiny_llama(0))
+@pytest.mark.parametrize("forward", list(targets()))
+def test_a_speculative_round_reads_the_device_once(forward, draft, temperature):
+    target = targets()[forward]()
     decoder = Decoder(target, drafts()[draft](), eos_ids=set(), check_invariants=False)
     rounds = decoder.generate([5, 6, 7, 8, 9] * 6, Settings(3, SamplingParams(temperature=temperature)), 500)
     next(rounds)  # the prompt's round
