@@ -4,8 +4,9 @@ object per measurement, appended to --out and echoed to stdout:
 
 - copy: a device-to-device copy's bandwidth (bytes read + written per second), the
   ceiling the decode bandwidth is compared with;
-- model: per shape and quantization, weight bytes and GPU memory, the adapter used
-  (specchat's own static forward; CUDA graph capture time, or why capture failed),
+- model: per shape and quantization, weight bytes and GPU memory, the forward the chat
+  would run (specchat's own static forward with its CUDA graph capture time, or why capture
+  failed; transformers' eager forward for 8-bit and 4-bit weights),
   step time and verify cost v(n) for every fixed k's k + 1 (engine.costs.WIDTHS), and
   target-only decode bandwidth (weight bytes read per token / time per token) as a share
   of the copy's;
@@ -128,6 +129,25 @@ def static_model(model: Any, buckets: bool, max_length: int = 1024):
     return static_adapter(model, max_length=max_length, buckets=buckets)
 
 
+def round_ready(model: Any, k: int):
+    """specchat's static forward with every width a round of k drafts runs captured at every
+    attention span now (`prepare`), so no capture lands inside a timed answer."""
+    adapter = static_model(model, buckets=True)
+    adapter.prepare(widths=k + 1)
+    return adapter
+
+
+def measured_adapter(model: Any, quantization: str):
+    """The forward the chat runs for these weights (models.torch_backend.adapter chooses):
+    specchat's own static forward, or transformers' eager one for quantized weights, which
+    neither static forward takes."""
+    if quantization == "none":
+        return static_model(model, buckets=False)
+    from specchat.models.torch_backend.adapter import torch_adapter
+
+    return torch_adapter(model, str(model.device), quantized=True)[0]
+
+
 def allocated(device: str) -> int:
     return torch.cuda.memory_allocated() if device.startswith("cuda") else 0
 
@@ -142,9 +162,10 @@ def measure_model(recorder: Recorder, shape: str, quantization: str) -> Measured
     if quantization != "none":
         quantize(model, quantization)
     built_s = time.perf_counter() - started
-    adapter = static_model(model, buckets=False)
+    adapter = measured_adapter(model, quantization)
     started = time.perf_counter()
-    adapter.prepare(widths=max(settings.widths))  # on CUDA every width is captured (capture_s)
+    if hasattr(adapter, "prepare"):  # a static forward: on CUDA every width is captured
+        adapter.prepare(widths=max(settings.widths))
     context = [(1000 + i) % adapter.vocab_size for i in range(settings.context)]
     costs = Costs.of(verify_costs(adapter, context, settings.widths, repeats=settings.repeats),
                      None)
@@ -154,8 +175,11 @@ def measure_model(recorder: Recorder, shape: str, quantization: str) -> Measured
                "weight_bytes_per_token": bytes_per_token(model),
                "gpu_memory_bytes": (allocated(device) - before) or None,
                "build_s": round(built_s, 2), "measure_s": round(time.perf_counter() - started, 2),
-               "captured": bool(adapter.compiled), "capture_s": round(adapter.capture_s, 3),
-               "compile_error": adapter.compile_error, "step_ms": timed["target_step_ms"],
+               "forward": type(adapter).__name__,
+               "captured": bool(getattr(adapter, "compiled", False)),
+               "capture_s": round(getattr(adapter, "capture_s", 0.0), 3),
+               "compile_error": getattr(adapter, "compile_error", None),
+               "step_ms": timed["target_step_ms"],
                "verify_ms": timed["verify_ms"], "v": timed["v"]}
     figures["bandwidth_bytes_per_s"] = figures["weight_bytes_per_token"] / costs.target_step_s
     return Measured(model, figures, costs)
@@ -218,11 +242,11 @@ def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | Non
     from specchat.engine import ModelDrafter
 
     k, tokens = recorder.settings.k, recorder.settings.tokens
-    model = static_model(target.model, buckets=True)
+    model = round_ready(target.model, k)
     prompt = [(7 * i + 3) % model.vocab_size for i in range(128)]
     alone = decode_rate(model, None, 0, prompt, tokens)[0]
     costs = Costs.of(target.costs.verify_s, target.costs.target_step_s)
-    rate, alpha, _ = decode_rate(model, ModelDrafter(static_model(target.model, True)), k,
+    rate, alpha, _ = decode_rate(model, ModelDrafter(round_ready(target.model, k)), k,
                                  prompt, tokens)
     recorder.emit("spec", target=target.figures["shape"], draft="self (shares the target's weights)",
                   k=k, target_only_tok_s=alone, spec_tok_s=rate,
@@ -231,7 +255,7 @@ def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | Non
     if draft is None:
         return
     costs = Costs.of(target.costs.verify_s, draft.costs.target_step_s)
-    drafter = ModelDrafter(static_model(draft.model, True))
+    drafter = ModelDrafter(round_ready(draft.model, k))
     rate, alpha, _ = decode_rate(model, drafter, k, prompt, tokens)
     recorder.emit("spec", target=target.figures["shape"], draft=draft.figures["shape"], k=k,
                   target_only_tok_s=alone, spec_tok_s=rate,
