@@ -75,12 +75,15 @@ llama_sources() {
 }
 
 # the wheels the device image lacks: gguf (GGUF reader), platformdirs, bitsandbytes
+# what specchat and llama-cpp-python need that the device image lacks (its package list:
+# tests/device_image.txt; the dry run hides every other requirement the image lacks)
+CARRIED_WHEELS=(gguf==0.19.0 platformdirs==4.14.7 diskcache==5.6.3)
 fetch_wheels() {
   local into=$1 py=$2
   if [ -n "${WHEELS_FROM:-}" ]; then cp "$WHEELS_FROM"/*.whl "$into/"; return; fi
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
-    --platform manylinux2014_x86_64 -d "$into" gguf==0.19.0 platformdirs==4.14.7 \
+    --platform manylinux2014_x86_64 -d "$into" "${CARRIED_WHEELS[@]}" \
     "bitsandbytes==${BNB_VERSION:-0.50.2}"
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,13 +38,80 @@ def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def carried_wheels() -> set[str]:
+    """The distributions scripts/gpu_measure.sh carries to the device (CARRIED_WHEELS)."""
+    done = subprocess.run(["bash", "-c", "source scripts/gpu_measure.sh; echo ${CARRIED_WHEELS[@]}"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return {normalized(w.split("==")[0]) for w in done.stdout.split()} | {"bitsandbytes"}
+
+
+def requirements(distribution: str, extras: tuple[str, ...] = ()) -> set[str]:
+    """A distribution's requirements without extras, and those of `extras`."""
+    from importlib.metadata import requires
+
+    names = set()
+    for line in requires(distribution) or []:
+        marker = line.partition(";")[2]
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)", marker)
+        if not marker or (extra and extra.group(1) in extras):
+            names.add(normalized(re.match(r"[A-Za-z0-9_.-]+", line).group()))
+    return names
+
+
+def absent_on_the_device() -> set[str]:
+    """What specchat (with its test extra, for `pytest -m gpu`) and llama-cpp-python require
+    that the device image lacks and the script does not carry (normalized names)."""
+    image = {normalized(line) for line in (ROOT / "tests" / "device_image.txt").read_text().split("\n")
+             if line and not line.startswith("#")}
+    wanted = requirements("specchat", ("test",)) | requirements("llama-cpp-python")
+    return wanted - image - carried_wheels()
+
+
+def device_like_python(folder: Path, absent: set[str]) -> Path:
+    """A python (and every process it starts) that can neither import the `absent`
+    distributions' modules nor see their metadata (so pytest loads no plugin of theirs)."""
+    from importlib.metadata import packages_distributions
+
+    modules = sorted(m for m, dists in packages_distributions().items()
+                     if any(normalized(d) in absent for d in dists))
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(f"""import re, sys
+import importlib.metadata as metadata
+MODULES, DISTRIBUTIONS = {modules!r}, {sorted(absent)!r}
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in MODULES:
+            raise ModuleNotFoundError(f"No module named '{{name}}' (not on the GPU machine's image)",
+                                      name=name)
+sys.meta_path.insert(0, Hide())
+everything = metadata.distributions
+def present(**kwargs):
+    return (d for d in everything(**kwargs)
+            if re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower() not in DISTRIBUTIONS)
+metadata.distributions = present
+""")
+    python = folder / "python"
+    python.write_text(f'#!/bin/bash\nexport PYTHONPATH="{folder}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+                      f'exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the device machine and its script are Linux")
 def test_the_gpu_measurement_runs_every_phase_on_a_cpu_and_publishes_its_tables(dry_config,
                                                                                  tmp_path):
+    """...with only what the device image has and the script carries: every other
+    requirement is hidden from each process the dry run starts."""
     pytest.importorskip("llama_cpp", reason="the llama phase needs llama-cpp-python")
+    absent = absent_on_the_device()
+    assert {"textual", "pygal"} <= absent  # the image has neither: the hiding is real
     base = tmp_path / "dry"
     env = dict(os.environ, DRY_CONFIG=str(dry_config), DRY_BASE=str(base),
-               PYTHON=sys.executable)
+               PYTHON=str(device_like_python(tmp_path / "device-python", absent)))
     done = subprocess.run(["bash", "scripts/gpu_measure.sh", "dry-run"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
