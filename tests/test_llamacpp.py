@@ -492,3 +492,26 @@ def test_run_shows_both_backends_and_why(config):
     assert result.exit_code == 0, result.output
     assert "target backend:" in result.output and "llama.cpp (" in result.output
     assert "draft backend:" in result.output and "torch (" in result.output
+
+
+def test_time_inside_llamacpp_includes_the_wait_for_offloaded_layers(config):
+    """With layers on a GPU `llama_decode` returns before the device ends; the wait then lands
+    in whatever reads the logits, outside the time a benchmark charges to llama.cpp's forwards
+    (`decode_s`). Here a fake device takes 50 ms after each decode returns."""
+    import time
+
+    pair = load_pair(load_catalog(config).get("gguf-plain"))
+    target, real = pair.target, pair.target._lib
+
+    class GpuLike:
+        def __getattr__(self, name):
+            if name == "llama_synchronize":
+                return lambda ctx: time.sleep(0.05) or real.llama_synchronize(ctx)
+            return getattr(real, name)
+
+    target._lib = GpuLike()
+    target.reset()
+    before = target.decode_s
+    target.forward(torch.tensor([5, 6, 7]), keep=1)
+    target.forward(torch.tensor([8]), keep=1)
+    assert target.decode_s - before >= 0.1

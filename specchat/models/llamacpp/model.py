@@ -172,7 +172,8 @@ class LlamaCppModel:
         self._view: tuple[int, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
         self.decode_s = 0.0
-        """Seconds spent inside `llama_decode` since loading: what a benchmark subtracts from
+        """Seconds spent inside `llama_decode` (and, with layers offloaded, waiting for the
+        device to finish it) since loading: what a benchmark subtracts from
         an answer's time to report the time spent outside llama.cpp."""
         self._views()
 
@@ -296,6 +297,7 @@ class LlamaCppModel:
         self._batch.n_tokens = m
         started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, self._batch)
+        self._lib.llama_synchronize(self._ctx)  # offloaded layers: decode returns before the GPU ends
         self.decode_s += time.perf_counter() - started
         if status != 0:
             raise RuntimeError(f"llama_decode failed with status {status} ({last_problem()})")
