@@ -128,7 +128,7 @@ install_here() {
   if [ -d "$from/whl" ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$SITE" "$from"/whl/*.whl || exit 3
-    cp -r "$from"/bnb/bitsandbytes "$SITE/" 2>/dev/null || true
+    cp -r "$from"/bnb/bitsandbytes "$from"/bnb/bitsandbytes-*.dist-info "$SITE/" 2>/dev/null || true
   fi
   export PYTHONPATH="$ROOT:$SITE" SPECCHAT_CACHE_DIR=/tmp/specchat-cache \
     SPECCHAT_CONFIG_DIR=/tmp/specchat-config SPECCHAT_DATA_DIR=/tmp/specchat-data \
@@ -148,8 +148,10 @@ start_llama_build() {
   [ -n "${DRY:-}" ] && cuda=OFF
   [ -f "$src/llama-src.tgz" ] || { echo "no llama.cpp sources carried: the llama phase will skip"; return; }
   mkdir -p "$build" && tar xzf "$src/llama-src.tgz" -C "$build" && tar xzf "$src/llama-py.tgz" -C "$STASH"
+  local nvcc; nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"  # found off PATH too
   local configure=(cmake -S "$build/llama.cpp" -B "$build/out" -DBUILD_SHARED_LIBS=ON
     -DGGML_CUDA=$cuda -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF
+    -DCMAKE_CUDA_COMPILER="$nvcc"
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
     -DCMAKE_BUILD_TYPE=Release)
   if [ -n "${DRY:-}" ]; then  # the plumbing only: configure, no 10-minute compile

