@@ -51,6 +51,20 @@ def test_rollback_is_only_moving_the_position(load_tiny, buckets):
     torch.testing.assert_close(fast.forward(torch.tensor([7, 8, 9]), keep=3), before)
 
 
+def test_the_cache_is_allocated_before_the_first_forward_and_never_moves(load_tiny):
+    """On CUDA the first forward is a compiled step: buffers it allocated would lack the
+    static addresses CUDA graphs replay into."""
+    fast = static_twin(load_tiny("tiny").target)
+    fast.reset()
+    layers = fast._cache.layers
+    assert all(layer.is_initialized for layer in layers)
+    assert layers[0].keys.dtype == fast.model.dtype and layers[0].keys.shape[2] == 256
+    addresses = [(layer.keys.data_ptr(), layer.values.data_ptr()) for layer in layers]
+    fast.forward(torch.arange(3, 20))
+    fast.forward(torch.tensor([5]))
+    assert [(layer.keys.data_ptr(), layer.values.data_ptr()) for layer in layers] == addresses
+
+
 def test_reset_forgets_the_previous_answer(load_tiny):
     fast = static_twin(load_tiny("tiny").target)
     fast.reset()

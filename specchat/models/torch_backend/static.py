@@ -52,8 +52,10 @@ def positioned_update(layer, key_states, value_states, *args, **kwargs):
     return layer.keys, layer.values
 
 
-def positioned_cache(config, max_length: int, start: torch.Tensor):
-    """A transformers StaticCache whose layers all write at `start`."""
+def positioned_cache(config, max_length: int, start: torch.Tensor, dtype: torch.dtype):
+    """A transformers StaticCache whose layers all write at `start`, allocated now: left to
+    the first forward, a compiled one, its buffers would miss the static addresses CUDA
+    graphs need (transformers skips `mark_static_address` while tracing)."""
     import types
 
     from transformers import StaticCache
@@ -63,6 +65,7 @@ def positioned_cache(config, max_length: int, start: torch.Tensor):
         layer.start = start
         layer.cumulative_length = start  # what get_seq_length reports: the same shared position
         layer.update = types.MethodType(positioned_update, layer)
+    cache.early_initialization(1, *kv_shape(config), dtype, start.device)
     return cache
 
 
@@ -105,7 +108,7 @@ class StaticCausalModel(HFCausalModel):
 
     def reset(self) -> None:
         if self._cache is None:
-            self._cache = positioned_cache(self.config, self.max_length, self._start)
+            self._cache = positioned_cache(self.config, self.max_length, self._start, self.model.dtype)
         self.crop(0)
 
     def _compile(self):
@@ -193,9 +196,15 @@ def static_length(config, limit: int | None = None) -> int:
     return min(context, limit)
 
 
-def kv_bytes(config, tokens: int, dtype: torch.dtype) -> int:
-    """Bytes of keys and values for `tokens` positions of every layer."""
+def kv_shape(config) -> tuple[int, int]:
+    """(key/value heads, head dimension) of every layer."""
     heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    return heads, head_dim
+
+
+def kv_bytes(config, tokens: int, dtype: torch.dtype) -> int:
+    """Bytes of keys and values for `tokens` positions of every layer."""
+    heads, head_dim = kv_shape(config)
     element = torch.empty((), dtype=dtype).element_size()
     return 2 * int(config.num_hidden_layers) * heads * head_dim * tokens * element
