@@ -108,3 +108,21 @@ async def test_after_a_pair_switch_the_panel_shows_no_figures_of_the_old_pairs_a
         assert app.gauges.query_one("#g-tps").value == "-"
         assert "race" not in shown(app, "#g-speedup")
         assert "acceptance – (0/0)" in shown(app, "#g-acceptance")
+
+
+async def test_with_no_pair_loaded_the_panel_promises_no_measurement():
+    configs = {"broken": FakeConfig(name="broken", load_error="no such model file"),
+               "fake": FakeConfig(name="fake")}
+    app = make_app(configs, first="broken")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: "load failed" in app.gauges.status)
+        await pilot.pause()
+        assert shown(app, "#g-speedup") == "speedup: – (no pair loaded)"
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
+        options = app.screen.query_one("#pair-list")
+        options.highlighted = options.get_option_index("fake")
+        await pilot.press("enter")
+        await ready(pilot)
+        await pilot.pause()
+        assert "no pair loaded" not in shown(app, "#g-speedup")

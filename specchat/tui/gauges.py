@@ -81,6 +81,10 @@ def baseline_text(baseline: Baseline, stats: StatsSnapshot | None = None) -> str
             f"cost curve {reach} tokens measured {when}{passes}")
 
 
+NO_PAIR = "speedup: – (no pair loaded)"
+"""While no pair is loaded (loading, or its load failed): nothing measures the baseline."""
+
+
 def speedup_value(stats: StatsSnapshot | None, baseline: Baseline | None, mode: str) -> float | None:
     """The gauge's speedup, or None where it has no meaning (target-only runs, a race)."""
     return gauge_speedup(stats, baseline) if mode == "speculative" else None
@@ -228,8 +232,8 @@ class Gauges(VerticalScroll):
 
     def _show_speedup(self) -> None:
         value = self.speedup()
-        self._put("#g-speedup", speedup_line(self.stats, self.calibration, self.mode,
-                                             self.sampling, value))
+        self._put("#g-speedup", NO_PAIR if self.info is None else speedup_line(
+            self.stats, self.calibration, self.mode, self.sampling, value))
         self._put("#g-speedup-big", "-" if value is None else f"{value:.2f}x")
 
     def speedup(self) -> float | None:
@@ -262,6 +266,8 @@ class Gauges(VerticalScroll):
 
     def watch_info(self) -> None:
         self._show_pair()
+        if self._drawn:
+            self._show_speedup()
 
     def _show_controls(self) -> None:
         if not self._drawn:
