@@ -244,6 +244,24 @@ def test_publish_writes_the_raw_objects_under_docs_gpu_and_the_tables_name_that_
     assert f"Raw results: `docs/gpu/{raw.name}`" in doc and doc.index("gpu-results") < doc.index("## UI")
 
 
+def test_publish_refuses_a_folder_without_results_and_a_missing_doc_with_one_line(tmp_path,
+                                                                                  monkeypatch):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)  # no docs/benchmarks.md here: not the repository's root
+    done = CliRunner().invoke(main, ["bench", "publish", str(empty)])
+    assert done.exit_code == 2 and "'--benchmarks'" in done.output and "does not exist" in done.output
+    (tmp_path / "bench.md").write_text("# Benchmarks\n")
+    done = CliRunner().invoke(main, ["bench", "publish", str(empty), "--benchmarks", "bench.md"])
+    assert done.exit_code == 2 and "no campaign results in" in done.output
+    assert "Traceback" not in done.output and not (tmp_path / "docs").exists()
+    assert (tmp_path / "bench.md").read_text() == "# Benchmarks\n"
+
+
 # --- the file moving around the device calls: prepare here, then each phase there ------
 
 FAKE_CMAKE = """#!/usr/bin/env bash

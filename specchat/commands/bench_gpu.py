@@ -105,8 +105,9 @@ def in_process(root: click.Command, args: tuple[str, ...]):
                 type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("docs/gpu"), show_default=True)
-@click.option("--benchmarks", type=click.Path(path_type=Path, dir_okay=False),
-              default=Path("docs/benchmarks.md"), show_default=True)
+@click.option("--benchmarks", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=Path("docs/benchmarks.md"), show_default=True,
+              help="the doc the tables go into (run from the repository's root)")
 def publish(folders: tuple[Path, ...], results_dir: Path, benchmarks: Path) -> None:
     """A campaign's returned folders into docs/gpu/ and the tables into the benchmarks doc."""
     from specchat.bench.gpu.publish import publish as write

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from specchat.engine.costs import WIDTHS, Costs
+from specchat.errors import UsageError
 
 START, END = "<!-- gpu-results:start -->", "<!-- gpu-results:end -->"
 GB = 1e9
@@ -238,6 +239,9 @@ def results_block(name: str, steps: dict[str, dict], scale: list[dict], devices:
 def publish(folders: list[Path], results_dir: Path, benchmarks: Path) -> tuple[Path, Path]:
     """Write the raw objects and the tables; (raw file, benchmarks file)."""
     steps, scale, devices = gathered(folders)
+    if not steps and not scale:
+        raise UsageError(f"no campaign results in {', '.join(map(str, folders))}: give the "
+                         "folders the device calls returned (each holds results.jsonl or scale.jsonl)")
     name = device_of(steps, scale)
     raw = results_dir / f"{datetime.date.today().isoformat()}-{device_slug(name)}.jsonl"
     results_dir.mkdir(parents=True, exist_ok=True)
