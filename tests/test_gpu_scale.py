@@ -73,3 +73,22 @@ def test_the_speculative_runs_time_only_steps_captured_before_the_clock(monkeypa
     spans = {span for _, _, span in steps["timed"]}
     assert len(spans) > 1, "the timed answers should cross an attention span"
     assert steps["timed"] <= steps["prepared"], steps["timed"] - steps["prepared"]
+
+
+def test_the_gpu_commands_refuse_what_this_machine_or_the_options_cannot_do_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    out = str(tmp_path / "s.jsonl")
+    cases = {("bench", "scale", "--shapes", "70b", "--out", out): "--shapes 70b: choose from 1b, 3b, 8b",
+             ("bench", "scale", "--quant", "3bit", "--out", out): "--quant 3bit: choose from none",
+             ("bench", "scale", "--device", "gpu", "--out", out): "--device 'gpu': choose cuda",
+             ("bench", "scale", "--tiny", "--out", str(tmp_path / "no" / "s.jsonl")): "does not exist"}
+    if not torch.cuda.is_available():
+        cases[("bench", "scale", "--device", "cuda", "--out", out)] = "no CUDA GPU is visible here"
+        cases[("bench", "campaign", "scale", "--out", str(tmp_path / "c"))] = "--dry-run runs every phase"
+    for args, message in cases.items():
+        done = CliRunner().invoke(main, list(args))
+        assert done.exit_code == 2 and message in done.output, (args, done.output)
+        assert "Traceback" not in done.output and not (tmp_path / "s.jsonl").exists()

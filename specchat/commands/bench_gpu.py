@@ -8,12 +8,14 @@ has a CPU dry run (`--tiny` / `--dry-run`) that the test suite runs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from specchat.bench.gpu.campaign import PHASE_BUDGET_S, PHASES
 from specchat.engine.params import K_MAX
+from specchat.errors import UsageError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -39,17 +41,42 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
           quantizations: tuple[str, ...], k: int, tokens: int, repeats: int,
           budget_s: float) -> None:
     """Real-scale Llama shapes on random weights: bandwidth, v(n), capture, speculation."""
-    import torch
-
     from specchat.bench.gpu.scale import ScaleSettings, run_scale
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = scale_device(device)
+    check_scale_choices(shapes, quantizations)
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
     settings = ScaleSettings(device, tiny, shapes, quantizations, k, tokens, repeats, budget_s)
     command = (f"specchat bench scale --out {out} --device {device}{' --tiny' if tiny else ''} "
                f"--shapes {','.join(shapes)} --quant {','.join(quantizations)} --k {k} "
                f"--tokens {tokens} --repeats {repeats} --budget-s {budget_s:g}")
     with open(out, "a") as handle:
         run_scale(settings, handle, command, echo=click.echo)
+
+
+def scale_device(requested: str | None) -> str:
+    """The device `bench scale` runs on: cuda where present unless told; a CUDA device asked
+    for where none is visible is a one-line error."""
+    import torch
+
+    if requested in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", requested):
+        raise UsageError(f"--device {requested!r}: choose cuda, cuda:N or cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {requested}: no CUDA GPU is visible here; "
+                         "--device cpu --tiny runs every part on this CPU with tiny shapes")
+    return requested
+
+
+def check_scale_choices(shapes: tuple[str, ...], quantizations: tuple[str, ...]) -> None:
+    from specchat.models.torch_backend.synthetic import QUANTIZATIONS, SHAPES
+
+    for option, given, known in (("--shapes", shapes, SHAPES), ("--quant", quantizations, QUANTIZATIONS)):
+        unknown = [name for name in given if name not in known]
+        if unknown or not given:
+            raise UsageError(f"{option} {','.join(given) or '(empty)'}: choose from {', '.join(known)}")
 
 
 @click.command("campaign", context_settings=CONTEXT)
@@ -75,10 +102,22 @@ def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None
     budget."""
     from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
 
+    if not dry_run:
+        require_cuda()
     plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s)
     run_phase(dry_plan(plan) if dry_run else plan, phase,
               note=lambda text: click.echo(text, err=True),
               run_here=lambda args: in_process(ctx.find_root().command, args))
+
+
+def require_cuda() -> None:
+    """The campaign's steps measure a CUDA GPU (bf16 against transformers, bitsandbytes,
+    llama.cpp's CUDA build): on anything else they would run for hours and mean nothing."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("bench campaign measures a CUDA GPU and none is visible here; "
+                         "--dry-run runs every phase on this CPU with tiny models")
 
 
 def in_process(root: click.Command, args: tuple[str, ...]):
