@@ -157,3 +157,21 @@ def test_chat_help_names_the_options():
     assert result.exit_code == 0
     for option in ("--pair", "--theme", "-k", "--temperature"):
         assert option in result.output
+
+
+async def test_a_narrow_terminal_puts_the_gauges_under_the_conversation_and_back_when_widened():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        await pilot.pause()
+        transcript, gauges = app.transcript.region, app.gauges.region
+        assert gauges.y >= transcript.bottom and gauges.width >= 78 and transcript.width >= 78
+        line = app.gauges.query_one("#g-tps-line")
+        assert line.display and "tokens/s" in str(line.render()) and line.region.height == 1
+        assert not app.gauges.query_one("#g-tps").display
+        await pilot.resize_terminal(130, 40)
+        await pilot.pause()
+        transcript, gauges = app.transcript.region, app.gauges.region
+        assert gauges.x >= transcript.right and gauges.y == transcript.y
+        assert app.gauges.query_one("#g-tps").display and not app.gauges.query_one("#g-tps-line").display

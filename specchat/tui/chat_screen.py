@@ -92,6 +92,9 @@ class ChatScreen(Screen):
     """Problems, conversation, gauges, legend, input."""
 
     BINDINGS = bindings()
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    """Below 100 columns the gauges (44 wide) would leave the conversation a strip: they go
+    under it instead (app.tcss, `-narrow`)."""
 
     def __init__(self, transcript: type[ChatTranscript], preferences: Preferences) -> None:
         super().__init__()

@@ -81,6 +81,9 @@ def baseline_text(baseline: Baseline, stats: StatsSnapshot | None = None) -> str
             f"cost curve {reach} tokens measured {when}{passes}")
 
 
+TPS_LABEL = "tokens/s · decode, this answer"
+"""Under the big tokens/s digits, or after the figure on one line where the panel is short
+(a narrow terminal puts it under the conversation)."""
 NO_PAIR = "speedup: – (no pair loaded)"
 """While no pair is loaded (loading, or its load failed): nothing measures the baseline."""
 
@@ -144,8 +147,9 @@ class Gauges(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="g-status", markup=False)
+        yield Static("", id="g-tps-line", classes="narrow-only", markup=False)
         yield Digits("-", id="g-tps")
-        yield Static("tokens/s · decode, this answer", id="g-tps-label")
+        yield Static(TPS_LABEL, id="g-tps-label")
         yield Digits("-", id="g-speedup-big", classes="presentation-only")
         yield Static("", id="g-acceptance", markup=False)
         yield Static("", id="g-positions", markup=False)
@@ -212,6 +216,7 @@ class Gauges(VerticalScroll):
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()
         self._put("#g-tps", fmt(shown.tokens_per_s).replace("–", "-"))
+        self._put("#g-tps-line", f"{fmt(shown.tokens_per_s)} {TPS_LABEL}")
         rate_pct = None if shown.acceptance_rate is None else shown.acceptance_rate * 100
         self._put("#g-acceptance", f"acceptance {fmt(rate_pct, '.1f', '%')} ({shown.accepted}/"
                                    f"{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
