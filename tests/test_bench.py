@@ -161,3 +161,26 @@ def test_repeats_interleave_the_arms_and_keep_each_arms_median_run():
     [result] = run_prompts(arms, Tokenizer(), [prompt], 96, repeats=3)
     assert calls[2:] == ["a", "b", "b", "a", "a", "b"]  # interleaved, the rotation going on
     assert result.runs["a"].seconds == 2.0 and result.runs["b"].seconds == 5.0
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_transformers_assisted_generation_drafts_the_k_it_is_compared_at(k):
+    """transformers reads the draft length from the assistant's generation config; given to
+    `generate` it is ignored (20 drafts a round, cut at confidence 0.4: a random tiny draft
+    stops after one). Counted as the draft's forwards between two of the target's."""
+    from tiny import build_model
+
+    from specchat.models.torch_backend.baselines import BaselineSettings, Speculation, hf_generate
+
+    target, draft = build_model(320, seed=0), build_model(320, layers=1, seed=0)
+    calls = []
+    for name, model in (("T", target), ("d", draft)):
+        forward = model.forward
+        model.forward = lambda *a, _f=forward, _n=name, **kw: calls.append(_n) or _f(*a, **kw)
+    before = draft.generation_config.to_dict()
+    new = hf_generate(target, list(range(5, 30)), BaselineSettings(40, (2,)),
+                      Speculation(assistant=draft, draft_tokens=k))
+    rounds = [len(run) for run in "".join(calls).split("T")[1:-1]]
+    # k a round but where the answer's end (or a drafted EOS) leaves room for fewer
+    assert len(new) == 40 and max(rounds) == k and rounds.count(k) >= 0.75 * len(rounds), rounds
+    assert draft.generation_config.to_dict() == before  # restored for the next arm

@@ -153,13 +153,16 @@ class TransformersArm:
 
 
 def transformers_speculation(pair: Pair, k: int, schedule: str = "constant"):
-    """transformers' counterpart of the pair's drafter, or None for a plain pair."""
+    """transformers' counterpart of the pair's drafter, or None for a plain pair: k drafts a
+    round on the constant schedule; the heuristic schedules keep transformers' own
+    confidence cut (they are transformers' adaptive speculation, as it ships)."""
     from specchat.models.torch_backend.baselines import Speculation
 
     if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
         return Speculation(lookup_tokens=k, ngram_size=pair.draft.max_ngram)
     if hasattr(pair.draft_model, "model"):  # a torch draft (a llama.cpp one has no transformers model)
-        return Speculation(assistant=pair.draft_model.model, draft_tokens=k, schedule=schedule)
+        return Speculation(assistant=pair.draft_model.model, draft_tokens=k, schedule=schedule,
+                           confidence_threshold=0.0 if schedule == "constant" else None)
     return None
 
 

@@ -10,6 +10,7 @@ nothing about timing or reports: the benchmark times the calls.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +40,10 @@ class Speculation:
     """num_assistant_tokens: drafts per round for an assistant model."""
     schedule: str = "constant"
     """num_assistant_tokens_schedule: constant, heuristic or heuristic_transient."""
+    confidence_threshold: float | None = 0.0
+    """assistant_confidence_threshold: 0 drafts every one of `draft_tokens` (the fixed k a
+    comparison with specchat's k needs); None keeps transformers' own (it stops drafting
+    where the draft's confidence falls below it)."""
     ngram_size: int = 2
     """max_matching_ngram_size for prompt lookup."""
 
@@ -59,8 +64,30 @@ def speculation_kwargs(spec: Speculation | None) -> dict:
                 "max_matching_ngram_size": spec.ngram_size}
     if spec.assistant is None:
         return {}
-    return {"assistant_model": spec.assistant, "num_assistant_tokens": spec.draft_tokens,
-            "num_assistant_tokens_schedule": spec.schedule}
+    return {"assistant_model": spec.assistant}
+
+
+@contextmanager
+def assistant_settings(spec: Speculation | None):
+    """The draft length, schedule and confidence threshold set where transformers reads them:
+    the assistant's own generation config (given to `generate` they are ignored, and it
+    drafts 20 tokens a round cut short at confidence 0.4). Restored afterwards."""
+    if spec is None or spec.assistant is None:
+        yield
+        return
+    config = spec.assistant.generation_config
+    wanted = {"num_assistant_tokens": spec.draft_tokens,
+              "num_assistant_tokens_schedule": spec.schedule}
+    if spec.confidence_threshold is not None:
+        wanted["assistant_confidence_threshold"] = spec.confidence_threshold
+    before = {key: getattr(config, key, None) for key in wanted}
+    for key, value in wanted.items():
+        setattr(config, key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            setattr(config, key, value)
 
 
 @torch.inference_mode()
@@ -71,11 +98,12 @@ def hf_generate(model, prompt: list[int], settings: BaselineSettings,
     ids = torch.tensor([prompt], dtype=torch.long, device=device)
     if not settings.sampling.greedy:
         torch.manual_seed(settings.seed)
-    output = model.generate(
-        input_ids=ids, attention_mask=torch.ones_like(ids),
-        max_new_tokens=settings.max_new_tokens, eos_token_id=list(settings.eos_ids),
-        pad_token_id=settings.eos_ids[0], use_cache=True,
-        **sampling_kwargs(settings.sampling), **speculation_kwargs(speculation))
+    with assistant_settings(speculation):
+        output = model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids),
+            max_new_tokens=settings.max_new_tokens, eos_token_id=list(settings.eos_ids),
+            pad_token_id=settings.eos_ids[0], use_cache=True,
+            **sampling_kwargs(settings.sampling), **speculation_kwargs(speculation))
     return output[0, len(prompt):].tolist()
 
 
