@@ -86,6 +86,28 @@ def test_llama_cpp_draft_hook_drafts_k_tokens_from_the_gguf_draft(gguf_pairs):
         open_llama(path, 1), longer, 3, set())
 
 
+def test_the_bindings_arms_put_the_layers_where_specchats_target_has_them(gguf_pairs,
+                                                                         monkeypatch):
+    """On a GPU build specchat's target offloads every layer: llama.cpp's own arms (generate,
+    speculation with the GGUF draft) must run there too, not race it from the CPU."""
+    import llama_cpp
+
+    from specchat.bench.llamacpp_arms import llamacpp_arms
+
+    pair = load(gguf_pairs, "g-draft")
+    pair.target.gpu_layers, pair.target.main_gpu = -1, 1  # as a CUDA build places them
+    opened = []
+    monkeypatch.setattr(llama_cpp, "Llama", lambda path, **kwargs: opened.append(kwargs) or object())
+    assert [arm.key for arm in llamacpp_arms(pair, settings(pair))] == ["llama", "llama_spec"]
+    assert len(opened) == 3  # the target twice (plain, speculative), the draft once
+    assert all(o["n_gpu_layers"] == -1 and o["main_gpu"] == 1
+               and o["split_mode"] == llama_cpp.LLAMA_SPLIT_MODE_NONE for o in opened)
+    pair.target.gpu_layers, pair.target.main_gpu = 0, None  # this machine: the CPU
+    opened.clear()
+    llamacpp_arms(pair, settings(pair))
+    assert all(o["n_gpu_layers"] == 0 and "main_gpu" not in o for o in opened)
+
+
 def test_bench_picks_llama_cpp_baselines_only_for_a_llama_cpp_pair(load_tiny):
     from specchat.bench.llamacpp_arms import bench_arms, is_llamacpp_pair
 

@@ -71,13 +71,22 @@ def llamacpp_arms(pair: Pair, settings: Settings, seed: int = 0,
                          "file, so llama.cpp cannot run it")
     threads = threads or getattr(pair.target, "threads", None) or torch.get_num_threads()
     sampling = settings.sampling
-    arms: list[Arm] = [LlamaCppArm("llama", "llama.cpp generate", open_llama(target, threads),
-                                   pair.eos_ids, sampling, seed)]
+    placement = offload(pair)
+    arms: list[Arm] = [LlamaCppArm("llama", "llama.cpp generate",
+                                   open_llama(target, threads, **placement), pair.eos_ids,
+                                   sampling, seed)]
     drafter, label = llamacpp_drafter(pair, max(settings.k, 1), threads)
     if drafter is not None:
-        llm = open_llama(target, threads, draft_model=drafter)
+        llm = open_llama(target, threads, draft_model=drafter, **placement)
         arms.append(LlamaCppArm("llama_spec", label, llm, pair.eos_ids, sampling, seed, True))
     return arms
+
+
+def offload(pair: Pair) -> dict:
+    """Where the bindings' arms put the layers: where specchat's own llama.cpp target has them
+    (a CUDA or Metal build offloads them; the arms must not race a GPU from the CPU)."""
+    return {"gpu_layers": getattr(pair.target, "gpu_layers", 0),
+            "main_gpu": getattr(pair.target, "main_gpu", None)}
 
 
 def llamacpp_drafter(pair: Pair, k: int, threads: int):
@@ -89,7 +98,7 @@ def llamacpp_drafter(pair: Pair, k: int, threads: int):
     draft = gguf_path(pair.config.draft) if pair.config.draft else None
     if draft is None:
         return None, ""
-    return gguf_draft_model(draft, k, threads), "llama.cpp draft (bindings' hook)"
+    return gguf_draft_model(draft, k, threads, **offload(pair)), "llama.cpp draft (bindings' hook)"
 
 
 def specchat_arms(pair: Pair, settings: Settings, seed: int = 0) -> list[Arm]:

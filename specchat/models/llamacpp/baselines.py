@@ -43,16 +43,22 @@ def llama_cpp_module():
 
 
 def open_llama(path: Path, threads: int, n_ctx: int = 2048, draft_model=None,
-               logits_all: bool = False, seed: int = 0):
-    """A quiet `llama_cpp.Llama` on the GGUF file `path` (threads capped to the usable cores)."""
+               logits_all: bool = False, seed: int = 0, gpu_layers: int = 0,
+               main_gpu: int | None = None):
+    """A quiet `llama_cpp.Llama` on the GGUF file `path` (threads capped to the usable cores),
+    with `gpu_layers` offloaded as specchat's own llama.cpp model places them
+    (models/llamacpp/model.py's `load_model`: -1 all, on GPU `main_gpu` alone where given)."""
     llama_cpp = llama_cpp_module()
     threads, _ = capped_threads(threads)
     if not Path(path).is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the pair's model reference")
+    placement = {"n_gpu_layers": gpu_layers}
+    if main_gpu is not None and gpu_layers != 0:
+        placement |= {"split_mode": llama_cpp.LLAMA_SPLIT_MODE_NONE, "main_gpu": main_gpu}
     try:
         return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                                n_batch=512, draft_model=draft_model, logits_all=logits_all,
-                               seed=seed, verbose=False)
+                               seed=seed, verbose=False, **placement)
     except ValueError as error:
         raise ModelNotFound(f"llama.cpp cannot load {path} ({error}): "
                             "is it a complete GGUF model?") from None
@@ -83,13 +89,14 @@ def prompt_lookup(k: int, max_ngram: int):
     return LlamaPromptLookupDecoding(max_ngram_size=max_ngram, num_pred_tokens=k)
 
 
-def gguf_draft_model(path: Path, k: int, threads: int, n_ctx: int = 2048):
-    """The bindings' draft hook fed by a GGUF draft model (greedy, k tokens a round)."""
+def gguf_draft_model(path: Path, k: int, threads: int, n_ctx: int = 2048, **placement):
+    """The bindings' draft hook fed by a GGUF draft model (greedy, k tokens a round), placed
+    as `open_llama`'s `gpu_layers` and `main_gpu` say."""
     from llama_cpp.llama_speculative import LlamaDraftModel
 
     class GgufDraftModel(LlamaDraftModel):
         def __init__(self):
-            self.llm = open_llama(path, threads, n_ctx)
+            self.llm = open_llama(path, threads, n_ctx, **placement)
             self.k = k
 
         def __call__(self, input_ids, /, **kwargs):
