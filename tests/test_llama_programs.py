@@ -118,6 +118,9 @@ def test_llama_bench_times_the_answers_work_from_the_prompts_depth():
                                    "-ngl", "0", "-p", "0", "-n", "0", "-pg", "41,95", "-r", "1",
                                    "-o", "json"]
     assert arm.follows_reference
+    on_gpu = BenchProgramArm(Programs(Path("/bin")), Setup(SETUP.target, 2, 4096, gpu_layers=-1))
+    layers = on_gpu.command(41, 95)[on_gpu.command(41, 95).index("-ngl") + 1]
+    assert layers.isdigit() and int(layers) >= 999  # llama-bench parses -ngl as numbers only
 
 
 def test_the_speculative_programs_output_is_parsed():

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 SPECULATIVE = "llama-speculative-simple"
 BENCH = "llama-bench"
+BENCH_EVERY_LAYER = "999"
+"""llama-bench's -ngl for every layer: it reads numbers and ranges only ("all", which
+llama-speculative-simple takes, is "invalid range format" there); more than any model has."""
 PROGRAMS = (SPECULATIVE, BENCH)
 NGRAM_TYPES = ("ngram-simple", "ngram-map-k")
 """llama.cpp's n-gram lookups run beside an n-gram pair (each drafts up to k tokens after a
@@ -69,8 +72,9 @@ class Setup:
     main_gpu: int | None = None
     """The one GPU of a pair's device = "cuda:N" (-sm none -mg N), as the backend loads it."""
 
-    def common(self) -> list[str]:
-        layers = "all" if self.gpu_layers < 0 else str(self.gpu_layers)
+    def common(self, every_layer: str = "all") -> list[str]:
+        """-m, -t, -ngl (every layer written as the program reads it), and the one GPU."""
+        layers = every_layer if self.gpu_layers < 0 else str(self.gpu_layers)
         one_gpu = [] if self.main_gpu is None or not self.gpu_layers else [
             "-sm", "none", "-mg", str(self.main_gpu)]
         return ["-m", str(self.target), "-t", str(self.threads), "-ngl", layers, *one_gpu]
@@ -163,8 +167,8 @@ class BenchProgramArm:
         self.programs, self.setup = programs, setup
 
     def command(self, prompt_tokens: int, generated: int) -> list[str]:
-        return [str(self.programs.path(BENCH)), *self.setup.common(), "-p", "0", "-n", "0",
-                "-pg", f"{prompt_tokens},{generated}", "-r", "1", "-o", "json"]
+        return [str(self.programs.path(BENCH)), *self.setup.common(BENCH_EVERY_LAYER),
+                "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},{generated}", "-r", "1", "-o", "json"]
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         generated = max(0, max_new_tokens - 1)  # the prompt's batch gives the first token
