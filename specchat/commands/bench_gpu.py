@@ -93,18 +93,21 @@ def check_scale_choices(shapes: tuple[str, ...], quantizations: tuple[str, ...])
 @click.option("--budget-s", type=click.IntRange(min=30), default=None,
               help="Seconds for the phase (default: "
                    + ", ".join(f"{phase} {s}" for phase, s in PHASE_BUDGET_S.items()) + ").")
+@click.option("--llama-bin", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None, help="llama.cpp's programs of the GPU build, for the llama phase.")
 @click.option("--dry-run", is_flag=True, help="Tiny shapes, a few tokens, float32: the plumbing.")
 @click.pass_context
 def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None,
              prompts: Path | None, pair: str, ngram_pair: str, gguf_pair: str,
-             budget_s: int | None, dry_run: bool) -> None:
+             budget_s: int | None, llama_bin: Path | None, dry_run: bool) -> None:
     """One phase of the GPU measurement (scale, check, pair, llama) as timed steps within a
     budget."""
     from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
 
     if not dry_run:
         require_cuda()
-    plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s)
+    plan = Plan(out, pair, ngram_pair, gguf_pair, config_file, prompts, budget_s=budget_s,
+                llama_bin=llama_bin)
     run_phase(dry_plan(plan) if dry_run else plan, phase,
               note=lambda text: click.echo(text, err=True),
               run_here=lambda args: in_process(ctx.find_root().command, args))

@@ -80,6 +80,9 @@ class Plan:
     quantizations: str = "none,8bit,4bit"
     budget_s: int | None = None
     """Seconds for the phase; None: its `PHASE_BUDGET_S`."""
+    llama_bin: Path | None = None
+    """llama.cpp's own programs of the GPU build (llama-bench, llama-speculative-simple): the
+    llama steps race them; None leaves `bench` to find them where it builds them."""
     dry_run: bool = False
     python: str = field(default=sys.executable)
 
@@ -153,10 +156,11 @@ def pair_steps(plan: Plan) -> list[Step]:
 
 def llama_steps(plan: Plan) -> list[Step]:
     gguf = plan.gguf_pair
+    programs = ("--llama-bin", str(plan.llama_bin)) if plan.llama_bin else ()
     return [bench(plan, "llama-profile", "profile", f"{gguf}-llama-spec", "--ks", plan.sweep_ks,
-                  limit_s=50, settle_s=25),
-            bench(plan, "llama-standard", "run", f"{gguf}-llama", limit_s=30),
-            bench(plan, "llama-spec", "run", f"{gguf}-llama-spec", limit_s=30)]
+                  *programs, limit_s=50, settle_s=25),
+            bench(plan, "llama-standard", "run", f"{gguf}-llama", *programs, limit_s=30),
+            bench(plan, "llama-spec", "run", f"{gguf}-llama-spec", *programs, limit_s=30)]
 
 
 STEPS = {"scale": scale_steps, "check": check_steps, "pair": pair_steps, "llama": llama_steps}
