@@ -97,6 +97,8 @@ def test_a_speculative_round_syncs_the_host_once(cuda_pairs):
     import warnings
 
     pair = cuda_pairs[("tiny", "1")]
+    for model in (pair.target, pair.draft_model):  # captures (each a sync) before the count
+        model.prepare(widths=4)
     decoder = Decoder(pair.target, drafter_for(pair), set(), check_invariants=False)
     events = decoder.generate(list(range(4, 40)), Settings(3, SamplingParams()), 1000)
     next(events)

@@ -1,10 +1,12 @@
-"""A speculative round copies from the device to the host once (decoder.read_round's
-`tolist`): on a GPU every other read of a device value is a synchronisation that stalls
-the round. On the CPU a torch-function mode sees every such read (`.item()`, `int(t)`,
-`bool(t)`, `float(t)`, `.tolist()`, indexing with a 0-dim tensor), inside inference mode
-too: a round may make that one, greedy or sampled, with a model draft whose head covers
-part of the vocabulary (beyond the tokenizer's, as real heads can) or an n-gram draft.
-`.numpy()` is not counted: the engine calls it only on CPU tensors (`numpy_friendly`)."""
+"""A speculative round moves data between the host and the device once (decoder.read_round's
+`tolist`): on a GPU every other read of a device value, and every blocking copy of host
+values to it, is a synchronisation that stalls the round. On the CPU a torch-function mode
+sees each, inside inference mode too: reads (`.item()`, `int(t)`, `bool(t)`, `float(t)`,
+`.tolist()`, indexing with a 0-dim tensor) and tensors made from host values straight onto
+a device (`torch.tensor(..., device=)`, a blocking copy there). A round may make the one
+read, greedy or sampled, with a model draft whose head covers part of the vocabulary (beyond
+the tokenizer's, as real heads can) or an n-gram draft. `.numpy()` is not counted: the
+engine calls it only on CPU tensors (`numpy_friendly`)."""
 
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ READS = {"item", "__int__", "__bool__", "__float__", "__index__", "tolist"}
 
 
 class HostReads(TorchFunctionMode):
-    """Where a tensor's value was read on the host while the mode was active (file:line
-    of the innermost specchat frame)."""
+    """Where a tensor's value was read on the host, or host values copied onto a device,
+    while the mode was active (file:line of the innermost specchat frame)."""
 
     def __init__(self):
         super().__init__()
@@ -37,7 +39,8 @@ class HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         zero_dim_index = (name == "__getitem__" and isinstance(args[1], torch.Tensor)
                           and args[1].dim() == 0)
-        if name in READS or zero_dim_index:
+        onto_device = name in ("tensor", "as_tensor") and (kwargs or {}).get("device") is not None
+        if name in READS or zero_dim_index or onto_device:
             frames = [f for f in traceback.extract_stack() if "/specchat/" in f.filename]
             self.sites.append(f"{frames[-1].filename.rsplit('/specchat/', 1)[1]}:"
                               f"{frames[-1].lineno}" if frames else name)

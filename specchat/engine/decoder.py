@@ -115,14 +115,14 @@ class Decoder:
                 yield Finished(reason, len(ids) - len(prompt))
                 return
             budget = max_new_tokens - (len(ids) - len(prompt))
-            event = self._round(sequence, ids, settings, budget, generator, should_stop)
-            if event is None:  # stopped while drafting: the round is cancelled
+            done = self._round(sequence, ids, settings, budget, generator, should_stop)
+            if done is None:  # stopped while drafting: the round is cancelled
                 self._check_cancelled(len(ids))
                 yield Finished("stopped", len(ids) - len(prompt))
                 return
+            event, committed = done
             ids.extend(event.committed)
-            sequence = torch.cat([sequence, torch.tensor(event.committed, dtype=torch.long,
-                                                         device=sequence.device)])
+            sequence = torch.cat([sequence, committed])
             self._check(len(ids), event)
             settings.observe(event)
             yield event
@@ -142,7 +142,8 @@ class Decoder:
         return None
 
     def _round(self, sequence, ids: list[int], settings: Settings, budget: int, generator,
-               should_stop) -> Round | None:
+               should_stop) -> tuple[Round, torch.Tensor] | None:
+        """The round's event and its committed tokens on the device (None: cancelled)."""
         params = settings.sampling
         k = 0 if self.drafter is None else max(0, min(settings.draft_length(), budget - 1))
         if not self._catch_up(sequence, k, should_stop):
@@ -155,9 +156,9 @@ class Decoder:
         unseen = sequence[self.target.cache_length:]
         fed = torch.cat([unseen, proposal.tokens])
         logits = self.target.forward(fed, keep=len(proposal) + 1)
-        n, token = verify(proposal.tokens, proposal.probs, logits, params, generator)
+        n, chosen = verify(proposal.tokens, proposal.probs, logits, params, generator)
         # the round's one host sync
-        drafts, n, token, margins = read_round(proposal.tokens, n, token, top_two_margins(logits))
+        drafts, n, token, margins = read_round(proposal.tokens, n, chosen, top_two_margins(logits))
         verified_at = time.perf_counter()
         event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
                                  fed.shape[0], margins)
@@ -165,7 +166,7 @@ class Decoder:
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
             self.drafter.rollback(committed_length)
-        return event
+        return event, committed_tensor(proposal.tokens, chosen, event)
 
     def _catch_up(self, sequence, k: int, should_stop) -> bool:
         """Feed the target, and the draft model where this round drafts, the committed
@@ -262,6 +263,13 @@ def _cpu_top_two_margins(logits: torch.Tensor) -> torch.Tensor:
         rest = max(row[:best].max(initial=-float("inf")), row[best + 1:].max(initial=-float("inf")))
         margins.append(row[best] - rest)  # numpy float32 arithmetic, as topk's difference
     return torch.tensor(margins, dtype=torch.float32)
+
+
+def committed_tensor(drafts: torch.Tensor, token: torch.Tensor, event: Round) -> torch.Tensor:
+    """The round's committed tokens as a device tensor, cut from the round's own tensors (the
+    accepted drafts, then the target's token; an accepted EOS ends them): a tensor made from
+    the host's ids would be a copy that waits for the device, a second sync a round."""
+    return torch.cat([drafts[:len(event.accepted)], token.reshape(1)])[:len(event.committed)]
 
 
 def read_round(drafts: torch.Tensor, accepted: torch.Tensor, token: torch.Tensor,

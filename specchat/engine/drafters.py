@@ -139,7 +139,9 @@ class NgramDrafter:
         self._proposed, self._base = len(found), len(ids)
         if not found:
             return empty_proposal(sequence.device)
-        return Proposal(torch.tensor(found, dtype=torch.long, device=sequence.device), None)
+        # not waiting for the device: a blocking copy from the host would be a sync a round
+        return Proposal(torch.tensor(found, dtype=torch.long).to(sequence.device, non_blocking=True),
+                        None)
 
     def rollback(self, committed_length: int) -> None:
         """Learn from the verdict: committed = base + accepted + 1 target token."""
