@@ -217,9 +217,14 @@ def test_the_published_tables_mark_each_target_met_missed_or_not_measured():
 
     with mock.patch("specchat.bench.format.format_report", return_value="table"):
         text = "\n".join(step_sections({"standard-x": entry}))
-    assert "target-only / transformers generate: 3.40 (met" in text
-    assert "speculative / transformers speculation: 1.50 (MISSED" in text
+    assert "target-only / transformers generate (eager): 3.40 (met" in text
+    assert "speculative / transformers assisted generation at the same k (eager): 1.50 (MISSED" in text
     assert "speculative / target-only: not measured" in text
+    llama = {"exit": 0, "seconds": 1, "command": "specchat bench run --pair x-llama",
+             "report": {"total": {"ratios": {"target/llama": 1.1, "target/llama_bench": 0.97}}}}
+    with mock.patch("specchat.bench.format.format_report", return_value="table"):
+        text = "\n".join(step_sections({"llama-standard": llama}))
+    assert "target-only / llama-bench: 0.97" in text and "transformers" not in text
 
 
 def test_publish_writes_the_raw_objects_under_docs_gpu_and_the_tables_name_that_file(tmp_path,

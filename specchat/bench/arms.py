@@ -152,6 +152,11 @@ class TransformersArm:
         return ArmRun(tokens, time.perf_counter() - started)
 
 
+EAGER = "(eager, dynamic cache)"
+"""How transformers' arms run: `generate` as it ships, with neither a static cache nor
+torch.compile, while specchat's own forward may be captured as CUDA graphs; the labels say so."""
+
+
 def transformers_speculation(pair: Pair, k: int, schedule: str = "constant"):
     """transformers' counterpart of the pair's drafter, or None for a plain pair: k drafts a
     round on the constant schedule; the heuristic schedules keep transformers' own
@@ -174,11 +179,12 @@ def standard_arms(pair: Pair, settings: Settings, seed: int = 0) -> list[Arm]:
     ]
     if not hasattr(pair.target, "model"):  # a llama.cpp target: no transformers model to run
         return arms
-    arms.append(TransformersArm("hf", "transformers generate", pair, settings.sampling, seed))
+    arms.append(TransformersArm("hf", f"transformers generate {EAGER}", pair, settings.sampling,
+                                seed))
     speculation = transformers_speculation(pair, max(settings.k, 1))
     if speculation is not None:
         label = ("transformers prompt lookup" if speculation.lookup_tokens is not None
-                 else "transformers assisted")
+                 else f"transformers assisted, k={speculation.draft_tokens}") + f" {EAGER}"
         arms.append(TransformersArm("hf_spec", label, pair, settings.sampling, seed, speculation))
     return arms
 
@@ -197,6 +203,7 @@ def sweep_arms(pair: Pair, sampling: SamplingParams, ks: Sequence[int], seed: in
                                 settings_for("auto", sampling), True, seed))
     heuristic = transformers_speculation(pair, 4, schedule="heuristic_transient")
     if heuristic is not None and heuristic.assistant is not None and hasattr(pair.target, "model"):
-        arms.append(TransformersArm("hf_heuristic", "transformers assisted, heuristic schedule",
+        arms.append(TransformersArm("hf_heuristic",
+                                    f"transformers assisted, heuristic schedule {EAGER}",
                                     pair, sampling, seed, heuristic))
     return arms

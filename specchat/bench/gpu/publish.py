@@ -65,10 +65,26 @@ def standard_section(name: str, entry: dict) -> list[str]:
         return failed_step(name, entry)
     ratios = report["total"]["ratios"]
     return [f"### {name}", f"`{entry['command']}` ({entry['seconds']} s)", "",
-            f"- target-only / transformers generate: {verdict(ratios.get('target/hf'), 3.0)}",
-            f"- speculative / transformers speculation: {verdict(ratios.get('spec/hf_spec'), 2.0)}",
+            *(llama_lines(ratios) if "target/llama" in ratios else transformers_lines(ratios)),
             f"- speculative / target-only: {verdict(ratios.get('spec/target'), 1.0)}",
             "", "```", format_report(report), "```"]
+
+
+def transformers_lines(ratios: dict) -> list[str]:
+    """The issue's targets against transformers, whose arms run eagerly (bench/arms.py)."""
+    return [f"- target-only / transformers generate (eager): {verdict(ratios.get('target/hf'), 3.0)}",
+            "- speculative / transformers assisted generation at the same k (eager): "
+            f"{verdict(ratios.get('spec/hf_spec'), 2.0)}"]
+
+
+def llama_lines(ratios: dict) -> list[str]:
+    """A llama.cpp pair against llama.cpp's own ways to run it (no target: measured only)."""
+    shown = {"target/llama": "target-only / llama.cpp generate (bindings)",
+             "spec/llama_spec": "speculative / llama.cpp speculation (bindings)",
+             "target/llama_bench": "target-only / llama-bench",
+             "spec/lcpp_draft": "speculative / llama-speculative-simple with the draft"}
+    return [f"- {label}: {ratios[key]:.2f}" for key, label in shown.items()
+            if ratios.get(key) is not None]
 
 
 def overhead_section(name: str, entry: dict) -> list[str]:
