@@ -136,9 +136,18 @@ install_here() {
 }
 
 campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
-  local phase=$1; shift
+  local phase=$1 note; shift
+  note="$(build_note "$phase")"
+  [ -n "$note" ] && echo "$note" >> "$OUT/device.txt"
   $PY -m specchat bench campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
     2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
+}
+
+build_note() {  # whether llama.cpp's build shared the host with this phase's timings
+  local build="$STASH/llama-build"
+  if [ ! -d "$build" ]; then return; fi
+  if [ -f "$build/done" ]; then echo "phase $1: llama.cpp build $(cat "$build/done") before it"
+  else echo "phase $1: llama.cpp's CUDA build running beside it (nice 10, -j 14 of $(nproc) cores)"; fi
 }
 
 # llama.cpp with CUDA from the sources llama-cpp-python vendors, in the background (setsid:

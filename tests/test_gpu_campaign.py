@@ -398,3 +398,12 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     (stash / "gguf.part2").write_bytes(b"damaged")
     done = shell(stub + "FROM_C=.gpu-c pair", env, work)
     assert done.returncode == 3 and "does not match its checksum" in done.stdout
+
+
+def test_each_phase_says_whether_llamacpps_build_shared_the_host_with_its_timings(tmp_path):
+    env = dict(os.environ, STASH=str(tmp_path / "stash"))
+    assert shell("build_note scale", env, tmp_path).stdout == ""  # no build started
+    (tmp_path / "stash" / "llama-build").mkdir(parents=True)
+    assert "build running beside it" in shell("build_note scale", env, tmp_path).stdout
+    (tmp_path / "stash" / "llama-build" / "done").write_text("ok\n")
+    assert shell("build_note pair", env, tmp_path).stdout.strip() == "phase pair: llama.cpp build ok before it"
