@@ -222,7 +222,8 @@ install_llama_build() {  # the built libraries beside llama-cpp-python's Python 
   [ "$(cat "$build/done" 2>/dev/null)" = ok ] || { echo "llama.cpp build: $(cat "$build/done" 2>/dev/null || echo 'not finished')"; tail -5 "$build/log" 2>/dev/null; return 1; }
   mkdir -p "$SITE" && cp -r "$STASH/llama_cpp" "$SITE/" && mkdir -p "$SITE/llama_cpp/lib"
   find "$build/out" -name 'lib*.so*' -exec cp -P {} "$SITE/llama_cpp/lib/" \;
-  cp "$build/out/bin/llama-bench" "$build/out/bin/llama-speculative-simple" "$OUT/" 2>/dev/null || true
+  # llama.cpp's programs stay in the build's bin (`campaign llama --llama-bin`): $OUT brings
+  # back at most 8 files, and the results need none of them
 }
 
 llama() {
