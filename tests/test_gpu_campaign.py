@@ -410,3 +410,39 @@ def test_each_phase_says_whether_llamacpps_build_shared_the_host_with_its_timing
     assert "build running beside it" in shell("build_note scale", env, tmp_path).stdout
     (tmp_path / "stash" / "llama-build" / "done").write_text("ok\n")
     assert shell("build_note pair", env, tmp_path).stdout.strip() == "phase pair: llama.cpp build ok before it"
+
+
+def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tmp_path):
+    """What a GPU call can bring back: a step cut by its limit, a step that failed, a model
+    that errored, quantized models on transformers' eager forward, a spec run with figures
+    it could not measure. The tables still get written, each gap named."""
+    from specchat.bench.gpu.publish import publish
+
+    model = {"kind": "model", "shape": "8b", "layers": 32, "weight_bytes_per_token": 16e9,
+             "gpu_memory_bytes": 17e9, "step_ms": 8.0, "bandwidth_bytes_per_s": 2e12,
+             "verify_ms": {"1": 8.0, "2": 8.2}, "v": {"1": 1.0, "2": 1.02}, "device": "H100"}
+    scale = [{"kind": "copy", "bandwidth_bytes_per_s": 3e12, "command": "specchat bench scale"},
+             {**model, "quant": "none", "captured": True, "capture_s": 2.5, "forward": "StaticLlama",
+              "bandwidth_share_of_copy": 0.66},
+             {**model, "quant": "4bit", "captured": False, "capture_s": 0.0, "compile_error": None,
+              "forward": "HFCausalModel", "step_ms": 30.0},
+             {"kind": "model", "shape": "1b", "quant": "8bit", "error": "RuntimeError: CUDA OOM"},
+             {"kind": "spec", "target": "8b", "draft": "1b", "k": 4, "target_only_tok_s": 120.0,
+              "spec_tok_s": 0.0, "measured_speedup": None, "alpha": None, "c": 0.2, "v": None,
+              "syncs_per_round": 1.0}]
+    steps = [{"step": "standard-x", "device": "H100", "exit": 124, "seconds": 75.0,
+              "command": "specchat bench run", "report": {"output": "timed out"}},
+             {"step": "pytest-gpu", "device": "H100", "exit": 1, "seconds": 40.0,
+              "command": "pytest -m gpu", "report": {"output": "1 failed", "stderr": "E assert"}}]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scale.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scale))
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n")
+    publish([out], tmp_path / "gpu", doc)
+    text = doc.read_text()
+    assert "transformers eager (quantized)" in text and "| 2.5 s |" in text
+    assert "0.66 (met, target ≥ 0.6)" in text and "CUDA OOM" in text
+    assert "measured speedup n/a" in text and "host syncs per round: 1.00 (met" in text
+    assert "standard-x: no report (exit 124" in text and "pytest-gpu: no report (exit 1" in text

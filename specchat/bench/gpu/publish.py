@@ -139,13 +139,23 @@ def step_sections(steps: dict[str, dict]) -> list[str]:
 
 def model_row(m: dict) -> str:
     memory = f"{m['gpu_memory_bytes'] / GB:.2f} GB" if m.get("gpu_memory_bytes") else "n/a"
-    capture = (f"{m['capture_s']:.1f} s" if m.get("captured")
-               else f"eager ({m.get('compile_error') or 'CPU'})"[:60])
+    capture = capture_text(m)
     share = m.get("bandwidth_share_of_copy")
     shown = verdict(share, 0.60) if m["quant"] == "none" else ("-" if share is None else f"{share:.2f}")
     return (f"| {m['shape']}{' (tiny)' if m.get('tiny') else ''} | {m['quant']} | {m['layers']} | "
             f"{m['weight_bytes_per_token'] / GB:.3f} GB | {memory} | {capture} | "
             f"{m['step_ms']:.2f} | {m['bandwidth_bytes_per_s'] / GB:.1f} | {shown} |")
+
+
+def capture_text(m: dict) -> str:
+    """How a model's steps ran: captured (and in how long), or eager and why."""
+    if m.get("captured"):
+        return f"{m['capture_s']:.1f} s"
+    if m.get("compile_error"):
+        return f"eager ({m['compile_error']})"[:60]
+    if m.get("forward") == "HFCausalModel":
+        return "transformers eager (quantized)"
+    return "eager (no CUDA)"
 
 
 def model_table(models: list[dict]) -> list[str]:
@@ -163,6 +173,11 @@ def v_table(models: list[dict]) -> list[str]:
     return lines
 
 
+def number(value: float | None, spec: str) -> str:
+    """A figure of a record, or "n/a" where the run could not measure it."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def spec_lines(specs: list[dict]) -> list[str]:
     lines = []
     for s in specs:
@@ -170,9 +185,11 @@ def spec_lines(specs: list[dict]) -> list[str]:
             lines.append(f"- spec run failed: {s.get('error') or s.get('skipped')}")
             continue
         lines.append(f"- {s['target']} target, draft {s['draft']}, k = {s['k']}: target-only "
-                     f"{s['target_only_tok_s']:.1f} tok/s, speculative {s['spec_tok_s']:.1f} tok/s, "
-                     f"measured speedup {s['measured_speedup']:.2f}x at α = {s['alpha']}, "
-                     f"c = {s['c']:.3f}, v({s['k'] + 1}) = {s['v']:.2f}")
+                     f"{number(s.get('target_only_tok_s'), '.1f')} tok/s, speculative "
+                     f"{number(s.get('spec_tok_s'), '.1f')} tok/s, measured speedup "
+                     f"{number(s.get('measured_speedup'), '.2f')}x at α = "
+                     f"{number(s.get('alpha'), '.3f')}, c = {number(s.get('c'), '.3f')}, "
+                     f"v({s['k'] + 1}) = {number(s.get('v'), '.2f')}")
         if s.get("predicted_speedup") is not None:
             lines.append(f"  - cost model at the same α, c, v: {s['predicted_speedup']:.2f}x "
                          "(the gap is the engine's overhead)")
