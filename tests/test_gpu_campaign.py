@@ -433,7 +433,11 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
     steps = [{"step": "standard-x", "device": "H100", "exit": 124, "seconds": 75.0,
               "command": "specchat bench run", "report": {"output": "timed out"}},
              {"step": "pytest-gpu", "device": "H100", "exit": 1, "seconds": 40.0,
-              "command": "pytest -m gpu", "report": {"output": "1 failed", "stderr": "E assert"}}]
+              "command": "pytest -m gpu", "report": {"output": "1 failed", "stderr": "E assert"}},
+             {"step": "overhead-x", "device": "H100", "exit": 0, "seconds": 20.0,
+              "command": "specchat bench overhead", "report": {"overhead": {
+                  "speculative": {"outside_forward_share": 0.08},
+                  "target_only": {"outside_forward_share": None}}}}]
     out = tmp_path / "out"
     out.mkdir()
     (out / "scale.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scale))
@@ -446,3 +450,4 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
     assert "0.66 (met, target ≥ 0.6)" in text and "CUDA OOM" in text
     assert "measured speedup n/a" in text and "host syncs per round: 1.00 (met" in text
     assert "standard-x: no report (exit 124" in text and "pytest-gpu: no report (exit 1" in text
+    assert "outside forwards: 0.08 (met, target ≤ 0.1)" in text and "- target-only: n/a" in text

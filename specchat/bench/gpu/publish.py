@@ -91,10 +91,11 @@ def overhead_section(name: str, entry: dict) -> list[str]:
     report = entry["report"]
     if "overhead" not in report:
         return failed_step(name, entry)
-    share = report["overhead"]["speculative"]["outside_forward_share"]
+    share = report["overhead"]["speculative"].get("outside_forward_share")
+    alone = report["overhead"]["target_only"].get("outside_forward_share")
     return ["### time outside model forwards", f"`{entry['command']}`", "",
             f"- speculative, share of a round outside forwards: {verdict(share, 0.10, higher=False)}",
-            f"- target-only: {report['overhead']['target_only']['outside_forward_share']:.3f}",
+            f"- target-only: {number(alone, '.3f')}",
             "", "```", report.get("profiler_table", "")[:6000], "```"]
 
 
@@ -107,7 +108,7 @@ def sweep_section(name: str, entry: dict) -> list[str]:
         return failed_step(name, entry)
     lines = [f"### {name}: k = auto vs fixed k", f"`{entry['command']}`", ""]
     for category, row in report["sweep"].items():
-        lines.append(f"- {category}: best fixed k = {row['best_k']}, auto/best "
+        lines.append(f"- {category}: best fixed k = {row.get('best_k', 'n/a')}, auto/best "
                      f"{verdict(row.get('auto_vs_best'), 0.95)}")
     lines += ["", "```", format_sweep(report)]
     if "profile" in report:
