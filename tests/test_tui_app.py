@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from tui_support import (ROUNDS, answers, ask, drawn, last_answer, make_app, ready,
-                          saved_conversation, streaming, wait_for)
+from tui_support import (ROUNDS, answers, ask, drawn, last_answer, make_app, pick_pair,
+                          ready, saved_conversation, streaming, wait_for)
 
 from specchat.history.store import HistoryStore
 from specchat.chat.scripted import FakeConfig
@@ -18,15 +18,6 @@ SIZE = (150, 45)
 
 def colour(app, kind: str) -> str:
     return app.theme_variables[f"spec-{kind}"].lower()
-
-
-async def pick_pair(pilot, name: str) -> None:
-    """F3, then choose the pair by name in the picker."""
-    await pilot.press("f3")
-    await wait_for(pilot, lambda: pilot.app.screen.query("#pair-list"))
-    options = pilot.app.screen.query_one("#pair-list")
-    options.highlighted = options.get_option_index(name)
-    await pilot.press("enter")
 
 
 async def run_palette(pilot, title: str) -> None:

@@ -4,7 +4,7 @@ beside its own ratio; the float32 replay reports its verdict."""
 
 from __future__ import annotations
 
-from tui_support import ask, last_answer, make_app, ready, wait_for
+from tui_support import ask, last_answer, make_app, pick_pair, ready, wait_for
 
 from specchat.chat.scripted import FakeConfig
 from specchat.tui.transcript import Notice
@@ -97,11 +97,7 @@ async def test_after_a_pair_switch_the_panel_shows_no_figures_of_the_old_pairs_a
         await pilot.press("f5")  # a race: its figures and "target only" stay on the panel
         await wait_for(pilot, lambda: app.query(Notice))
         assert "tokens 0" not in shown(app, "#g-timing")
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
-        options = app.screen.query_one("#pair-list")
-        options.highlighted = options.get_option_index("new")
-        await pilot.press("enter")
+        await pick_pair(pilot, "new")
         await wait_for(pilot, lambda: app.sub_title == "new")
         await pilot.pause()
         assert "tokens 0" in shown(app, "#g-timing") and "rounds 0" in shown(app, "#g-timing")
@@ -118,11 +114,7 @@ async def test_with_no_pair_loaded_the_panel_promises_no_measurement():
         await wait_for(pilot, lambda: "load failed" in app.gauges.status)
         await pilot.pause()
         assert shown(app, "#g-speedup") == "speedup: – (no pair loaded)"
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: app.screen.query("#pair-list"))
-        options = app.screen.query_one("#pair-list")
-        options.highlighted = options.get_option_index("fake")
-        await pilot.press("enter")
+        await pick_pair(pilot, "fake")
         await ready(pilot)
         await pilot.pause()
         assert "no pair loaded" not in shown(app, "#g-speedup")

@@ -87,6 +87,15 @@ async def ask(pilot, text: str = "hi") -> None:
     await pilot.pause()
 
 
+async def pick_pair(pilot, name: str) -> None:
+    """F3, then choose the pair by name in the picker."""
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: pilot.app.screen.query("#pair-list"))
+    options = pilot.app.screen.query_one("#pair-list")
+    options.highlighted = options.get_option_index(name)
+    await pilot.press("enter")
+
+
 def saved_conversation() -> SavedConversation:
     """The most recently updated conversation of the history database, read on its own
     connection (what is committed, not what the app holds)."""

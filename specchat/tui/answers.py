@@ -25,11 +25,6 @@ from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, ContextNotice,
                                    IdentityChecked, PromptReading, RoundArrived)
-
-LONG_PROMPT = 256
-"""Tokens from which the status says the model is reading the prompt (seconds on a CPU)."""
-ANSWERING = "answering…"
-READING = f"{ANSWERING} reading the prompt"
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
@@ -38,6 +33,11 @@ if TYPE_CHECKING:  # the app's other parts, as the host protocol names them
     from specchat.tui.history_actions import HistoryActions
     from specchat.tui.pair_switch import PairSwitch
     from specchat.tui.settings import Settings
+
+LONG_PROMPT = 256
+"""Tokens from which the status says the model is reading the prompt (seconds on a CPU)."""
+ANSWERING = "answering…"
+READING = f"{ANSWERING} reading the prompt"
 
 
 class ReplayResults(Protocol):

@@ -31,10 +31,10 @@ MAX_CONTEXT = 4096
 """n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
 all of it up front (SmolLM2-135M at 4096 tokens: about 90 MB in f16)."""
 BATCH = 512
+"""Most tokens one `llama_decode` takes; a longer prompt goes in chunks of this size."""
 PREFILL_TOKENS = 16
 """A forward of more tokens than this that keeps one row of logits is a prompt's prefill
 (the engine's catch-up chunks): it runs on `prefill_threads`."""
-"""Most tokens one `llama_decode` takes; a longer prompt goes in chunks of this size."""
 
 _state: dict = {}
 """The imported bindings, the log callback (kept alive) and recent llama.cpp log lines."""
