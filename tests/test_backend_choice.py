@@ -80,11 +80,82 @@ def test_auto_runs_a_gguf_target_on_llamacpp_on_the_cpu(llama_usable):
     assert chosen.why.startswith("auto:")
 
 
-def test_auto_treats_a_builtin_gguf_model_as_gguf_but_not_a_shipped_draft(llama_usable):
+def test_auto_treats_a_builtin_gguf_model_as_gguf_but_not_a_shipped_draft(llama_usable, no_int8):
     chosen = adapters.choose_backends(
         pair(target="builtin:smollm2-135m-instruct", draft="builtin:smollm2-135m-draft"), "cpu")
     assert (chosen.target, chosen.draft) == ("llama.cpp", "torch")
     assert "draft" in chosen.why
+
+
+AVX512_VNNI = {"avx", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
+AVX2_ONLY = {"avx", "avx2", "fma"}
+
+
+def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "qnnpack")):
+    from specchat.models import backend_int8
+    from specchat.models.device import hardware
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(backend_int8, "quantized_engines", lambda: list(engines))
+
+
+@pytest.fixture
+def no_int8(monkeypatch):
+    fake_cpu(monkeypatch, AVX2_ONLY, engines=("qnnpack",))
+
+
+SPECULATING = {"target": "builtin:qwen2.5-coder-1.5b-instruct",
+               "draft": "builtin:qwen2.5-coder-0.5b-instruct", "k": "auto"}
+
+
+@pytest.mark.parametrize("flags, bits", [(AVX512_VNNI, 8), (AVX2_ONLY, 7)])
+def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usable, monkeypatch,
+                                                                     flags, bits):
+    from specchat.models.backend_int8 import int8_support
+
+    fake_cpu(monkeypatch, flags)
+    chosen = adapters.choose_backends(pair(**SPECULATING), "cpu")
+    assert (chosen.target, chosen.draft) == ("int8", "int8")
+    assert "verify" in chosen.why and chosen.why.startswith("auto:")
+    assert int8_support().activation_bits == bits
+
+
+def test_auto_runs_a_shipped_distill_draft_on_int8_beside_an_int8_target(llama_usable, monkeypatch):
+    fake_cpu(monkeypatch, AVX512_VNNI)
+    chosen = adapters.choose_backends(
+        pair(target="builtin:smollm2-135m-instruct", draft="builtin:smollm2-135m-draft"), "cpu")
+    assert (chosen.target, chosen.draft) == ("int8", "int8")
+
+
+@pytest.mark.parametrize("flags, engines, why", [
+    (AVX512_VNNI, ("qnnpack",), "no fbgemm"), ({"sse4_2"}, ("x86", "fbgemm"), "no AVX2")])
+def test_without_int8_kernels_auto_keeps_llamacpp_and_an_explicit_int8_names_why(
+        llama_usable, monkeypatch, flags, engines, why):
+    fake_cpu(monkeypatch, flags, engines)
+    assert adapters.choose_backends(pair(**SPECULATING), "cpu").target == "llama.cpp"
+    with pytest.raises(PairError, match=f"backend = \"int8\" cannot run here: .*{why}"):
+        adapters.choose_backends(pair(**SPECULATING, backend="int8"), "cpu")
+
+
+@pytest.mark.parametrize("keys", [{"k": 0}, {"draft": None}])
+def test_a_pair_that_never_drafts_stays_on_llamacpp_which_reads_fewer_bytes(llama_usable, monkeypatch,
+                                                                            keys):
+    fake_cpu(monkeypatch, AVX512_VNNI)
+    chosen = adapters.choose_backends(pair(**(SPECULATING | keys)), "cpu")
+    assert chosen.target == "llama.cpp"
+
+
+def test_an_architecture_int8_cannot_run_stays_on_llamacpp(llama_usable, monkeypatch, tmp_path):
+    from tiny import build_tokenizer
+    from tiny_gguf import save_tiny_gguf, write_gguf
+
+    fake_cpu(monkeypatch, AVX512_VNNI)
+    _, model = save_tiny_gguf(tmp_path, build_tokenizer(), name="t.gguf")
+    alien = write_gguf(model, build_tokenizer(), tmp_path / "alien.gguf", architecture="gemma")
+    chosen = adapters.choose_backends(pair(target=str(alien), draft="ngram", k=3), "cpu")
+    assert chosen.target == "llama.cpp"
+    with pytest.raises(PairError, match="architecture 'gemma'"):
+        adapters.choose_backends(pair(target=str(alien), draft="ngram", k=3, backend="int8"), "cpu")
 
 
 def test_auto_falls_back_to_torch_without_llamacpp_and_says_how_to_install_it(llama_missing):

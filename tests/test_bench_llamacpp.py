@@ -26,8 +26,9 @@ def gguf_pairs(tmp_path_factory) -> Path:
     target, draft = tiny_gguf_with_draft(root, layers=3, int8=False)
     toml = root / "models.toml"
     toml.write_text(f'default = "g-ngram"\n[pairs.g-ngram]\ntarget = "{target}"\ndraft = "ngram"\n'
-                    f'k = 3\ndtype = "float32"\n[pairs.g-draft]\ntarget = "{target}"\n'
-                    f'draft = "{draft}"\nk = 2\ndtype = "float32"\n')
+                    f'k = 3\ndtype = "float32"\nbackend = "llama.cpp"\n[pairs.g-draft]\n'
+                    f'target = "{target}"\ndraft = "{draft}"\nk = 2\ndtype = "float32"\n'
+                    f'backend = "llama.cpp"\n')
     return toml
 
 

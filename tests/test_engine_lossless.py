@@ -128,7 +128,7 @@ class ReducedVocabTable(TableModel):
     ALLOWED = torch.tensor([0, 1, 2])
 
     def logits_after(self, history):
-        from specchat.models.torch_backend.reduced_vocab import scatter_logits
+        from specchat.models.blocks.logits import scatter_logits
 
         full = super().logits_after(history)
         return scatter_logits(full[self.ALLOWED].unsqueeze(0), self.ALLOWED, VOCAB)[0]

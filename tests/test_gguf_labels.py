@@ -13,7 +13,8 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make
 from click.testing import CliRunner  # noqa: E402
 
 from specchat.cli import main  # noqa: E402
-from specchat.models.llamacpp.model import LlamaCppModel, file_type_name, params_label  # noqa: E402
+from specchat.models.device.estimate import file_type_name, params_label  # noqa: E402
+from specchat.models.llamacpp.model import LlamaCppModel  # noqa: E402
 
 Q4_K_M = 15
 

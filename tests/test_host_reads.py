@@ -21,7 +21,8 @@ from specchat.engine import Decoder, ModelDrafter, NgramDrafter, SamplingParams,
 from specchat.engine.decoder import read_round
 from specchat.models.torch_backend.hf import HFCausalModel
 from specchat.models.torch_backend.lean import LeanLlama
-from specchat.models.torch_backend.reduced_vocab import ReducedVocabModel, scatter_logits
+from specchat.models.blocks.logits import scatter_logits
+from specchat.models.torch_backend.reduced_vocab import ReducedVocabModel
 
 VOCAB = 96
 READS = {"item", "__int__", "__bool__", "__float__", "__index__", "tolist"}

@@ -228,15 +228,20 @@ def test_the_checker_sees_forbidden_imports(tmp_path):
 MODEL_ROOMS: dict[str, set[str]] = {
     "config": {"device"},
     "device": set(),
-    "torch_backend": {"config", "device"},
+    "blocks": set(),
+    "torch_backend": {"blocks", "config", "device"},
     "llamacpp": {"device"},
+    "int8": {"blocks", "config", "device", "gguf"},
     "gguf": {"config", "torch_backend"},
 }
 """The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
-backends never import each other (device, which both may use, is no backend: it knows the
-machine's cores and memory); only the modules outside every room compose them:
-models/adapters.py (the backend choice), models/weights.py (one model from its reference),
-models/draft_loader.py, models/loader.py (the pair) and models/vocabulary.py."""
+backends never import each other (device, which every one may use, is no backend: it knows
+the machine's cores, memory and model sizes; blocks holds tensor building blocks two
+forwards share); only the modules outside every room compose them: each backend's object
+(models/backend_torch.py, backend_llamacpp.py, backend_int8.py, behind models/backend.py's
+protocol), models/adapters.py (the backend choice), models/weights.py (one transformers
+model from its reference), models/draft_loader.py, models/loader.py (the pair) and
+models/vocabulary.py."""
 
 
 def room_of(module: str) -> str | None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from specchat.engine import Decoder, Finished, ModelDrafter, SamplingParams, Settings
+from specchat.models.blocks import kv_buffer
 from specchat.models.torch_backend import lean
 from specchat.models.torch_backend.adapter import TorchForward, adapter_for
 from specchat.models.torch_backend.hf import HFCausalModel
@@ -56,7 +57,7 @@ def test_lean_logits_equal_transformers_in_float32(overrides):
 
 
 def test_lean_logits_survive_chunked_prompts_and_a_growing_cache(monkeypatch):
-    monkeypatch.setattr(lean, "FIRST_CAPACITY", 8)
+    monkeypatch.setattr(kv_buffer, "FIRST_CAPACITY", 8)
     monkeypatch.setattr(lean, "PREFILL_CHUNK", 16)
     model = tiny_llama()
     fast = LeanLlama(model)

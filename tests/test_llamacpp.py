@@ -87,6 +87,7 @@ def config(files) -> Path:
 target = "{files['target']}"
 draft = "{files['draft']}"
 k = 3
+backend = "llama.cpp"
 
 [pairs.gguf-plain]
 target = "{files['target']}"
@@ -97,6 +98,7 @@ target = "{files['target']}"
 draft = "{files['draft_folder']}"
 k = 3
 dtype = "float32"
+backend = "llama.cpp"
 
 [pairs.mismatch]
 target = "{files['target']}"

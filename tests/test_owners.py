@@ -36,8 +36,8 @@ def defining(pattern: str) -> list[str]:
     ("measured_speedup", "engine/theory.py"), ("median_seconds", "engine/costs.py"),
     ("verify_costs", "engine/costs.py"), ("draft_step_cost", "engine/costs.py"),
     ("time_rounds", "engine/costs.py"), ("steady_costs", "engine/costs.py"),
-    ("size_label", "models/llamacpp/model.py"), ("params_label", "models/llamacpp/model.py"),
-    ("file_type_name", "models/llamacpp/model.py"),
+    ("size_label", "models/device/estimate.py"), ("params_label", "models/device/estimate.py"),
+    ("file_type_name", "models/device/estimate.py"),
 ])
 def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
     assert defining(rf"^def {name}\(") == [owner]

@@ -112,14 +112,17 @@ def gguf_config(tmp_path_factory) -> Path:
     target, draft = tiny_gguf_with_draft(root)
     toml = root / "models.toml"
     toml.write_text(f'[pairs.g]\ntarget = "{target}"\ndraft = "{draft}"\nk = "auto"\n'
-                    f'[pairs.g-ngram]\ntarget = "{target}"\ndraft = "ngram"\nk = 2\n')
+                    f'backend = "llama.cpp"\n'
+                    f'[pairs.g-ngram]\ntarget = "{target}"\ndraft = "ngram"\nk = 2\n'
+                    f'backend = "llama.cpp"\n'
+                    f'[pairs.g-int8]\ntarget = "{target}"\ndraft = "{draft}"\nk = "auto"\n')
     return toml
 
 
 def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config):
     import gguf
 
-    from specchat.models.llamacpp.model import params_label
+    from specchat.models.device.estimate import params_label
 
     target = Path(re.search(r'target = "(.+)"', gguf_config.read_text()).group(1))
     tensors = gguf.GGUFReader(str(target)).tensors
@@ -132,6 +135,23 @@ def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config)
     assert "[GGUF header]" in result.output and "placement: llama.cpp decodes on the CPU" in result.output
     assert f"k = auto: shown for k = 1..{K_MAX}" in result.output  # the one maximum of k
     assert len(row(result.output, "v(n)")) == K_MAX + 1  # predicted: every width, v(n) = 1
+
+
+def test_an_int8_target_is_sized_a_byte_a_parameter_and_measures_a_flat_verify(gguf_config):
+    """`auto` runs this speculating GGUF pair on int8: its weights are one byte a parameter,
+    its KV cache float32, and --measure times the int8 forwards."""
+    import gguf
+
+    target = Path(re.search(r'target = "(.+)"', gguf_config.read_text()).group(1))
+    count = sum(int(t.n_elements) for t in gguf.GGUFReader(str(target)).tensors)
+    result = check(gguf_config, "g-int8")
+    assert result.exit_code == 0, result.output
+    assert "target on int8 (fbgemm, one int8 row per output), draft on int8" in result.output
+    assert "placement: the int8 backend computes on the CPU" in result.output
+    assert re.search(rf"target .*: \S+ parameters, weights {count / (1 << 20):.1f} MiB", result.output)
+    measured = check(gguf_config, "g-int8", "--measure")
+    assert measured.exit_code == 0, measured.output
+    assert len(row(measured.output, "v(n)")) >= 2
 
 
 def test_a_gguf_pair_measures_on_llamacpp(gguf_config):

@@ -25,7 +25,7 @@ def run_script(name: str, *args: str, timeout: float = 300) -> subprocess.Comple
 
 def test_every_script_in_scripts_is_run_by_a_test():
     tested = {"make_distill_prompts.py", "make_distill_prompts_more.py", "lookup_bound.py",
-              "verify_costs.py", "gguf_draft_check.py", "gpu_measure.sh"}
+              "verify_costs.py", "gguf_draft_check.py", "gpu_measure.sh", "int8_quality.py"}
     here = Path(__file__).read_text() + (ROOT / "tests" / "test_gpu_campaign.py").read_text()
     assert {p.name for p in SCRIPTS.iterdir() if p.is_file()} == tested
     assert all(f'"{name}"' in here or f"scripts/{name}" in here for name in tested)
@@ -141,3 +141,27 @@ def test_specchats_lookup_with_perfect_lengths_only_copies_what_its_latest_match
     assert oracle_runs(prompt, answer, k=8) == [2]
     assert drafter_runs(prompt, answer, k=8, max_ngram=2, min_ngram=2) == [0, 1]
     assert drafter_runs([1, 2, 3, 1, 2], [3, 1, 2, 5], k=2, max_ngram=2, min_ngram=2) == [2, 0]  # k caps a run
+
+
+def test_the_int8_quality_script_compares_each_backend_with_the_float_model(tmp_path):
+    """On a tiny GGUF: the float reference answers, int8 and llama.cpp read its answers, and
+    the agreement of each is a fraction of the answer's tokens, per category and overall."""
+    pytest.importorskip("llama_cpp")
+    from gguf_tiny import write_tiny_gguf
+
+    target = write_tiny_gguf(tmp_path / "model")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"c{i}", "category": cat, "prompt": text}) + "\n"
+                               for i, (cat, text) in enumerate([("chat", "Say hello."),
+                                                                ("code", "def add(a, b):")])))
+    out = tmp_path / "quality.json"
+    done = run_script("int8_quality.py", "--target", str(target), "--prompts", str(prompts),
+                      "--max-new-tokens", "12", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert [row["id"] for row in result["rows"]] == ["c0", "c1"]
+    overall = result["agreement"]["all"]
+    assert overall["tokens"] == sum(row["tokens"] for row in result["rows"]) > 0
+    assert all(0 <= overall[name] <= 1 for name in ("int8", "llama.cpp"))
+    assert set(result["agreement"]) == {"all", "chat", "code"}
+    assert result["labels"]["int8"].startswith("int8") and "llama.cpp" in result["labels"]["llama.cpp"]

@@ -102,3 +102,57 @@ def save_tiny_gguf(folder: Path, tokenizer, layers: int = 2, hidden: int = 64, s
                         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     folder.mkdir(parents=True, exist_ok=True)
     return write_gguf(model, tokenizer, folder / name), model
+
+
+QWEN2_BIASES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+                "attn_v": "self_attn.v_proj"}
+
+
+def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 3,
+                eos_token_id: int = 2):
+    """A tiny random Qwen2 (q/k/v biases, rope on the head's two halves, tied embeddings)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, eos_token_id=eos_token_id,
+                         bos_token_id=0, tie_word_embeddings=True, initializer_range=0.3,
+                         rope_theta=10000.0)
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():  # random biases, so a bias that is dropped or misplaced shows
+        for layer in model.model.layers:
+            for name in QWEN2_BIASES.values():
+                layer.get_submodule(name).bias.normal_(0, 0.3)
+    return model
+
+
+def qwen2_tensors(model):
+    """(llama.cpp name, tensor) for every weight of a transformers Qwen2: rows as they are
+    (qwen2's rope is NEOX-style, so llama.cpp's converter permutes nothing), q/k/v biases,
+    and no output matrix where the embeddings are tied."""
+    config, state = model.config, model.state_dict()
+    yield "token_embd.weight", state["model.embed_tokens.weight"]
+    for i in range(config.num_hidden_layers):
+        for short, long in LAYER_TENSORS.items():
+            yield f"blk.{i}.{short}.weight", state[f"model.layers.{i}.{long}.weight"]
+        for short, long in QWEN2_BIASES.items():
+            yield f"blk.{i}.{short}.bias", state[f"model.layers.{i}.{long}.bias"]
+    yield "output_norm.weight", state["model.norm.weight"]
+
+
+def write_qwen2_gguf(model, tokenizer, path: Path) -> Path:
+    """A transformers Qwen2 and its tokenizer as one float32 GGUF file of architecture qwen2."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    add_hyperparameters(writer, model.config)
+    add_tokenizer(writer, tokenizer)
+    for name, weight in qwen2_tensors(model):
+        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

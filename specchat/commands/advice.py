@@ -242,8 +242,8 @@ def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:
     inventory = current_inventory()
     lines = [f"memory: about {size_text(total)} in all (weights + KV cache at {facts.context} "
              f"tokens); available: {describe(automatic_limits(inventory))}"]
-    if facts.llamacpp:
-        return lines + [f"placement: {facts.llamacpp}"]
+    if facts.gguf_placement:
+        return lines + [f"placement: {facts.gguf_placement}"]
     try:
         place = plan_placement(facts.target.weight_bytes, pair.device, inventory, pair.max_memory,
                                name=f"target {pair.target}")

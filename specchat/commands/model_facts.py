@@ -45,9 +45,9 @@ class PairFacts:
     draft: ModelFacts | None
     context: int
     """Tokens of context the pair budgets by."""
-    llamacpp: str | None
-    """Where llama.cpp computes the target ("llama.cpp decodes on the CPU", "llama.cpp
-    computes on CUDA; ..."); None for a torch target."""
+    gguf_placement: str | None
+    """Where a GGUF backend computes the target ("llama.cpp decodes on the CPU", "llama.cpp
+    computes on CUDA; ...", "the int8 backend computes on the CPU"); None for a torch target."""
     alpha: float | None = None
     alpha_why: str = ""
     why_unknown: str = ""
@@ -56,38 +56,41 @@ class PairFacts:
 
 def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
     """Sizes, context and the draft's acceptance of `pair` on this machine."""
-    from specchat.models.adapters import choose_backends
+    from specchat.models.adapters import GGUF_BACKENDS, backend_named, choose_backends
     from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
-    from specchat.models.loader import llamacpp_device_why
 
     device, why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
-    llamacpp = llamacpp_device_why(backends) if backends.target == "llama.cpp" else None
-    if llamacpp:
-        device, why = "cpu", llamacpp
+    gguf = backends.target in GGUF_BACKENDS
+    if gguf:
+        device, why = backend_named(backends.target).device(device, why, backends.gpu)
     dtype, _ = resolve_dtype(pair.dtype, device)
-    computes = ("target on llama.cpp (the GGUF file's own types)" if llamacpp
-                else f"target on torch in {dtype_name(dtype)}")
+    computes = {"llama.cpp": "target on llama.cpp (the GGUF file's own types)",
+                "int8": "target on int8 (fbgemm, one int8 row per output)"}.get(
+        backends.target, f"target on torch in {dtype_name(dtype)}")
     if backends.draft is not None:
         computes += f", draft on {backends.draft}"
     header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"
-    target, context = target_facts(pair, llamacpp is not None, dtype, device, progress)
+    target, context = target_facts(pair, backends.target, dtype, device, progress)
     draft, folder = draft_facts(pair, backends.draft, dtype, progress)
     alpha, alpha_why = expected_alpha(folder)
-    unknown = "" if target is not None else ("an unreadable GGUF header" if llamacpp
+    unknown = "" if target is not None else ("an unreadable GGUF header" if gguf
                                              else "no safetensors or config.json")
-    return PairFacts(header, device, target, draft, context, llamacpp, alpha, alpha_why, unknown)
+    return PairFacts(header, device, target, draft, context, why if gguf else None, alpha,
+                     alpha_why, unknown)
 
 
-def target_facts(pair: Pair, llamacpp: bool, dtype: str | None, device: str,
+def target_facts(pair: Pair, backend: str, dtype: str | None, device: str,
                  progress: Callable[[str], None]) -> tuple[ModelFacts | None, int]:
     """(the target's facts, the context the pair budgets by)."""
     from specchat.models.config.refs import parse_ref
     from specchat.models.weights import context_tokens, model_folder
 
+    from specchat.models.adapters import GGUF_BACKENDS
+
     ref = parse_ref(pair.target)
-    if llamacpp:
-        return gguf_facts("target", pair.target, ref, progress)
+    if backend in GGUF_BACKENDS:
+        return gguf_facts("target", pair.target, ref, progress, int8=backend == "int8")
     folder = model_folder(ref, progress)
     facts = torch_facts("target", pair.target, folder, dtype, pair.quantization)
     return facts, context_tokens(folder, device) if facts is not None else 0
@@ -99,8 +102,11 @@ def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Ca
     from specchat.models.config.refs import parse_ref
     from specchat.models.draft_loader import draft_folder
 
-    if backend == "llama.cpp":
-        return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress)[0], None
+    from specchat.models.adapters import GGUF_BACKENDS
+
+    if backend in GGUF_BACKENDS:
+        return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress,
+                          int8=backend == "int8")[0], None
     from specchat.models.draft_loader import distill_facts
 
     folder = draft_folder(pair, progress)
@@ -111,21 +117,27 @@ def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Ca
     return torch_facts("draft", pair.draft, folder, dtype, quantization), folder
 
 
-def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str],
-               None]) -> tuple[ModelFacts | None, int]:
-    """(facts of a model llama.cpp runs, from its GGUF header; its context there)."""
+def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
+               int8: bool = False) -> tuple[ModelFacts | None, int]:
+    """(facts of a model llama.cpp runs, from its GGUF header; its context there); `int8`:
+    the int8 backend's, whose weights take a byte per parameter and whose context is the
+    model's own."""
     from specchat.models.device.estimate import gguf_shape
     from specchat.models.gguf.drafts import gguf_file
-    from specchat.models.llamacpp.model import MAX_CONTEXT, size_label
+    from specchat.models.device.estimate import size_label
+    from specchat.models.llamacpp.model import MAX_CONTEXT
 
     path = gguf_file(ref, progress)
     shape = gguf_shape(path) if path is not None else None
     if shape is None:
         return None, 0
     size = shape.size
-    facts = ModelFacts(role, text, size.parameters, size.weight_bytes(0), shape.kv_bytes_per_token,
+    stored = size.parameters if int8 else size.weight_bytes(0)
+    kv = shape.kv_bytes_per_token * 2 if int8 else shape.kv_bytes_per_token  # float32, not f16
+    facts = ModelFacts(role, text, size.parameters, stored, kv,
                        size.source, size_label(shape.claimed_label, size.parameters))
-    return facts, min(shape.context_length or MAX_CONTEXT, MAX_CONTEXT)
+    context = shape.context_length or MAX_CONTEXT
+    return facts, context if int8 else min(context, MAX_CONTEXT)
 
 
 def torch_facts(role: str, ref: str, folder: Path | str, dtype: str | None,

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from specchat.errors import UsageError
-from specchat.models.torch_backend.int8 import quantize_rows
+from specchat.models.blocks.int8_rows import quantize_rows
 from specchat.models.torch_backend.shipped_draft import (INT8_SCALE, SHARED_PREFIXES, SPEC_FILE, WEIGHTS_FILE,
                                            DraftSpec, is_draft_folder, own_state, read_own_weights)
 

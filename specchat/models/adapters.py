@@ -1,15 +1,21 @@
-"""Which adapter computes each model's logits, chosen here and only here, with the reason.
+"""Which backend computes each model's logits, chosen here and only here, with the reason;
+and the backend object of each name (`backend_named`).
 
 Backend (the pair key `backend`, or `--backend`):
 - `torch`: transformers weights (a GGUF file is converted once, see models/gguf/cache.py);
 - `llama.cpp`: a GGUF file decoded by llama.cpp (models/llamacpp/model.py), its layers
   offloaded to the GPU where the installed build supports it (CUDA, Metal, Vulkan);
-- `auto`: llama.cpp for a GGUF target (a `.gguf` path, `hf:…/FILE.gguf`, `ollama:NAME` or
-  a `builtin:` GGUF model) when llama-cpp-python is installed, unless a CUDA device is
-  configured and the build cannot offload to it; torch otherwise.
-A draft may run on another backend than its target: a GGUF draft of a llama.cpp target
-runs on llama.cpp too; any other draft (a folder, a hub id, a `specchat distill` draft)
-runs on torch.
+- `int8`: a GGUF file converted once to int8 rows and run on the CPU by fbgemm
+  (models/int8/), where a verify of k + 1 tokens costs little more than one step;
+- `auto`: for a GGUF target (a `.gguf` path, `hf:…/FILE.gguf`, `ollama:NAME` or a
+  `builtin:` GGUF model) on a CPU, int8 when the pair speculates (a draft, k not 0) and
+  this CPU and torch run it, since on llama.cpp's x86 kernels a verify costs nearly a step
+  per token and speculation rarely pays; llama.cpp otherwise (plain decoding reads the
+  4-bit file's fewer bytes), and on a GPU the build can offload to; torch for everything
+  else.
+A draft may run on another backend than its target: a GGUF draft (or a `specchat distill`
+draft, from its GGUF form) of a llama.cpp or int8 target runs on that backend too; any
+other draft (a folder, a hub id) runs on torch.
 
 llama.cpp's GPU offload (the pair key `gpu_layers`): "all" (the default) offloads every
 layer where the build supports it and keeps the CPU where it does not; 0 keeps the CPU; N
@@ -38,9 +44,9 @@ class Backends:
     """The backend of each model of a pair, and why."""
 
     target: str
-    """"torch" or "llama.cpp"."""
+    """"torch", "llama.cpp" or "int8"."""
     draft: str | None
-    """"torch", "llama.cpp", or None for an n-gram drafter or no draft."""
+    """"torch", "llama.cpp", "int8", or None for an n-gram drafter or no draft."""
     why: str
     gpu_layers: int = 0
     """Layers llama.cpp offloads to the GPU (-1: all, 0: none); 0 for torch."""
@@ -58,11 +64,30 @@ def is_gguf(text: str) -> bool:
     return ref.kind in GGUF_KINDS or (ref.kind == "builtin" and builtin_draft(ref.value) is None)
 
 
+GGUF_BACKENDS = ("llama.cpp", "int8")
+"""Backends that run a GGUF file as it is on disk (no transformers folder)."""
+
+
+def backend_named(name: str):
+    """The backend object (models/backend.py's `ModelBackend`) of a backend's name."""
+    if name == "llama.cpp":
+        from specchat.models.backend_llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend()
+    if name == "int8":
+        from specchat.models.backend_int8 import Int8Backend
+
+        return Int8Backend()
+    from specchat.models.backend_torch import TorchBackend
+
+    return TorchBackend()
+
+
 def choose_backends(pair: PairConfig, device: str) -> Backends:
     """Backends for `pair` on the resolved `device` (a `PairError` for an impossible choice)."""
     target, why = target_backend(pair, device)
     draft = draft_backend(pair.draft, target)
-    if target == "llama.cpp" and draft == "torch":
+    if target in GGUF_BACKENDS and draft == "torch":
         why += "; the draft is not a GGUF file, so it runs on torch"
     if target != "llama.cpp":
         return Backends(target, draft, why)
@@ -78,8 +103,14 @@ def target_backend(pair: PairConfig, device: str) -> tuple[str, str]:
     if pair.backend == "llama.cpp":
         require_llama_cpp(pair, gguf)
         return "llama.cpp", "as configured"
+    if pair.backend == "int8":
+        require_int8(pair, gguf, device)
+        return "int8", "as configured"
     if not gguf:
         return "torch", "auto: the target is not a GGUF file"
+    int8_why = int8_choice(pair, device)
+    if int8_why:
+        return "int8", int8_why
     from specchat.models.llamacpp.model import missing
 
     problem = missing()
@@ -91,6 +122,53 @@ def target_backend(pair: PairConfig, device: str) -> tuple[str, str]:
     if device.startswith("cuda"):
         return "llama.cpp", "auto: a GGUF target and a llama-cpp-python build that offloads to CUDA"
     return "llama.cpp", "auto: a GGUF target, llama-cpp-python is installed"
+
+
+def int8_choice(pair: PairConfig, device: str) -> str | None:
+    """Why `auto` runs a GGUF target on int8, or None where it does not (module docstring)."""
+    if device != "cpu" or not pair.draft or pair.k == 0:
+        return None
+    from specchat.models.backend_int8 import int8_support
+
+    if not int8_support().usable or int8_problem(pair.target) is not None:
+        return None
+    return ("auto: a GGUF target that speculates on a CPU runs on int8 (fbgemm), where a "
+            "verify of k + 1 tokens costs little more than one step")
+
+
+def int8_problem(target: str) -> str | None:
+    """Why the GGUF file a target names cannot run on int8 (its architecture), or None; a file
+    whose architecture cannot be read yet (not on disk) is "an unknown architecture"."""
+    from pathlib import Path
+
+    from specchat.models.config.refs import builtin_architecture
+    from specchat.models.gguf.integrity import architecture_name
+    from specchat.models.int8.convert import architecture_problem
+
+    ref = parse_ref(target)
+    name = builtin_architecture(ref.value) if ref.kind == "builtin" else None
+    if name is None and ref.kind == "gguf":
+        name = architecture_name(Path(ref.value))
+    return architecture_problem(name) if name is not None else "an unknown architecture"
+
+
+def require_int8(pair: PairConfig, gguf: bool, device: str) -> None:
+    from specchat.models.backend_int8 import int8_support
+
+    where = f"pair '{pair.name}': backend = \"int8\""
+    if not gguf:
+        raise PairError(f"{where} needs a GGUF target, and {pair.target} is not a .gguf file: "
+                        "use backend = \"torch\" or \"auto\"")
+    if device != "cpu":
+        raise PairError(f"{where} runs on the CPU, not {device}: set device = \"cpu\", or use "
+                        "backend = \"auto\"")
+    support = int8_support()
+    if not support.usable:
+        raise PairError(f"{where} cannot run here: {support.why}; use backend = \"llama.cpp\"")
+    problem = int8_problem(pair.target)
+    if problem and problem != "an unknown architecture":  # an unreadable file fails as it loads
+        raise PairError(f"{where} cannot run {pair.target}: {problem}; use backend = "
+                        "\"llama.cpp\"")
 
 
 def cuda_offload() -> bool:
@@ -144,4 +222,18 @@ def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
 def draft_backend(draft: str | None, target: str) -> str | None:
     if draft is None or parse_ref(draft).kind == "ngram":
         return None
+    if target == "int8" and (is_gguf(draft) or is_distilled(draft)):
+        return "int8"
     return "llama.cpp" if target == "llama.cpp" and is_gguf(draft) else "torch"
+
+
+def is_distilled(draft: str) -> bool:
+    """A `specchat distill` draft (built-in or a folder): int8 runs it from its GGUF form."""
+    from pathlib import Path
+
+    from specchat.models.torch_backend.shipped_draft import is_draft_folder
+
+    ref = parse_ref(draft)
+    if ref.kind == "builtin":
+        return builtin_draft(ref.value.removesuffix(".gguf")) is not None
+    return ref.kind == "folder" and is_draft_folder(Path(ref.value))

@@ -2,36 +2,31 @@
 report of each choice (`LoadedPair.reasons`, `backends`, the log line).
 
 The models layer's entry point. Each model runs on the backend `adapters.choose_backends`
-picks (torch or llama.cpp), the one place that choice is made; one model is loaded from its
-reference by models/weights.py, the draft by models/draft_loader.py; the tokenizer is
-always transformers' (read from the GGUF file for a GGUF model). Every failure a user can
-cause (missing or unreadable file, uncached hub id, vocabulary mismatch, quantization
-without CUDA, a draft larger than its target, a model that does not fit) becomes a
-one-line `SpecchatError`. Where the layers go is `placement`'s decision; sizes and memory
-figures are `memory`'s.
+picks (torch, llama.cpp or int8), the one place that choice is made. The chosen backend
+object (models/backend.py's `ModelBackend`) loads the model and answers everything the
+pair needs of it: EOS, context, logit columns, weights, label; this module never asks a
+model which backend made it. The tokenizer is always transformers' (read from the GGUF file
+for a GGUF model). Every failure a user can cause (missing or unreadable file, uncached hub
+id, vocabulary mismatch, quantization without CUDA, a draft larger than its target, a
+model that does not fit) becomes a one-line `SpecchatError`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specchat.engine.protocol import CausalModel
 from specchat.errors import PairError
-from specchat.models.adapters import Backends, choose_backends
+from specchat.models.adapters import Backends, backend_named, choose_backends
+from specchat.models.backend import LoadedModel, LoadRequest, Progress
 from specchat.models.config.pairs import PairConfig
 from specchat.models.config.refs import parse_ref
-from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
-from specchat.models.device.memory import (MemoryReport, check_draft_size, main_device,
-                                           memory_report, plan_for, reset_peak)
-from specchat.models.device.placement import Placement, layer_summary
-from specchat.models.draft_loader import NgramLookup, draft_folder, load_draft
-from specchat.models.llamacpp.model import LlamaCppModel
-from specchat.models.torch_backend.adapter import TorchForward, torch_adapter
-from specchat.models.weights import (Progress, eos_token_ids, llamacpp_label, load_llamacpp,
-                                     load_model, model_folder)
+from specchat.models.device.hardware import resolve_device, resolve_dtype
+from specchat.models.device.memory import MemoryReport, memory_report, reset_peak
+from specchat.models.draft_loader import NgramLookup
 
 log = logging.getLogger(__name__)
 
@@ -102,105 +97,66 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
               progress: Progress = lambda _: None, threads: int | None = None,
               prefill_threads: int | None = None) -> LoadedPair:
     """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models),
-    `threads` the pair's `threads` (llama.cpp models; neither: every physical core), and
+    `threads` the pair's `threads` (CPU backends; neither: every physical core), and
     `prefill_threads` theirs while a prompt is read (None: `threads`)."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
     backends = choose_backends(pair, device)
-    if backends.target == "llama.cpp":
-        device, device_why = "cpu", llamacpp_device_why(backends)
-    torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
+    target_backend = backend_named(backends.target)
+    device, device_why = target_backend.device(device, device_why, backends.gpu)
     check_quantization(pair, device)
+    request = load_request(pair, device, device_why, backends, dtype, progress,
+                           threads or pair.threads or None, prefill_threads)
     progress(f"loading target {pair.target} ({backends.target})")
-    placement = Placement(device, None, None, "") if backends.target == "llama.cpp" else None
-    if placement is None:
-        target_ref = parse_ref(pair.target)
-        target_folder = model_folder(target_ref, progress)
-        check_draft_size(pair, target_folder, draft_folder(pair, progress))
-        placement = plan_for(pair, target_folder, torch_dtype)
-    raw, tokenizer = load_target(pair, backends, torch_dtype, placement, progress,
-                                 threads or pair.threads or None, prefill_threads)
-    device = main_device(raw, placement.device) if backends.target == "torch" else device
-    draft, draft_label = None, None
-    if pair.draft:
-        draft, draft_label = load_draft(pair, backends, torch_dtype, device, (raw, tokenizer),
-                                        progress)
-    quantized = pair.quantization != "none" or placement.device_map is not None
-    target, target_label = target_adapter(raw, device, shared_vocab_size(raw, draft), quantized,
-                                          TorchForward.of(pair), backends.gpu)
-    if draft is not None and not isinstance(draft, NgramLookup):
-        draft.vocab_size = target.vocab_size
-    reset_peak(device)
-    labels = {"target": target_label} | ({"draft": draft_label} if draft_label else {})
-    dtype_label, dtype_why = weights_of(target, dtype_name(torch_dtype), dtype_why, draft_label)
-    reasons = {"device": placement.why or device_why, "dtype": dtype_why, "backend": backends.why}
-    log.info("pair %s: target %s, draft %s; backend choice: %s; device %s (%s); dtype %s (%s)",
+    target = target_backend.load_target(parse_ref(pair.target), request)
+    request = replace(request, device=target.device)
+    draft, draft_loaded = load_draft(pair, backends, request, target, progress)
+    columns = min([target.logit_columns] + ([draft_loaded.logit_columns] if draft_loaded else []))
+    model, target_label = target_backend.engine_model(target, columns, request)
+    labels = {"target": target_label}
+    if draft_loaded is not None:
+        draft, labels["draft"] = backend_named(backends.draft).engine_model(draft_loaded, columns,
+                                                                             request)
+    reset_peak(target.device)
+    reasons = {"device": target.device_why or device_why,
+               "dtype": weights_why(target, draft_loaded), "backend": backends.why}
+    log.info("pair %s: target %s, draft %s; backend choice: %s; device %s (%s); weights %s (%s)",
              pair.name, labels["target"], labels.get("draft", pair.draft or "none"),
-             backends.why, device, reasons["device"], dtype_label, dtype_why)
-    return LoadedPair(pair, target, draft, tokenizer, device, dtype_label, reasons,
-                      time.perf_counter() - started,
-                      layer_summary(getattr(raw, "hf_device_map", None), device), labels,
-                      frozenset(target_eos(raw, tokenizer)), target_context(raw),
-                      backends.gpu if getattr(raw, "offloaded", 0) else None)
+             backends.why, target.device, reasons["device"], target.weights, reasons["dtype"])
+    return LoadedPair(config=pair, target=model, draft=draft, tokenizer=target.tokenizer,
+                      device=target.device, dtype=target.weights, reasons=reasons,
+                      load_s=time.perf_counter() - started, placement=target.placement,
+                      backends=labels, eos=target.eos, context=target.context,
+                      offloaded_to=target.offloaded_to)
 
 
-def weights_of(target, torch_dtype: str, why: str, draft_label: str | None) -> tuple[str, str]:
-    """(the pair's dtype as shown, why): a llama.cpp target computes in its file's own type."""
-    if not isinstance(target, LlamaCppModel):
-        return torch_dtype, why
-    why_gguf = "the GGUF file's own weights, computed by llama.cpp"
-    if draft_label and draft_label.startswith("torch"):
-        why_gguf += f"; the torch draft in {torch_dtype} ({why})"
-    return target.weights, why_gguf
+def load_request(pair: PairConfig, device: str, device_why: str, backends: Backends,
+                 dtype: str | None, progress: Progress, threads: int | None,
+                 prefill_threads: int | None) -> LoadRequest:
+    """What every backend needs to load the pair's models on `device`."""
+    torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
+    return LoadRequest(pair, device, device_why, torch_dtype, dtype_why, threads,
+                       prefill_threads, backends.gpu_layers, backends.gpu, backends.main_gpu,
+                       progress)
 
 
-def llamacpp_device_why(backends: Backends) -> str:
-    if backends.gpu is None:
-        return "llama.cpp decodes on the CPU"
-    return f"llama.cpp computes on {backends.gpu}; logits and sampling on the CPU"
+def load_draft(pair: PairConfig, backends: Backends, request: LoadRequest, target: LoadedModel,
+               progress: Progress) -> tuple[NgramLookup | None, LoadedModel | None]:
+    """(an n-gram lookup or None, the draft model as its backend loaded it or None)."""
+    if not pair.draft:
+        return None, None
+    ref = parse_ref(pair.draft)
+    if ref.kind == "ngram":
+        return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
+    progress(f"loading draft {pair.draft} ({backends.draft})")
+    return None, backend_named(backends.draft).load_draft(ref, request, target)
 
 
-def load_target(pair: PairConfig, backends: Backends, dtype, placement: Placement,
-                progress: Progress, threads: int | None = None,
-                prefill_threads: int | None = None):
-    """(transformers model or LlamaCppModel, tokenizer) for the pair's target."""
-    ref = parse_ref(pair.target)
-    if backends.target == "llama.cpp":
-        return load_llamacpp(ref, progress, threads, backends.gpu_layers, backends.main_gpu,
-                             prefill_threads)
-    return load_model(ref, dtype, placement.device, pair.quantization, progress, placement)
-
-
-def target_adapter(raw, device: str, vocab_size: int, quantized: bool,
-                   how: TorchForward = TorchForward(), gpu: str | None = None):
-    """(the engine adapter, its label) for a loaded target."""
-    if isinstance(raw, LlamaCppModel):
-        raw.vocab_size = vocab_size
-        return raw, llamacpp_label(raw, gpu)
-    return torch_adapter(raw, device, vocab_size, quantized=quantized, how=how)
-
-
-def target_eos(raw, tokenizer) -> set[int]:
-    if isinstance(raw, LlamaCppModel):
-        return raw.eos_ids | eos_token_ids(None, tokenizer)
-    return eos_token_ids(raw, tokenizer)
-
-
-def target_context(raw) -> int:
-    if isinstance(raw, LlamaCppModel):
-        return raw.context_length
-    return int(getattr(raw.config, "max_position_embeddings", 2048) or 2048)
-
-
-def shared_vocab_size(target, draft) -> int:
-    """Logit columns both models share (their heads may be padded differently)."""
-    if isinstance(target, LlamaCppModel):
-        size = target.n_vocab
-    else:
-        size = target.get_output_embeddings().weight.shape[0]
-    if draft is not None and not isinstance(draft, NgramLookup):
-        size = min(size, draft.vocab_size)
-    return size
+def weights_why(target: LoadedModel, draft: LoadedModel | None) -> str:
+    """Why the pair computes in its weights' types: the target's, and a draft's in another."""
+    if draft is None or draft.weights == target.weights:
+        return target.weights_why
+    return f"{target.weights_why}; the draft in {draft.weights} ({draft.weights_why})"
 
 
 def check_quantization(pair: PairConfig, device: str) -> None:

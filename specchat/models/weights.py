@@ -1,12 +1,11 @@
-"""One model from its reference: the folder (or cached hub id) transformers loads it from
-(a built-in GGUF converted once, a `specchat distill` draft assembled in full, a local
-folder, a hub id), the transformers model and tokenizer in a dtype on a device (spread by
-a `Placement`, quantized through bitsandbytes), or a GGUF file opened on llama.cpp with the
-tokenizer read from the same file, and the label a llama.cpp model is reported by.
+"""One transformers model from its reference: the folder (or cached hub id) transformers
+loads it from (a built-in GGUF converted once, a `specchat distill` draft assembled in full,
+a local folder, a hub id), and the model and tokenizer in a dtype on a device (spread by a
+`Placement`, quantized through bitsandbytes); the EOS ids a model and tokenizer name.
 
 Which backend runs a model is models/adapters.py's choice and the pair's assembly is
-models/loader.py's; this module loads what it is told to. Every failure a user can cause
-becomes a one-line `SpecchatError`.
+models/loader.py's; the torch backend (torch_backend/backend.py) loads through this module.
+Every failure a user can cause becomes a one-line `SpecchatError`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, bu
                                          builtin_gguf, gguf_path, parse_ref)
 from specchat.models.device.placement import Placement
 from specchat.models.gguf import cache as gguf_cache
-from specchat.models.llamacpp.model import LlamaCppModel
 
 Progress = Callable[[str], None]
 
@@ -37,49 +35,6 @@ def eos_token_ids(model, tokenizer) -> set[int]:
         elif isinstance(value, (list, tuple)):
             ids.update(int(v) for v in value)
     return ids
-
-
-def open_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0, main_gpu: int | None = None,
-                  prefill_threads: int | None = None) -> LlamaCppModel:
-    """A GGUF file on llama.cpp (a `specchat distill` draft runs from its GGUF form, written
-    on first use)."""
-    from specchat.models.gguf.drafts import gguf_file
-
-    from specchat.models.gguf.integrity import check_gguf_file
-
-    path = gguf_file(ref, progress)
-    if path is None:
-        raise PairError(f"{ref.value} is not a GGUF file: llama.cpp needs one (or use the torch "
-                        "backend)")
-    if path.is_file():
-        check_gguf_file(path)
-    return LlamaCppModel(path, threads, gpu_layers=gpu_layers, main_gpu=main_gpu,
-                         prefill_threads=prefill_threads)
-
-
-def load_llamacpp(ref: ModelRef, progress: Progress, threads: int | None = None,
-                  gpu_layers: int = 0, main_gpu: int | None = None,
-                  prefill_threads: int | None = None) -> tuple[LlamaCppModel, Any]:
-    """A GGUF file on llama.cpp, and the transformers tokenizer read from the same file."""
-    model = open_llamacpp(ref, progress, threads, gpu_layers, main_gpu, prefill_threads)
-    path = model.path
-    tokenizer = gguf_cache.load_tokenizer(path, progress)
-    if len(tokenizer) > model.n_vocab:
-        raise PairError(f"{path}: its tokenizer has {len(tokenizer)} tokens but llama.cpp reads "
-                        f"a vocabulary of {model.n_vocab}: the file looks inconsistent")
-    return model, tokenizer
-
-
-def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
-    """e.g. "llama.cpp (llama 135M Q4_1, 2 threads)" or "... , 30 of 30 layers on CUDA)"."""
-    plural = "" if model.threads == 1 else "s"
-    prompts = (f", prompts on {model.prefill_threads}" if model.prefill_threads != model.threads
-               else "")
-    where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
-    note = f"; {model.threads_note}" if model.threads_note else ""
-    return (f"llama.cpp ({model.description}, {model.threads} thread{plural}{prompts}{where}"
-            f"{note})")
 
 
 def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:

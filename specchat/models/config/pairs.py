@@ -22,7 +22,7 @@ from specchat.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
-BACKENDS = ("auto", "torch", "llama.cpp")
+BACKENDS = ("auto", "torch", "llama.cpp", "int8")
 TORCH_FORWARDS = ("auto", "static", "lean", "eager")
 CUDA_GRAPHS = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
 CHOICES = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "draft_quantization": QUANTIZATIONS,
@@ -70,8 +70,10 @@ class PairConfig:
     {"0" = "20GiB", "cpu" = "64GiB"}; unset: each GPU's free memory and 3/4 of the RAM."""
     backend: str = "auto"
     """What computes the logits: torch, llama.cpp (GGUF files, offloaded to the GPU where
-    the installed build can: CUDA, Metal, Vulkan; `gpu_layers`), or auto: llama.cpp for a GGUF
-    target when llama-cpp-python is installed and can run where the pair's device is."""
+    the installed build can: CUDA, Metal, Vulkan; `gpu_layers`), int8 (GGUF files on the CPU
+    through fbgemm's int8 kernels: a verify costs little more than a step), or auto: int8 for
+    a GGUF target that speculates on a CPU that runs it, else llama.cpp for a GGUF target when
+    llama-cpp-python is installed and can run where the pair's device is (models/adapters.py)."""
     torch_forward: str = "auto"
     """Which torch forward computes a model: auto (the static cache on CUDA, the lean forward
     on a CPU where the architecture allows, transformers' otherwise), static, lean or eager."""

@@ -45,6 +45,10 @@ SPLIT_BUILTINS: dict[str, SplitFile] = {
         "qwen-coder"),
 }
 
+BUILTIN_ARCHITECTURES = {"smollm2-135m-instruct": "llama", "qwen2.5-coder-1.5b-instruct": "qwen2",
+                         "qwen2.5-coder-0.5b-instruct": "qwen2"}
+"""Each built-in GGUF model's architecture, known before its file is on disk."""
+
 BUILTIN_DRAFTS_DIR = Path(__file__).resolve().parents[2] / "_drafts"
 """Drafts trained with `specchat distill` that ship with specchat: builtin:<folder name>."""
 
@@ -53,6 +57,13 @@ def builtin_draft(name: str) -> Path | None:
     """The shipped folder of a built-in draft, or None if `name` is not one."""
     folder = BUILTIN_DRAFTS_DIR / name
     return folder if (folder / "specchat-draft.json").is_file() else None
+
+
+def builtin_architecture(name: str) -> str | None:
+    """A built-in model's architecture ("llama"; shipped drafts are llama), None if unknown."""
+    if builtin_draft(name.removesuffix(".gguf")) is not None:
+        return "llama"
+    return BUILTIN_ARCHITECTURES.get(name)
 
 
 def builtin_draft_gguf(name: str) -> Path | None:

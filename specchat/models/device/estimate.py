@@ -177,3 +177,29 @@ def gguf_kv_bytes(metadata: dict, arch: str) -> int:
     keys = int(metadata.get(f"{arch}.attention.key_length") or head_dim)
     values = int(metadata.get(f"{arch}.attention.value_length") or head_dim)
     return int(metadata[f"{arch}.block_count"]) * kv_heads * (keys + values) * GGUF_KV_ELEMENT
+
+
+def file_type_name(value: str | None) -> str | None:
+    """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
+    import gguf
+
+    try:
+        name = gguf.LlamaFileType(int(value or "")).name
+    except ValueError:
+        return None
+    return None if name == "GUESSED" else name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def params_label(count: int) -> str:
+    """A parameter count to three significant digits: 134515008 -> "135M", 1543714304 -> "1.54B"."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g}{unit}"
+    return str(count)
+
+
+def size_label(claimed: str | None, count: int) -> str:
+    """A GGUF model's size as specchat shows it (`run`'s stats, the panel, `pairs --check`):
+    the file's own `general.size_label` ("1.5B") where it has one, not a count of its tensors
+    (a Qwen2.5 1.5B file holds its tied output matrix twice: 1777M); else `count` as a label."""
+    return str(claimed or "").strip() or params_label(count)

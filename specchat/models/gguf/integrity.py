@@ -131,3 +131,28 @@ def check_gguf_file(path: Path) -> None:
         raise ModelNotFound(f"{where}: not a GGUF model file ({error}): point models.toml at "
                             "a .gguf model file") from None
     check_whole(where, needed, actual)
+
+
+def architecture_name(path: Path) -> str | None:
+    """The file's `general.architecture` ("llama", "qwen2"), read from the header's first
+    entries without parsing the rest (gguf's own reader parses every token string: seconds
+    for a large vocabulary); None where the header does not name one early or is unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                return None
+            header = HeaderReader(handle, path.stat().st_size)
+            header.read("I")
+            header.read("Q")
+            for _ in range(min(header.read("Q"), ARCHITECTURE_WITHIN)):
+                key, kind = header.string(), header.read("I")
+                value = header.value(kind)
+                if key == b"general.architecture" and isinstance(value, bytes):
+                    return value.decode("utf-8", "replace")
+    except (OSError, ValueError, struct.error, DamagedWeights):
+        return None
+    return None
+
+
+ARCHITECTURE_WITHIN = 64
+"""Metadata entries read looking for the architecture (writers put it first)."""

@@ -26,6 +26,7 @@ import torch
 
 from specchat.errors import ModelNotFound
 from specchat.models.device.cores import capped_threads, physical_cores  # noqa: F401  (scripts' name)
+from specchat.models.device.estimate import file_type_name, size_label
 
 MAX_CONTEXT = 4096
 """n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
@@ -91,32 +92,6 @@ def last_problem() -> str:
     lines = _state.get("log", [])
     errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
     return (errors or lines or ["no detail logged"])[-1][:200]
-
-
-def file_type_name(value: str | None) -> str | None:
-    """GGUF's name of a `general.file_type` number: 15 -> "Q4_K_M", 0 -> "F32"; None if unknown."""
-    import gguf
-
-    try:
-        name = gguf.LlamaFileType(int(value or "")).name
-    except ValueError:
-        return None
-    return None if name == "GUESSED" else name.removeprefix("MOSTLY_").removeprefix("ALL_")
-
-
-def params_label(count: int) -> str:
-    """A parameter count to three significant digits: 134515008 -> "135M", 1543714304 -> "1.54B"."""
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.3g}{unit}"
-    return str(count)
-
-
-def size_label(claimed: str | None, count: int) -> str:
-    """A GGUF model's size as specchat shows it (`run`'s stats, the panel, `pairs --check`):
-    the file's own `general.size_label` ("1.5B") where it has one, not a count of its tensors
-    (a Qwen2.5 1.5B file holds its tied output matrix twice: 1777M); else `count` as a label."""
-    return str(claimed or "").strip() or params_label(count)
 
 
 def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None):

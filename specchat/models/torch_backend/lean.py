@@ -30,14 +30,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specchat.models.torch_backend.int8 import quantize_rows
-from specchat.models.torch_backend.reduced_vocab import scatter_logits
+from specchat.models.blocks.int8_rows import quantize_rows
+from specchat.models.blocks.kv_buffer import KVBuffer
+from specchat.models.blocks.logits import scatter_logits
 
 PACK_LIMIT_BYTES = 4 << 30
 """Packing keeps a second copy of every projection: only for models up to this size."""
 PREFILL_CHUNK = 256
 """Longest run of tokens attended in one piece."""
-FIRST_CAPACITY = 256
 SUPPORTED_ROPE = {None, "default", "linear", "llama3", "dynamic", "yarn", "longrope"}
 
 
@@ -163,34 +163,6 @@ class LeanLayer:
 
     def projections(self) -> list[Projection]:
         return [self.qkv, self.o, self.gate_up, self.down]
-
-
-class KVBuffer:
-    """Keys and values of every layer, [layers, kv_heads, capacity, head_dim]; doubles when full."""
-
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device):
-        self.shape = (layers, kv_heads, FIRST_CAPACITY, head_dim)
-        self.keys = torch.zeros(self.shape, dtype=dtype, device=device)
-        self.values = torch.zeros_like(self.keys)
-
-    @property
-    def capacity(self) -> int:
-        return self.keys.shape[2]
-
-    def make_room(self, length: int) -> None:
-        if length <= self.capacity:
-            return
-        capacity = self.capacity
-        while capacity < length:
-            capacity *= 2
-        self.keys = grown(self.keys, capacity)
-        self.values = grown(self.values, capacity)
-
-
-def grown(buffer: torch.Tensor, capacity: int) -> torch.Tensor:
-    bigger = buffer.new_zeros(buffer.shape[:2] + (capacity,) + buffer.shape[3:])
-    bigger[:, :, : buffer.shape[2]] = buffer
-    return bigger
 
 
 class LeanLlama:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from specchat.models.blocks.logits import scatter_logits
 from specchat.models.torch_backend.hf import HFCausalModel
 
 
@@ -35,12 +36,3 @@ class ReducedVocabModel(HFCausalModel):
         hidden = body(input_ids=ids, past_key_values=self._cache, use_cache=True).last_hidden_state
         return scatter_logits((hidden[0, -keep:] @ self.head.T).float(), self.vocab,
                               self.vocab_size)
-
-
-def scatter_logits(small: torch.Tensor, vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Full-vocabulary rows from logits over `vocab` (sorted ids): -inf everywhere else.
-    Ids at or past `vocab_size` (a head wider than the tokenizer) land in one spare column
-    that is cut off, so nothing is read back to the host (a sync per draft step on a GPU)."""
-    logits = torch.full((small.shape[0], vocab_size + 1), float("-inf"), device=small.device)
-    logits[:, vocab.clamp_max(vocab_size)] = small
-    return logits[:, :vocab_size]

@@ -1,8 +1,9 @@
 """Per-row int8 weights: one float scale (absmax / 127) per output row.
 
-The one quantisation scheme specchat uses, both to ship a trained draft small
-(`distill.draft.quantize_int8`) and to multiply a draft by int8 weights on a CPU
-(`lean.Projection`). Knows nothing about files or models.
+The one quantisation scheme specchat uses for weights: to ship a trained draft small
+(`distill.draft.quantize_int8`), to multiply a draft by int8 weights on a CPU
+(`lean.Projection`), and for every matrix of the int8 backend (models/int8/). Knows nothing
+about files or models.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""The int8 backend object: a GGUF target or draft on the CPU through fbgemm's int8 kernels
+(model.py), its tokenizer read from the same file, and what the loader asks of it.
+
+`int8_support` says whether this machine and this torch can run it, and in how many bits
+the activations are quantized; given fake flags and engines, the tests ask it about other
+machines. A draft on this backend is any GGUF draft, a `specchat distill` draft (from its
+GGUF form, with its reduced vocabulary), and must share the target's tokenizer. Threads
+follow llama.cpp's rule in the chat: steps and verifies on `threads`, a prompt's chunks
+on `prefill_threads`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specchat.errors import PairError
+from specchat.models.backend import LoadedModel, LoadRequest
+from specchat.models.config.refs import ModelRef
+
+VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
+"""Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
+
+
+@dataclass(frozen=True)
+class Int8Support:
+    """Whether the int8 backend runs here, why, and at what activation width."""
+
+    usable: bool
+    why: str
+    reduce_range: bool = True
+    """7-bit activations (no VNNI: AVX2's 16-bit pair sums would saturate on 8)."""
+
+    @property
+    def activation_bits(self) -> int:
+        return 7 if self.reduce_range else 8
+
+
+def int8_support(flags: set[str] | None = None, engines: list[str] | None = None) -> Int8Support:
+    """This machine's (or the given CPU flags' and quantized engines') int8 support."""
+    from specchat.models.device.hardware import cpu_flags
+
+    flags = cpu_flags() if flags is None else flags
+    engines = quantized_engines() if engines is None else engines
+    if "fbgemm" not in engines:
+        return Int8Support(False, "this torch has no fbgemm int8 kernels (x86 builds have them)")
+    if "avx2" not in flags:
+        return Int8Support(False, "the CPU has no AVX2, which fbgemm's int8 kernels need")
+    if flags & VNNI_FLAGS:
+        return Int8Support(True, "fbgemm int8 kernels with VNNI: 8-bit activations", False)
+    return Int8Support(True, "fbgemm int8 kernels on AVX2: 7-bit activations", True)
+
+
+def quantized_engines() -> list[str]:
+    """torch's quantized engines ("fbgemm" and "x86" on x86 builds, "qnnpack" on ARM)."""
+    return list(torch.backends.quantized.supported_engines)
+
+
+class Int8Backend:
+    """GGUF models on int8 weights (models/backend.py's `ModelBackend`)."""
+
+    name = "int8"
+
+    def __init__(self, support: Int8Support | None = None):
+        self.support = support or int8_support()
+
+    def device(self, device: str, device_why: str, gpu: str | None) -> tuple[str, str]:
+        return "cpu", COMPUTES
+
+
+    def load_target(self, ref: ModelRef, request: LoadRequest) -> LoadedModel:
+        from specchat.models.gguf import cache as gguf_cache
+        from specchat.models.weights import eos_token_ids
+
+        model, path, facts = self._open(ref, request, None, None)
+        tokenizer = gguf_cache.load_tokenizer(path, request.progress)
+        eos = set(facts.eos) | end_of_turn(tokenizer) | eos_token_ids(None, tokenizer)
+        return self._loaded(model, facts, tokenizer, frozenset(eos))
+
+    def load_draft(self, ref: ModelRef, request: LoadRequest, target: LoadedModel) -> LoadedModel:
+        from specchat.models.vocabulary import vocabulary_mismatch
+
+        model, _, facts = self._open(ref, request, target.raw.threads, target.raw.prefill_threads)
+        if facts.vocabulary != target.options["facts"].vocabulary:
+            raise vocabulary_mismatch(request.pair, model.arch.vocab, target.raw.arch.vocab)
+        return self._loaded(model, facts)
+
+    def engine_model(self, loaded: LoadedModel, vocab_size: int, request: LoadRequest):
+        loaded.raw.vocab_size = vocab_size
+        return loaded.raw, self.label(loaded.raw, loaded.options["facts"])
+
+    def label(self, model, facts) -> str:
+        """e.g. "int8 (qwen2 1.5B from Q4_K_M, fbgemm, 8-bit activations, 2 threads)"."""
+        threads = f"{model.threads} thread{'' if model.threads == 1 else 's'}"
+        prompts = (f", prompts on {model.prefill_threads}"
+                   if model.prefill_threads != model.threads else "")
+        reduced = "" if model.vocab is None else f", {len(model.vocab)}-token head"
+        return (f"int8 ({model.arch.name} {facts.size_label} from {facts.file_type}, fbgemm, "
+                f"{self.support.activation_bits}-bit activations{reduced}, {threads}{prompts})")
+
+    def _open(self, ref: ModelRef, request: LoadRequest, threads: int | None,
+              prefill_threads: int | None):
+        """(the model, its GGUF file, the file's facts)."""
+        from specchat.models.gguf.drafts import gguf_file
+        from specchat.models.int8.convert import converted
+        from specchat.models.int8.model import Int8Model
+
+        if not self.support.usable:
+            raise PairError(f"pair '{request.pair.name}': the int8 backend cannot run here: "
+                            f"{self.support.why}; use backend = \"llama.cpp\" or \"torch\"")
+        path = gguf_file(ref, request.progress)
+        if path is None:
+            raise PairError(f"{ref} is not a GGUF file: the int8 backend converts GGUF files "
+                            "(use backend = \"torch\" for a transformers folder)")
+        found = converted(path, request.progress)
+        request.progress(f"packing {path.name}'s int8 weights for fbgemm")
+        model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
+                          found.facts.draft_vocab, threads=threads or request.threads,
+                          prefill_threads=prefill_threads or request.prefill_threads)
+        return model, path, found.facts
+
+    def _loaded(self, model, facts, tokenizer: Any = None,
+                eos: frozenset[int] = frozenset()) -> LoadedModel:
+        source = f"{model.arch.name} {facts.size_label} {facts.file_type}"
+        return LoadedModel(model, model.arch.vocab, tokenizer, eos, model.arch.context, "cpu",
+                           COMPUTES, "int8",
+                           f"int8 rows, one scale each, from {source}", options={"facts": facts})
+
+
+def end_of_turn(tokenizer) -> set[int]:
+    """A chat template's end-of-turn token where the vocabulary has one (llama.cpp treats these
+    as the end of an answer when the file names no EOT id)."""
+    vocab = tokenizer.get_vocab()
+    return {vocab[text] for text in END_OF_TURN if text in vocab}
+
+
+COMPUTES = "the int8 backend computes on the CPU"
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
+"""Token texts llama.cpp treats as the end of a turn when the file names no EOT id."""

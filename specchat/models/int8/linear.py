@@ -1,0 +1,98 @@
+"""One linear layer on int8 weights whose result for a row never depends on the other rows.
+
+fbgemm's dynamic int8 linear (through torch's quantized ops) streams int8 weights at the
+machine's memory rate and keeps that rate for a few rows at once: a verify of 8 tokens
+costs little more than one step. Left alone it is not exact for a verify: it picks one
+activation scale for the whole batch from its minimum and maximum, so a row's result
+depends on which rows came with it. `FlatLinear` removes that dependence by construction:
+
+- each row is divided by its own largest magnitude, so every value lies in [-1, 1];
+- two extra input columns hold exactly +1 and -1 (their weights are zero), so every batch,
+  of any size, has minimum -1 and maximum +1, and fbgemm always picks the same scale;
+- the int32 accumulation is exact, and the float epilogue is the same per element;
+- the row's scale multiplies the result back (and adds the bias or the residual in the
+  same operation).
+
+Rows are quantized to 8 bits where the CPU has VNNI (int32 dot products without
+saturation), to 7 bits elsewhere (AVX2's 16-bit pair sums would saturate on 8): the
+`reduce_range` fbgemm documents. Weights are int8 with one scale per output row
+(`torch_backend.int8.quantize_rows`). Knows nothing about models, files or decoding.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from specchat.models.blocks.int8_rows import quantize_rows
+
+PIN_VALUES = (1.0, -1.0)
+"""Extra input columns' values (their weights are zero): the batch's fixed range."""
+PINS = len(PIN_VALUES)
+KEPT_BUFFERS = 32
+"""Input buffers are kept for batches up to this many rows (steps and verifies); a longer
+prompt's chunk gets a fresh one."""
+
+
+def quantized_weight(rows: torch.Tensor, scale: torch.Tensor):
+    """fbgemm's packed form of int8 rows [out, in] with per-row scales, two zero columns added."""
+    padded = torch.cat([rows, rows.new_zeros(rows.shape[0], PINS)], 1)
+    zeros = torch.zeros(rows.shape[0], dtype=torch.long)
+    with warnings.catch_warnings():  # torch 2.13 deprecates quantized tensors (issue 184982)
+        warnings.simplefilter("ignore")
+        weight = torch._make_per_channel_quantized_tensor(padded, scale.double(), zeros, 0)
+        return torch.ops.quantized.linear_prepack(weight, None)
+
+
+class FlatLinear:
+    """x -> x W^T (+ bias), or + a residual, on int8 weights, batch-invariant (module docstring)."""
+
+    def __init__(self, rows: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
+                 reduce_range: bool = False):
+        self.packed = quantized_weight(rows, scale)
+        self.inputs, self.outputs = int(rows.shape[1]), int(rows.shape[0])
+        self.bias = None if bias is None else bias.float().contiguous()
+        self.reduce_range = reduce_range
+        self._buffers: dict[int, torch.Tensor] = {}
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           reduce_range: bool = False) -> "FlatLinear":
+        """From a float weight [out, in], quantized per row."""
+        rows, scale = quantize_rows(weight)
+        return cls(rows, scale, bias, reduce_range)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the packed int8 weights and their scales."""
+        return self.outputs * (self.inputs + PINS) + 8 * self.outputs
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given."""
+        pinned, magnitude = self._pinned(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = torch.ops.quantized.linear_dynamic(pinned, self.packed, self.reduce_range)
+        base = residual if self.bias is None else (self.bias if residual is None
+                                                   else residual + self.bias)
+        return y * magnitude if base is None else torch.addcmul(base, y, magnitude)
+
+    def _pinned(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x / its rows' largest magnitudes, beside the +1/-1 columns; those magnitudes)."""
+        n = int(x.shape[0])
+        buffer = self._buffers.get(n)
+        if buffer is None:
+            buffer = pinned_buffer(n, self.inputs)
+            if n <= KEPT_BUFFERS:
+                self._buffers[n] = buffer
+        magnitude = x.abs().amax(1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+        torch.div(x, magnitude, out=buffer[:, : self.inputs])
+        return buffer, magnitude
+
+
+def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:
+    """[rows, inputs + 2] whose last two columns are +1 and -1 (the rest is overwritten)."""
+    buffer = torch.zeros(rows, inputs + PINS)
+    buffer[:, inputs:] = torch.tensor(PIN_VALUES)
+    return buffer

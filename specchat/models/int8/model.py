@@ -1,0 +1,216 @@
+"""The int8 backend's forward: a Llama- or Qwen2-style decoder on `FlatLinear`s, behind the
+engine's `CausalModel` protocol, whose verify rows equal single steps bit for bit.
+
+A row's logits must not depend on the rows computed with it (the engine then gets the same
+greedy answer speculating or not, whatever k and whatever the prompt's chunking). Every
+operation here keeps that by construction:
+- the linears are `FlatLinear` (each row scaled on its own; a fixed quantization range);
+- norms, rope, the activation and the residuals work row by row, element by element;
+- attention runs one query row at a time, with the very call (same shapes, same keys) a
+  single step at that position makes; a batched kernel would pick its blocking from the
+  batch's shape and round differently.
+The per-row attention costs a few microseconds a row and layer; the matrices, which it
+leaves alone, are where a step spends its time.
+
+Keys and values live in one preallocated buffer per layer that doubles when full (the lean
+forward's `KVBuffer`); rolling back only lowers the length. A draft with a reduced output
+vocabulary multiplies only those head rows (`head_ids`), the other logits -inf. Knows
+nothing about files, tokenizers or decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from specchat.models.device.cores import capped_threads
+from specchat.models.int8.convert import Architecture
+from specchat.models.int8.linear import FlatLinear
+from specchat.models.blocks.kv_buffer import KVBuffer
+from specchat.models.blocks.logits import scatter_logits
+
+PREFILL_CHUNK = 256
+"""Most tokens fed through the layers at once (a long prompt goes in pieces)."""
+PREFILL_TOKENS = 16
+"""A forward of more tokens than this keeping one row of logits is a prompt's prefill: it
+runs on `prefill_threads` (llama.cpp's rule, models/llamacpp/model.py)."""
+
+
+@dataclass
+class Int8Layer:
+    """One decoder layer: two norms and four int8 linears."""
+
+    attn_norm: torch.Tensor
+    qkv: FlatLinear
+    o: FlatLinear
+    ffn_norm: torch.Tensor
+    gate_up: FlatLinear
+    down: FlatLinear
+
+    @classmethod
+    def of(cls, tensors: dict[str, torch.Tensor], index: int, reduce_range: bool) -> "Int8Layer":
+        def linear(name: str, bias: torch.Tensor | None = None) -> FlatLinear:
+            return FlatLinear(tensors[f"{index}.{name}.rows"], tensors[f"{index}.{name}.scale"],
+                              bias, reduce_range)
+
+        bias = tensors.get(f"{index}.qkv.bias")
+        return cls(tensors[f"{index}.attn_norm"].clone(), linear("qkv", owned(bias)),
+                   linear("o"), tensors[f"{index}.ffn_norm"].clone(), linear("gate_up"), linear("down"))
+
+    def linears(self) -> list[FlatLinear]:
+        return [self.qkv, self.o, self.gate_up, self.down]
+
+
+class Rope:
+    """Rotations of adjacent pairs as complex numbers, one row per position (grown on demand)."""
+
+    def __init__(self, head_dim: int, base: float):
+        self.inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        self.table = torch.empty(0, head_dim // 2, dtype=torch.complex64)
+
+    def at(self, start: int, end: int) -> torch.Tensor:
+        """[end - start, 1, head_dim / 2] rotations for positions start..end-1."""
+        if end > self.table.shape[0]:
+            positions = torch.arange(max(end, 2 * self.table.shape[0], 256), dtype=torch.float64)
+            angles = torch.outer(positions, self.inverse)
+            self.table = torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
+        return self.table[start:end].unsqueeze(1)
+
+
+class Int8Model:
+    """A GGUF model on int8 weights (module docstring), with its own KV cache."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, arch: Architecture, tensors: dict[str, torch.Tensor],
+                 reduce_range: bool = False, head_ids: list[int] | None = None,
+                 vocab_size: int | None = None, threads: int | None = None,
+                 prefill_threads: int | None = None):
+        self.arch = arch
+        self.threads, self.threads_note = capped_threads(threads)
+        self.prefill_threads = capped_threads(prefill_threads)[0] if prefill_threads else self.threads
+        self.layers = packed_layers(tensors, arch.layers, reduce_range, self.prefill_threads)
+        self.embed_rows = tensors["embed.rows"].clone()
+        self.embed_scale, self.norm = tensors["embed.scale"].clone(), tensors["norm"].clone()
+        self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
+        self.head = head_linear(tensors, self.vocab, reduce_range)
+        self.vocab_size = vocab_size or arch.vocab
+        self.rope = Rope(arch.head_dim, arch.rope_base)
+        self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device)
+        self._length = 0
+
+    @property
+    def cache_length(self) -> int:
+        return self._length
+
+    @property
+    def context_limit(self) -> int:
+        return self.arch.context
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return 2 * self.kv.keys.numel() * self.kv.keys.element_size()
+
+    @property
+    def parameter_bytes(self) -> int:
+        linears = [linear for layer in self.layers for linear in layer.linears()] + [self.head]
+        embed = self.embed_rows.numel() + 4 * self.embed_scale.numel()
+        return sum(linear.weight_bytes for linear in linears) + embed
+
+    def reset(self) -> None:
+        self._length = 0
+
+    def crop(self, length: int) -> None:
+        """Lower the length; whatever lies past it is overwritten by the next forward."""
+        self._length = min(self._length, max(0, int(length)))
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        ids = ids.reshape(-1).cpu()
+        use_threads(self.prefill_threads if keep == 1 and ids.shape[0] > PREFILL_TOKENS
+                    else self.threads)
+        hidden = [self._feed(ids[start:start + PREFILL_CHUNK])
+                  for start in range(0, int(ids.shape[0]), PREFILL_CHUNK)]
+        kept = torch.cat(hidden)[-keep:] if len(hidden) > 1 else hidden[0][-keep:]
+        return self._logits(kept)
+
+    def _feed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Run `ids` through every layer, appending their keys and values; the last hidden states."""
+        start, n = self._length, int(ids.shape[0])
+        end = start + n
+        self.kv.make_room(end)
+        x = self.embed_rows[ids].float() * self.embed_scale[ids].unsqueeze(1)
+        turns = self.rope.at(start, end)
+        for index, layer in enumerate(self.layers):
+            x = self._layer(index, layer, x, turns, start)
+        self._length = end
+        return x
+
+    def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,
+               start: int) -> torch.Tensor:
+        arch, n = self.arch, int(x.shape[0])
+        qkv = layer.qkv(F.rms_norm(x, (arch.hidden,), layer.attn_norm, arch.eps))
+        heads = arch.heads + arch.kv_heads
+        pairs = qkv[:, : heads * arch.head_dim].view(n, heads, arch.head_dim // 2, 2)
+        rotated = torch.view_as_real(torch.view_as_complex(pairs) * turns).view(n, heads, -1)
+        keys, values = self.kv.keys[index], self.kv.values[index]
+        keys[:, start:start + n] = rotated[:, arch.heads:].transpose(0, 1)
+        values[:, start:start + n] = qkv[:, heads * arch.head_dim:].view(
+            n, arch.kv_heads, arch.head_dim).transpose(0, 1)
+        attended = attend_rows(rotated[:, : arch.heads], keys, values, start, arch)
+        x = layer.o(attended, residual=x)
+        gate, up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps)).chunk(2, -1)
+        return layer.down(F.silu(gate).mul_(up), residual=x)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        rows = self.head(F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps))
+        if self.vocab is None:
+            return rows[:, : self.vocab_size]
+        return scatter_logits(rows, self.vocab, self.vocab_size)
+
+
+def owned(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """A copy in memory of a tensor read from the memory-mapped cache file (a file changed
+    under a mapping would fault the process; packed matrices are copies already)."""
+    return None if tensor is None else tensor.clone()
+
+
+def packed_layers(tensors: dict[str, torch.Tensor], count: int, reduce_range: bool,
+                  threads: int) -> list[Int8Layer]:
+    """Every layer's linears packed for fbgemm, on `threads` threads (packing runs on one core
+    per matrix and takes most of a cached model's load time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        return list(pool.map(lambda index: Int8Layer.of(tensors, index, reduce_range), range(count)))
+
+
+def use_threads(threads: int) -> None:
+    """torch's intra-op threads (process-wide: set only when it changes)."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def attend_rows(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int,
+                arch: Architecture) -> torch.Tensor:
+    """Attention of q [n, heads, d] at positions start.. over the cache [kv_heads, ≥ start + n, d],
+    one query row at a time (module docstring) -> [n, heads * d]. Each row is one call of
+torch's flash attention for the CPU over [1, kv_heads, group, d] queries (the group of
+query heads that share a key head), the call a single step makes."""
+    n, group = int(q.shape[0]), arch.heads // arch.kv_heads
+    grouped = q.reshape(n, 1, arch.kv_heads, group, arch.head_dim)
+    keys, values = keys.unsqueeze(0), values.unsqueeze(0)
+    rows = [F.scaled_dot_product_attention(grouped[r], keys[:, :, : start + r + 1],
+                                           values[:, :, : start + r + 1]) for r in range(n)]
+    return (rows[0] if n == 1 else torch.cat(rows)).reshape(n, arch.hidden)
+
+
+def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
+                reduce_range: bool) -> FlatLinear:
+    """The output matrix, or only its rows of a reduced vocabulary."""
+    rows, scale = tensors["head.rows"], tensors["head.scale"]
+    if vocab is not None:
+        rows, scale = rows[vocab.clamp_max(rows.shape[0] - 1)], scale[vocab.clamp_max(rows.shape[0] - 1)]
+    return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range)
