@@ -202,13 +202,13 @@ async def test_a_served_chat_asks_before_deleting_a_saved_conversation():
     app = make_app(served=True)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await ask(pilot, "keep me")
+        await ask(pilot, "keep [b]me[/]")  # a title is shown as typed, never as markup
         await delete_from_history(pilot)
-        assert isinstance(app.screen, ConfirmScreen) and saved_titles() == ["keep me"]
-        assert "keep me" in str(app.screen.query_one("#confirm-question").render())
+        assert isinstance(app.screen, ConfirmScreen) and saved_titles() == ["keep [b]me[/]"]
+        assert "“keep [b]me[/]”?" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("n")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
-        assert saved_titles() == ["keep me"]
+        assert saved_titles() == ["keep [b]me[/]"]
         await delete_from_history(pilot)
         await pilot.press("y")
         await wait_for(pilot, lambda: saved_titles() == [])

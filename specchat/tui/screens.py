@@ -127,5 +127,5 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.question, id="confirm-question")
+            yield Static(Text(self.question), id="confirm-question")
             yield Static(dialog_hint("confirm", keymap_of(self)), classes="dialog-hint")
