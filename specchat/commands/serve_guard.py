@@ -21,9 +21,12 @@ redirects to itself without the token, taking it out of the address bar (a proje
 screenshot, the browser's history); the browser sends the cookie with the page's own
 WebSocket. The other places are worse: textual.js appends `?width=…` to the WebSocket
 URL the page names, so a token in its query would break it, and a token in its path would
-sit in the page for any script on it to read. SameSite keeps other sites' requests from
-carrying the cookie, but a site is a host whatever its port, so another server on this
-host would get it: the origin check stays. The download route (files the chat hands to
+have the page's own address keep the token too (the page is rendered per request, and its
+Restart button reloads that address): on the projector and in the browser's history. SameSite keeps other sites' requests from
+carrying the cookie, but a site is a host whatever its port: a page served from another
+port of this host gets no further for it, as the origin check refuses it, yet a server on
+another port that the browser visits receives the cookie and could replay it (the README
+says so; Jupyter's cookie has the same limit). The download route (files the chat hands to
 the browser) wants the cookie too; the static files are textual-serve's own and public.
 
 This module knows aiohttp's requests and textual-serve's Server class (handed in, never
