@@ -15,19 +15,20 @@ ws://127.0.0.1:8000/ws. So a WebSocket passes three gates before a chat process 
 - fewer than --max-sessions chats run: the next tab is told why in its terminal, and no
   process starts.
 
-How the page's script learns the token: it never does. The page opened with ?token=…
-sets an HttpOnly, SameSite=Strict cookie (named with the port: cookies ignore ports) and
+How the page's script learns the token: it never does. The page opened with ?token=… sets
+an HttpOnly, SameSite=Strict cookie (named with the port: cookies ignore ports) and
 redirects to itself without the token, taking it out of the address bar (a projector, a
 screenshot, the browser's history); the browser sends the cookie with the page's own
-WebSocket. The other places are worse: textual.js appends `?width=…` to the WebSocket
-URL the page names, so a token in its query would break it, and a token in its path would
-have the page's own address keep the token too (the page is rendered per request, and its
-Restart button reloads that address): on the projector and in the browser's history. SameSite keeps other sites' requests from
-carrying the cookie, but a site is a host whatever its port: a page served from another
-port of this host gets no further for it, as the origin check refuses it, yet a server on
-another port that the browser visits receives the cookie and could replay it (the README
-says so; Jupyter's cookie has the same limit). The download route (files the chat hands to
-the browser) wants the cookie too; the static files are textual-serve's own and public.
+WebSocket. The other places are worse: textual.js appends `?width=…` to the WebSocket URL
+the page names, so a token in its query would break it, and a token in its path would have
+the page's own address keep the token too (the page is rendered per request, and its
+Restart button reloads that address): on the projector and in the browser's history.
+SameSite keeps other sites' requests from carrying the cookie, but a site is a host
+whatever its port: a page served from another port of this host gets no further for it, as
+the origin check refuses it, yet a server on another port that the browser visits receives
+the cookie and could replay it (the README says so; Jupyter's cookie has the same limit).
+The download route (files the chat hands to the browser) wants the cookie too; the static
+files are textual-serve's own and public.
 
 This module knows aiohttp's requests and textual-serve's Server class (handed in, never
 imported here); of the chat it knows only that a session is a process.
@@ -118,7 +119,8 @@ def page_refusal(given: str | None) -> str:
 def with_cookie(request: web.Request, gate: Gate) -> web.Response:
     """The page again without the token in its URL, the token now in a cookie."""
     query = {name: value for name, value in request.query.items() if name != QUERY}
-    response = web.HTTPSeeOther(location=str(request.rel_url.with_query(query)))
+    location = str(request.rel_url.with_query(query))
+    response = web.Response(status=303, headers={"Location": location})
     response.set_cookie(gate.cookie, gate.token, httponly=True, samesite="Strict", path="/")
     return response
 
@@ -187,7 +189,8 @@ async def tell_full(request: web.Request, limit: int) -> web.WebSocketResponse:
     websocket = web.WebSocketResponse(heartbeat=15)
     await websocket.prepare(request)
     width = request.query.get("width", "80")
-    await websocket.send_bytes(full_message(limit, min(int(width), 200) if width.isdigit() else 80))
+    width = min(int(width), 200) if width.isdigit() else 80
+    await websocket.send_bytes(full_message(limit, width))
     click.echo(f"specchat: a tab from {request.remote} waits: {limit} chat(s) run already "
                "(--max-sessions)", err=True)
     log.warning("told a tab from %s that %d chats run already", request.remote, limit)
