@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from click.testing import CliRunner
 
-from serve_support import serving
+from serve_support import open_chat, open_page, serving
 from specchat.cli import main
 
 pytest.importorskip("textual_serve", reason="pip install 'specchat[serve]'")
@@ -40,56 +40,42 @@ def fetch(url: str) -> tuple[int, str]:
         return response.status, response.read().decode("utf-8", "replace")
 
 
-async def first_screen_bytes(ws_url: str) -> int:
-    """Open the page's WebSocket as its script does and count what the app sends first."""
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(ws_url + "?width=80&height=24") as ws:
-            await ws.send_json(["resize", {"width": 80, "height": 24}])
-            received = 0
-            while received < 1000:
-                message = await asyncio.wait_for(ws.receive(), timeout=30)
-                if message.type not in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
-                    break
-                received += len(message.data)
-            return received
-
-
-def assert_page_loads_through(origin: str) -> None:
-    status, page = fetch(origin + "/")
+def assert_page_loads_through(origin: str, token: str) -> None:
+    cookie, page = open_page(origin, token)
     urls = page_urls(page)
-    assert status == 200 and len(urls) == 3, urls
+    assert len(urls) == 3, urls
     assert all("0.0.0.0" not in url for url in urls), urls
     authority = origin.split("://", 1)[1]
     assert all(url.split("://", 1)[1].startswith(authority + "/") for url in urls), urls
     script = next(url for url in urls if url.endswith(".js"))
     assert fetch(script)[0] == 200
     ws_url = next(url for url in urls if url.startswith("ws"))
-    assert asyncio.run(first_screen_bytes(ws_url)) >= 1000
+    headers = {"Origin": origin, "Cookie": cookie}
+    assert len(asyncio.run(open_chat(ws_url, headers))) >= 1000
 
 
 def test_a_page_served_on_a_wildcard_host_loads_through_every_address_of_this_machine(tmp_path):
-    with serving(tmp_path, "--host", "0.0.0.0") as (port, server):
-        assert_page_loads_through(f"http://127.0.0.1:{port}")
+    with serving(tmp_path, "--host", "0.0.0.0") as served:
+        port = served.port
+        assert_page_loads_through(f"http://127.0.0.1:{port}", served.token)
         if address := other_address():
-            assert_page_loads_through(f"http://{address}:{port}")
-    stderr = server.stderr.read().decode()
+            assert_page_loads_through(f"http://{address}:{port}", served.token)
+    stderr = served.stderr()
     opened = re.search(r"open (http://\S+?);", stderr)
     assert opened and "0.0.0.0" not in opened.group(1), stderr
     if address:
-        assert opened.group(1) == f"http://{address}:{port}"
-    assert f"on this machine http://127.0.0.1:{port}" in stderr
+        assert opened.group(1) == f"http://{address}:{port}/?token={served.token}"
+    assert f"on this machine http://127.0.0.1:{port}/?token={served.token}" in stderr
 
 
 def test_public_url_is_the_address_every_page_names(tmp_path):
-    with serving(tmp_path, "--public-url", "https://talk.example.org/") as (port, server):
-        urls = page_urls(fetch(f"http://127.0.0.1:{port}/")[1])
-    stderr = server.stderr.read().decode()
+    with serving(tmp_path, "--public-url", "https://talk.example.org/") as served:
+        urls = page_urls(open_page(served.origin, served.token)[1])
+    stderr = served.stderr()
     assert urls == ["https://talk.example.org/static/css/xterm.css",
                     "https://talk.example.org/static/js/textual.js",
                     "wss://talk.example.org/ws"]
-    assert "open https://talk.example.org (Ctrl+C stops)" in stderr
+    assert f"open https://talk.example.org/?token={served.token} (Ctrl+C stops)" in stderr
 
 
 @pytest.mark.parametrize("url", ["0.0.0.0:8000", "ftp://host/", "http://", "http://h/?x=1", ""])

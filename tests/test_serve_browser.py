@@ -52,10 +52,10 @@ def browser():
 
 @pytest.fixture
 def served(tmp_path):
-    """`specchat serve --demo` on a free port, with its own folders."""
+    """`specchat serve --demo` on a free port, with its own folders: the URL it printed."""
     pytest.importorskip("textual_serve", reason="pip install 'specchat[serve]'")
-    with serving(tmp_path, "--theme", "specchat-dark") as (port, _):
-        yield f"http://127.0.0.1:{port}"
+    with serving(tmp_path, "--theme", "specchat-dark") as served:
+        yield f"{served.origin}/?token={served.token}"
 
 
 def fate_pixels(png: bytes, box: tuple[float, float, float, float]) -> dict[str, int]:
@@ -113,7 +113,7 @@ def test_a_prompt_typed_in_the_browser_streams_tokens_in_their_fate_colours(brow
 def test_serve_binds_to_loopback_unless_told_and_runs_this_python():
     command = chat_command("smollm2-135m", "specchat-light", 3, None, None)
     assert command.startswith(f"{sys.executable} -m specchat chat --pair smollm2-135m")
-    assert "--theme specchat-light -k 3" in command
+    assert "--theme specchat-light -k 3" in command and command.endswith(" --served")
     serve = main.get_command(None, "serve")
     host = next(p for p in serve.params if p.name == "host")
     assert host.default == "127.0.0.1"

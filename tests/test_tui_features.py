@@ -175,3 +175,65 @@ async def test_a_narrow_terminal_puts_the_gauges_under_the_conversation_and_back
         transcript, gauges = app.transcript.region, app.gauges.region
         assert gauges.x >= transcript.right and gauges.y == transcript.y
         assert app.gauges.query_one("#g-tps").display and not app.gauges.query_one("#g-tps-line").display
+
+
+def saved_titles() -> list[str]:
+    from specchat.history.store import HistoryStore
+
+    store = HistoryStore()
+    try:
+        return [conversation.title for conversation in store.list_conversations()]
+    finally:
+        store.close()
+
+
+async def delete_from_history(pilot) -> None:
+    """F4, then `d` on the highlighted (most recent) conversation."""
+    await pilot.press("f4")
+    await wait_for(pilot, lambda: pilot.app.screen.query("#history-list"))
+    await pilot.press("d")
+    await wait_for(pilot, lambda: not pilot.app.screen.query("#history-list"))
+    await pilot.pause()
+
+
+async def test_a_served_chat_asks_before_deleting_a_saved_conversation():
+    from specchat.tui.screens import ConfirmScreen
+
+    app = make_app(served=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "keep [b]me[/]")  # a title is shown as typed, never as markup
+        await delete_from_history(pilot)
+        assert isinstance(app.screen, ConfirmScreen) and saved_titles() == ["keep [b]me[/]"]
+        assert "“keep [b]me[/]”?" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert saved_titles() == ["keep [b]me[/]"]
+        await delete_from_history(pilot)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: saved_titles() == [])
+
+
+async def test_a_chat_in_a_terminal_deletes_a_saved_conversation_at_once():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "delete me")
+        await delete_from_history(pilot)
+        await wait_for(pilot, lambda: saved_titles() == [])
+
+
+def test_specchat_chat_served_builds_a_chat_that_asks_before_deleting(monkeypatch):
+    import specchat.commands.chat as chat_command
+    from specchat.cli import main
+
+    built = []
+
+    def build_demo_app(rate, theme, system, served=False):
+        built.append(served)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(chat_command, "build_demo_app", build_demo_app)
+    for args in (["chat", "--demo", "5", "--served"], ["chat", "--demo", "5"]):
+        CliRunner().invoke(main, args)
+    assert built == [True, False]

@@ -16,7 +16,8 @@ from specchat.tui.chat_screen import ChatScreen
 from specchat.tui.charts import ChartsScreen
 from specchat.tui.keys import (DIALOG_KEYS, KEYS, bindings, doc_tables, help_markdown,
                                palette_actions, with_key_table)
-from specchat.tui.screens import HelpScreen, HistoryScreen, PairPickerScreen, SystemPromptScreen
+from specchat.tui.screens import (ConfirmScreen, HelpScreen, HistoryScreen, PairPickerScreen,
+                                  SystemPromptScreen)
 
 
 def action_name(action: str) -> str:
@@ -80,7 +81,7 @@ def test_the_readme_and_docs_key_tables_are_the_ones_the_key_table_renders():
 
 def test_every_binding_has_its_own_id():
     screens = (ChatScreen, HelpScreen, SystemPromptScreen, PairPickerScreen, HistoryScreen,
-               ChartsScreen)
+               ChartsScreen, ConfirmScreen)
     every = [(screen.__name__, binding) for screen in screens for binding in screen.BINDINGS]
     assert len(every) == len(bindings()) + len(DIALOG_KEYS)
     missing = [(screen, binding.key) for screen, binding in every if not binding.id]

@@ -35,13 +35,15 @@ if TYPE_CHECKING:
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
               help="Use the scripted fake pair streaming at this many tokens/s (no model).")
+@click.option("--served", is_flag=True, hidden=True,
+              help="A tab of `specchat serve`: deleting a saved conversation asks first.")
 @click.pass_context
 def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
          temperature: float | None, dtype: str | None, backend: str | None, system: str | None,
-         max_new_tokens: int, config_file: Path | None, demo_rate: float | None):
+         max_new_tokens: int, config_file: Path | None, demo_rate: float | None, served: bool):
     """Open the chat: watch speculative decoding token by token."""
     if demo_rate is not None:
-        app = build_demo_app(demo_rate, theme, system)
+        app = build_demo_app(demo_rate, theme, system, served)
         app.run()
         leave(app.return_code or 0, app.history.unsaved_note())
         return
@@ -52,13 +54,14 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
     first = apply_overrides(catalog.get(pair_name), k, temperature, backend=backend)
     if theme is not None:
         check_theme_name(theme)
-    app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend)
+    app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend, served)
     app.run()
     leave(app.return_code or 0, app.history.unsaved_note())
 
 
 def build_app(catalog: Any, first: PairConfig, theme: str | None, system: str | None,
-              max_new_tokens: int, dtype: str | None, backend: str | None = None):
+              max_new_tokens: int, dtype: str | None, backend: str | None = None,
+              served: bool = False):
     from specchat.tui.app import create_app
 
     def factory(name: str):
@@ -69,7 +72,7 @@ def build_app(catalog: Any, first: PairConfig, theme: str | None, system: str | 
     pairs = [(name, pair.description) for name, pair in catalog.pairs.items()]
     fixed_k = first.k if isinstance(first.k, int) else None  # "auto": the pair's own policy
     return create_app(factory, pairs, first.name, theme=theme, k=fixed_k,
-                      temperature=first.sampling.temperature, system=system)
+                      temperature=first.sampling.temperature, system=system, served=served)
 
 
 def pair_service(config: PairConfig, system: str | None, max_new_tokens: int, dtype: str | None):
@@ -97,7 +100,7 @@ def chat_threads(pair_threads: int, cores: int) -> int:
     return pair_threads or max(1, cores - 1)
 
 
-def build_demo_app(rate: float, theme: str | None, system: str | None):
+def build_demo_app(rate: float, theme: str | None, system: str | None, served: bool = False):
     from specchat.tui.app import create_app
     from specchat.chat.scripted import FakeConfig, ScriptedBackend
 
@@ -105,7 +108,7 @@ def build_demo_app(rate: float, theme: str | None, system: str | None):
         return ScriptedBackend(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
 
     pairs = [("demo", "scripted fake pair"), ("demo-2", "another scripted fake pair")]
-    return create_app(factory, pairs, "demo", theme=theme, system=system)
+    return create_app(factory, pairs, "demo", theme=theme, system=system, served=served)
 
 
 def leave(code: int, note: str | None = None) -> None:

@@ -6,7 +6,10 @@ process, with its own models. It binds to 127.0.0.1 unless --host says otherwise
 reaches the page runs models on this machine. The pair and theme are checked here, before
 the server starts, so a typo is one line instead of an error page in every tab. What URLs
 the page names (never the bind address 0.0.0.0) is serve_address.py's, imported when
-`serve` runs (it pulls in socket, which no other command needs at start-up).
+`serve` runs (it pulls in socket, which no other command needs at start-up); who may
+drive the chat (the origin check, the token in the printed URL, --max-sessions) is
+serve_guard.py's. Each tab's chat is told it is served (`--served`): deleting a saved
+conversation there asks first.
 """
 
 from __future__ import annotations
@@ -31,17 +34,23 @@ from specchat.errors import UsageError
 @click.option("--public-url", metavar="URL",
               help="The URL browsers open (behind a proxy or tunnel); by default each page "
                    "follows the address its browser used.")
+@click.option("--no-token", is_flag=True,
+              help="Serve without the secret token in the URL (a talk on a trusted network); "
+                   "only the origin check is left.")
+@click.option("--max-sessions", type=click.IntRange(min=1), default=2, show_default=True,
+              metavar="N", help="Chats (tabs) that run at once; each loads the pair.")
 @click.option("--demo", "demo_rate", type=float, default=None, metavar="TOKENS_PER_S",
               help="Serve the scripted demo pair at this pace (no model is loaded).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
               help="A models.toml whose pairs win over the user's and the built-in ones.")
 @click.pass_context
 def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
-          host: str, port: int, public_url: str | None, demo_rate: float | None,
-          config_file: Path | None) -> None:
+          host: str, port: int, public_url: str | None, no_token: bool, max_sessions: int,
+          demo_rate: float | None, config_file: Path | None) -> None:
     """Serve the live chat to a browser (textual-serve): each tab is its own chat."""
     from specchat.commands.serve_address import (checked_public_url, http_url, origin_following,
                                                  reachable_host)
+    from specchat.commands.serve_guard import guarded, make_gate
 
     config_file = config_file or (ctx.obj or {}).get("config")
     check_choices(pair_name, theme, config_file, demo_rate)
@@ -51,9 +60,11 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
     check_port(host, port)
     command = chat_command(pair_name, theme, k, config_file, demo_rate)
     open_url = public_url or http_url(reachable_host(host), port)
-    say_where(host, port, open_url)
+    gate = make_gate(not no_token, public_url, max_sessions, port)
+    say_where(host, port, open_url, gate)
     if public_url is None:
         server_class = origin_following(server_class)
+    server_class = guarded(server_class, gate)
     try:
         server_class(command, host=host, port=port, title="specchat",
                      public_url=open_url).serve()
@@ -62,16 +73,23 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
                          "another with --port or --host") from None
 
 
-def say_where(host: str, port: int, open_url: str) -> None:
-    """The URL to open (on stderr), and a warning when others can reach it."""
+def say_where(host: str, port: int, open_url: str, gate) -> None:
+    """The URL to open, with its token (on stderr), and a warning when others can reach it
+    or when there is no token."""
     from specchat.commands.serve_address import LOOPBACK, WILDCARD, http_url
 
     loopback = "::1" if host == "::" else "127.0.0.1"
-    here = f"; on this machine {http_url(loopback, port)}" if host in WILDCARD else ""
-    click.echo(f"specchat: serving the chat: open {open_url}{here} (Ctrl+C stops)", err=True)
-    if host not in LOOPBACK:
-        click.echo(f"specchat: warning: listening on {host}: anyone who reaches this address "
-                   "runs models on this machine, with no password", err=True)
+    here = (f"; on this machine {gate.page_url(http_url(loopback, port))}"
+            if host in WILDCARD else "")
+    click.echo(f"specchat: serving the chat: open {gate.page_url(open_url)}{here} "
+               "(Ctrl+C stops)", err=True)
+    if gate.token is None:
+        click.echo("specchat: warning: --no-token: any program on this machine, and anyone who "
+                   f"reaches {host}:{port}, can drive the chat and its saved conversations; "
+                   "only pages of other sites are kept out", err=True)
+    elif host not in LOOPBACK:
+        click.echo(f"specchat: warning: listening on {host}: whoever has the URL above (its "
+                   "token) runs models on this machine", err=True)
 
 
 def check_choices(pair_name: str | None, theme: str | None, config_file: Path | None,
@@ -112,11 +130,12 @@ def textual_server():
 
 def chat_command(pair_name: str | None, theme: str | None, k: int | str | None,
                  config_file: Path | None, demo_rate: float | None) -> str:
-    """The command line each browser tab runs: this Python's `specchat chat`."""
+    """The command line each browser tab runs: this Python's `specchat chat`, told that it
+    is served."""
     words = [sys.executable, "-m", "specchat", "chat"]
     for flag, value in (("--pair", pair_name), ("--theme", theme), ("-k", k),
                         ("--config", config_file and Path(config_file).resolve()),
                         ("--demo", demo_rate)):
         if value is not None:
             words += [flag, str(value)]
-    return shlex.join(words)
+    return shlex.join([*words, "--served"])

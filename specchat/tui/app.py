@@ -64,7 +64,8 @@ class SpecchatApp(App):
     def __init__(self, service_factory: ServiceFactory, pairs: list[tuple[str, str]],
                  pair_name: str, theme: str | None = None, k: int | None = None,
                  temperature: float | None = None, system: str | None = None,
-                 history_path: Path | None = None, preferences_path: Path | None = None):
+                 history_path: Path | None = None, preferences_path: Path | None = None,
+                 served: bool = False):
         super().__init__()
         self.pairs, self.pair_name, self.requested_theme = pairs, pair_name, theme
         self.preferences_path = preferences_path
@@ -80,7 +81,7 @@ class SpecchatApp(App):
         self.info: PairInfo | None = None
         self.pair = PairSwitch.over(self, service_factory)
         self.settings = Settings(self, k, temperature, system)
-        self.history = HistoryActions(self, history_path)
+        self.history = HistoryActions(self, history_path, confirm_deletes=served)
         self.chat_screen = ChatScreen(self.TRANSCRIPT, self.preferences)
         self.transcript, self.gauges = self.chat_screen.transcript, self.chat_screen.gauges
         self.pacing = PacingControls(self.transcript)

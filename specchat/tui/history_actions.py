@@ -3,8 +3,10 @@ the actions on past conversations (the history screen: reopen, export, delete;
 the palette's exports).
 
 `HistoryActions` owns the `HistoryRecorder`; reopening hands the saved turns to the
-conversation widget and the pair's service through the app (`HistoryHost`). It
-knows no widget but the modal history screen, and never imports models or torch.
+conversation widget and the pair's service through the app (`HistoryHost`). In a tab of
+`specchat serve` (the chat was started `--served`), whoever holds the page drives the chat,
+so deleting a saved conversation asks first. It knows no widget but the modal history and
+confirmation screens, and never imports models or torch.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ class HistoryHost(Protocol):
 class HistoryActions:
     """The recorder and what F4 and the palette do with saved conversations."""
 
-    def __init__(self, app: HistoryHost, path: Path | None):
+    def __init__(self, app: HistoryHost, path: Path | None, confirm_deletes: bool = False):
         self.app, self.path = app, path
+        self.confirm_deletes = confirm_deletes
+        """Ask before deleting a saved conversation (a served chat)."""
         self.recorder: HistoryRecorder | None = None
 
     def open(self, system: str | None) -> None:
@@ -76,14 +80,31 @@ class HistoryActions:
             return
         what, conversation_id = choice
         if what == "delete":
-            self.recorder.delete(conversation_id)
-            self.app.notify("conversation deleted")
+            self.delete(conversation_id)
         elif what == "open":
             conversation = self.recorder.load(conversation_id)
             if conversation is not None:
                 self.reopen(conversation)
         else:
             self.export(conversation_id, what)
+
+    def delete(self, conversation_id: int) -> None:
+        """Delete a saved conversation; in a served chat only once the user says yes."""
+        if not self.confirm_deletes:
+            self._delete(conversation_id)
+            return
+        from specchat.tui.screens import ConfirmScreen
+
+        conversation = self.recorder.load(conversation_id)
+        if conversation is None:
+            return
+        question = f"Delete the saved conversation “{conversation.title}”? It cannot be undone."
+        self.app.push_screen(ConfirmScreen(question),
+                             lambda yes: self._delete(conversation_id) if yes else None)
+
+    def _delete(self, conversation_id: int) -> None:
+        self.recorder.delete(conversation_id)
+        self.app.notify("conversation deleted")
 
     def reopen(self, conversation: SavedConversation) -> None:
         """Show a saved conversation and continue it (new turns are added to it)."""

@@ -181,6 +181,9 @@ DIALOG_KEYS: tuple[DialogKey, ...] = (
               "history-close"),
     DialogKey("charts", "escape,q,ctrl+d", "dismiss", "Close", "close the charts",
               "charts-close"),
+    DialogKey("confirm", "y", "dismiss(True)", "Yes", "yes: delete the conversation (asked in "
+              "a served chat)", "confirm-yes"),
+    DialogKey("confirm", "n,escape", "dismiss(False)", "No", "no: keep it", "confirm-no"),
 )
 """The keys of the dialogs (Enter and the arrows are their lists' own)."""
 

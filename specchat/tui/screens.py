@@ -1,4 +1,5 @@
-"""Modal screens: system prompt, pair picker, history browser, and the key help.
+"""Modal screens: system prompt, pair picker, history browser, a yes/no question, and the
+key help.
 
 Each returns its result through `dismiss`; none knows about backends or models.
 """
@@ -112,3 +113,19 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
         option = options.get_option_at_index(options.highlighted)
         if option.id is not None:
             self.dismiss((what, int(option.id)))
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question (deleting a saved conversation in a served chat): y says yes, n or
+    Esc no."""
+
+    BINDINGS = dialog_bindings("confirm")
+
+    def __init__(self, question: str):
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text(self.question), id="confirm-question")
+            yield Static(dialog_hint("confirm", keymap_of(self)), classes="dialog-hint")
