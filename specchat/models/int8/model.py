@@ -100,6 +100,10 @@ class Int8Model:
         self.rope = Rope(arch.head_dim, arch.rope_base)
         self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device)
         self._length = 0
+        self.features: torch.Tensor | None = None
+        """[keep, hidden]: the last forward's final hidden states (after the last norm: what
+        the output matrix multiplies) at the rows it returned logits for, kept at no cost
+        for a draft head that reads the target's own features."""
 
     @property
     def cache_length(self) -> int:
@@ -165,7 +169,8 @@ class Int8Model:
         return layer.down(F.silu(gate).mul_(up), residual=x)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        rows = self.head(F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps))
+        self.features = F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps)
+        rows = self.head(self.features)
         if self.vocab is None:
             return rows[:, : self.vocab_size]
         return scatter_logits(rows, self.vocab, self.vocab_size)
