@@ -106,3 +106,61 @@ class ScriptedModel(TableModel):
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         self.clock.now += self.base + self.per_token * ids.numel()
         return super().forward(ids, keep)
+
+
+class FeatureTableModel(TableModel):
+    """A TableModel that keeps features like a real target (engine `FeatureSource`): after a
+    forward, [one-hot of the token, its logits row] for every token it fed, so a head that
+    reads the feature at p - 1 learns which token stood there."""
+
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        new = ids.reshape(-1).tolist()
+        start = len(self.fed)
+        rows = super().forward(ids, keep=len(new))
+        tokens = torch.nn.functional.one_hot(torch.tensor(self.fed[start:]), self.vocab_size)
+        self.features = torch.cat([tokens.float(), rows], dim=1)
+        return rows[len(new) - keep:]
+
+
+class TableHead:
+    """A draft head (engine `DraftHead`) over `FeatureTableModel` features: row p reads the
+    one-hot of token p - 1 from the feature at p - 1, and guesses [one-hot of token p,
+    T1[token p] + T2[token p - 1]]: with the target's tables, exactly the target's feature.
+    Its cache is the literal rows it was fed, (feature, token), so tests can read it."""
+
+    def __init__(self, vocab_size: int, t1: torch.Tensor, t2: torch.Tensor):
+        self.vocab_size, self.device = vocab_size, torch.device("cpu")
+        self.hidden_size = 2 * vocab_size
+        self.t1, self.t2 = t1.clone(), t2.clone()
+        self.rows: list[tuple[torch.Tensor, int]] = []
+        self.forward_calls: list[int] = []
+
+    @classmethod
+    def of(cls, target: TableModel, noise: float = 0.0, seed: int = 8) -> "TableHead":
+        generator = torch.Generator().manual_seed(seed)
+        head = cls(target.vocab_size, target.t1, target.t2)
+        head.t1 += noise * torch.randn(head.t1.shape, generator=generator)
+        head.t2 += noise * torch.randn(head.t2.shape, generator=generator)
+        return head
+
+    @property
+    def cache_length(self) -> int:
+        return len(self.rows)
+
+    def forward(self, features: torch.Tensor, ids: torch.Tensor, keep: int = 1):
+        self.forward_calls.append(int(ids.numel()))
+        guesses = []
+        for feature, token in zip(features, ids.reshape(-1).tolist()):
+            self.rows.append((feature.clone(), token))
+            before = int(feature[: self.vocab_size].argmax()) if feature.any() else 0
+            logits = self.t1[token] + self.t2[before]
+            guesses.append(torch.cat([torch.nn.functional.one_hot(torch.tensor(token),
+                                                                  self.vocab_size).float(), logits]))
+        guess = torch.stack(guesses[-keep:])
+        return guess[:, self.vocab_size:], guess
+
+    def crop(self, length: int) -> None:
+        del self.rows[length:]
+
+    def reset(self) -> None:
+        self.rows = []

@@ -17,6 +17,7 @@ _WHERE = {
     "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
     "Event": "events", "Finished": "events", "Round": "events", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
+    "HeadDrafter": "head_drafter", "DraftHead": "protocol", "FeatureSource": "protocol",
     "SamplingParams": "params", "SpecStats": "stats",
 }
 
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from specchat.engine.decoder import Decoder, EngineInvariantError, Settings
     from specchat.engine.events import Event, Finished, Round
     from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
+    from specchat.engine.head_drafter import HeadDrafter
     from specchat.engine.params import SamplingParams
-    from specchat.engine.protocol import CausalModel
+    from specchat.engine.protocol import CausalModel, DraftHead, FeatureSource
     from specchat.engine.stats import SpecStats
 
 

@@ -62,6 +62,7 @@ class Drafter(Protocol):
         `sequence` is a synchronisation on a GPU."""
     def rollback(self, committed_length: int) -> None: ...
     max_cache_lag: int
+    # optional: target_fed(start), called after every target forward (head_drafter.py)
 
 
 @dataclass
@@ -153,9 +154,10 @@ class Decoder:
         if proposal is None:
             return None
         drafted_at = time.perf_counter()
-        unseen = sequence[self.target.cache_length:]
-        fed = torch.cat([unseen, proposal.tokens])
+        start = self.target.cache_length
+        fed = torch.cat([sequence[start:], proposal.tokens])
         logits = self.target.forward(fed, keep=len(proposal) + 1)
+        self._target_fed(start)
         n, chosen = verify(proposal.tokens, proposal.probs, logits, params, generator)
         # the round's one host sync
         drafts, n, token, margins = read_round(proposal.tokens, n, chosen, top_two_margins(logits))
@@ -185,7 +187,16 @@ class Decoder:
                 start, began = model.cache_length, time.perf_counter()
                 model.forward(sequence[start:start + chunk], keep=1)
                 chunk = next_chunk(chunk, time.perf_counter() - began)
+                if model is self.target:
+                    self._target_fed(start)
         return True
+
+    def _target_fed(self, start: int) -> None:
+        """Tell a drafter that reads the target's features (engine/head_drafter.py) that the
+        target just fed tokens from position `start`: they are its to read, no extra work."""
+        target_fed = getattr(self.drafter, "target_fed", None)
+        if target_fed is not None:
+            target_fed(start)
 
     def _propose(self, sequence, ids, k, params, generator, should_stop) -> Proposal | None:
         if self.drafter is None or k == 0:
