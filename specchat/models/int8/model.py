@@ -101,9 +101,10 @@ class Int8Model:
         self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device)
         self._length = 0
         self.features: torch.Tensor | None = None
-        """[keep, hidden]: the last forward's final hidden states (after the last norm: what
-        the output matrix multiplies) at the rows it returned logits for, kept at no cost
-        for a draft head that reads the target's own features."""
+        """[n, hidden]: the last forward's final hidden states (after the last norm: what the
+        output matrix multiplies) at every one of the n tokens it fed, kept for a draft head
+        that reads the target's own features (engine/protocol.py's `FeatureSource`); a
+        norm of n rows, nothing beside a forward's matrices."""
 
     @property
     def cache_length(self) -> int:
@@ -137,8 +138,9 @@ class Int8Model:
                     else self.threads)
         hidden = [self._feed(ids[start:start + PREFILL_CHUNK])
                   for start in range(0, int(ids.shape[0]), PREFILL_CHUNK)]
-        kept = torch.cat(hidden)[-keep:] if len(hidden) > 1 else hidden[0][-keep:]
-        return self._logits(kept)
+        states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
+        self.features = F.rms_norm(states, (self.arch.hidden,), self.norm, self.arch.eps)
+        return self._logits(self.features[-keep:])
 
     def _feed(self, ids: torch.Tensor) -> torch.Tensor:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""
@@ -168,9 +170,8 @@ class Int8Model:
         gate, up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps)).chunk(2, -1)
         return layer.down(F.silu(gate).mul_(up), residual=x)
 
-    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        self.features = F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps)
-        rows = self.head(self.features)
+    def _logits(self, normed: torch.Tensor) -> torch.Tensor:
+        rows = self.head(normed)
         if self.vocab is None:
             return rows[:, : self.vocab_size]
         return scatter_logits(rows, self.vocab, self.vocab_size)

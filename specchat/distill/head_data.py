@@ -1,0 +1,178 @@
+"""A draft head's training data: the target's own answers with its features at every position.
+
+The target (an `Int8Model`) answers the prompt set, rendered with its chat template, several
+answers at a time (models/int8/batched.py; each new prompt joins the batch as another's
+answer ends, so it stays full). Every forward already computes the final hidden states the
+head learns to predict, so they are kept, in float16, for every token fed: the prompt's and
+the answer's (all but the last token, which is never fed). Each group of `SHARD_PROMPTS`
+prompts becomes one shard file, written as soon as its last answer ends; shards are
+numbered in a fixed, seeded order (teacher.batch_plan) and each answer samples with its own
+seed, so an interrupted run resumes by skipping the shards it has, never computes a feature
+twice, and gets the answers an uninterrupted run would have. The first pass over the prompts is greedy (what greedy speculative decoding sees);
+later passes sample at `SAMPLED_TEMPERATURE`. Knows nothing about the head or training.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from specchat.distill.teacher import SAMPLED_TEMPERATURE, batch_plan, render_chat
+
+REPORT_EVERY = 64
+"""Answer tokens between two progress reports while a shard runs."""
+SHARD_PROMPTS = 16
+"""Prompts per shard: at most what an interruption costs (answers of the next shards run
+beside a shard's last ones, so the batch stays full)."""
+
+
+@dataclass
+class FeatureSample:
+    """One answer: ids = prompt + answer, the target's features at every fed position."""
+
+    ids: torch.Tensor
+    """[n] int32."""
+    prompt_len: int
+    features: torch.Tensor
+    """[n - 1, hidden] float16: the target's final hidden state after each token but the last."""
+
+    @property
+    def answer_len(self) -> int:
+        return int(self.ids.shape[0]) - self.prompt_len
+
+
+@dataclass(frozen=True)
+class Job:
+    """One answer to generate: the prompt at `position` of shard `shard`."""
+
+    shard: int
+    position: int
+    prompt: tuple[int, ...]
+    temperature: float
+    seed: int
+    """Its own sampling seed: an answer never depends on which others ran beside it."""
+
+
+@dataclass
+class Stream:
+    """An answer being generated in one slot of the batch."""
+
+    job: Job
+    ids: list[int]
+    generator: torch.Generator
+    features: list[torch.Tensor] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    """Tokens to feed next (the prompt, then the last token chosen)."""
+
+    @classmethod
+    def of(cls, job: Job) -> "Stream":
+        generator = torch.Generator().manual_seed(job.seed)
+        return cls(job, list(job.prompt), generator, pending=list(job.prompt))
+
+    def sample(self) -> FeatureSample:
+        return FeatureSample(torch.tensor(self.ids, dtype=torch.int32), len(self.job.prompt),
+                             torch.cat(self.features).to(torch.float16))
+
+
+def choose(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def answers(batch, jobs: list[Job], eos_ids: set[int], max_new_tokens: int,
+            on_token: Callable[[], None] = lambda: None) -> Iterator[tuple[Job, FeatureSample]]:
+    """Each job's answer as it ends, decoded on `batch` (an `Int8Batch`): a slot whose answer
+    ended takes the next job at once, so the batch stays full."""
+    waiting, streams = list(jobs), {}
+    while waiting or streams:
+        for slot in range(len(batch.lengths)):
+            if slot not in streams and waiting:
+                batch.reset(slot)
+                streams[slot] = Stream.of(waiting.pop(0))
+        feeds = {slot: torch.tensor(stream.pending) for slot, stream in streams.items()}
+        logits, features = batch.forward(feeds)
+        for row, (slot, ids) in enumerate(feeds.items()):
+            stream = streams[slot]
+            stream.features.append(features[:len(ids)])
+            features = features[len(ids):]
+            token = choose(logits[row], stream.job.temperature, stream.generator)
+            stream.ids.append(token)
+            stream.pending = [token]
+            on_token()
+            if token in eos_ids or len(stream.ids) - len(stream.job.prompt) >= max_new_tokens:
+                del streams[slot]
+                yield stream.job, stream.sample()
+
+
+def shard_path(folder: Path, index: int) -> Path:
+    return folder / f"features-{index:04d}.pt"
+
+
+def save_shard(path: Path, samples: list[FeatureSample]) -> None:
+    staging = path.with_suffix(".tmp")
+    torch.save([s.__dict__ for s in samples], staging)
+    staging.replace(path)
+
+
+def load_shards(folder: Path) -> list[FeatureSample]:
+    samples = []
+    for path in sorted(Path(folder).glob("features-*.pt")):
+        samples += [FeatureSample(**row) for row in torch.load(path)]
+    return samples
+
+
+def answer_tokens(samples: list[FeatureSample]) -> int:
+    return sum(s.answer_len for s in samples)
+
+
+def planned_jobs(tokenizer, prompts: list[str], folder: Path, tokens: int, max_new_tokens: int,
+                 seed: int) -> list[Job]:
+    """The answers of every shard not on disk yet, in the plan's fixed, seeded order."""
+    passes = max(1, -(-tokens // max(1, len(prompts) * max_new_tokens // 2)))
+    jobs = []
+    for index, (number, group) in enumerate(batch_plan(prompts, SHARD_PROMPTS, passes + 4, seed)):
+        if shard_path(folder, index).exists():
+            continue
+        temperature = 0.0 if number == 0 else SAMPLED_TEMPERATURE
+        jobs += [Job(index, position, tuple(render_chat(tokenizer, prompt)), temperature,
+                     seed * 1_000_003 + index * SHARD_PROMPTS + position)
+                 for position, prompt in enumerate(group)]
+    return jobs
+
+
+def generate_shards(batch, tokenizer, eos_ids: set[int], prompts: list[str], folder: Path,
+                    tokens: int, max_new_tokens: int, seed: int,
+                    report: Callable[[int, int], None] = lambda done, total: None) -> None:
+    """Fill `folder` with shards until they hold at least `tokens` answer tokens; each shard
+    is written as soon as its last answer ends (answers of later shards already run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = answer_tokens(load_shards(folder))
+    report(done, tokens)  # the starting point, so a rate counts only new tokens
+    if done >= tokens:
+        return
+    jobs = planned_jobs(tokenizer, prompts, folder, tokens, max_new_tokens, seed)
+    sizes = Counter(job.shard for job in jobs)
+    finished: dict[int, dict[int, FeatureSample]] = defaultdict(dict)
+    counted = [done]
+
+    def on_token() -> None:
+        counted[0] += 1
+        if counted[0] % REPORT_EVERY == 0:
+            report(counted[0], tokens)
+
+    for job, sample in answers(batch, jobs, eos_ids, max_new_tokens, on_token):
+        finished[job.shard][job.position] = sample
+        if len(finished[job.shard]) < sizes[job.shard]:
+            continue
+        shard = finished.pop(job.shard)
+        save_shard(shard_path(folder, job.shard), [shard[i] for i in sorted(shard)])
+        done += answer_tokens(list(shard.values()))
+        report(done, tokens)
+        if done >= tokens:
+            return
