@@ -198,6 +198,9 @@ class LeanLlama:
         self.kv = KVBuffer(len(self.layers), self.kv_heads, self.head_dim, self.embed.dtype,
                            self.device)
         self._length = 0
+        self.features: torch.Tensor | None = None
+        """[n, hidden]: the final hidden states of the n tokens the last forward fed (what a
+        draft head reads: engine/protocol.py's `FeatureSource`)."""
 
     @property
     def cache_length(self) -> int:
@@ -230,8 +233,8 @@ class LeanLlama:
         ids = ids.reshape(-1).to(self.device)
         hidden = [self._feed(ids[start:start + PREFILL_CHUNK])
                   for start in range(0, int(ids.shape[0]), PREFILL_CHUNK)]
-        kept = torch.cat(hidden)[-keep:]
-        return self._logits(rms_norm(kept, self.final_norm, self.eps))
+        self.features = rms_norm(torch.cat(hidden), self.final_norm, self.eps)
+        return self._logits(self.features[-keep:])
 
     def _feed(self, ids: torch.Tensor) -> torch.Tensor:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""

@@ -142,8 +142,12 @@ class StaticCausalModel(HFCausalModel):
         width, captured = self._width(n)
         if width > n:  # pad past the new position: hidden by the mask, overwritten next time
             ids = torch.cat([ids, ids[-1:].expand(width - n)])
-        logits = self._run(ids.reshape(1, -1), width, captured)
+        out = self._run(ids.reshape(1, -1), width, captured)
         self._advance(n)
+        return self._kept(out, n, keep)
+
+    def _kept(self, logits: torch.Tensor, n: int, keep: int) -> torch.Tensor:
+        """The logits of the last `keep` of the `n` tokens fed (the rows past them padding)."""
         return logits[n - keep:n]
 
     def _width(self, n: int) -> tuple[int, bool]:
@@ -159,7 +163,7 @@ class StaticCausalModel(HFCausalModel):
         if not (self.compiled and captured):
             return self._logits(ids, width)
         try:
-            return self._step(ids, width).clone()  # graph outputs are overwritten by the next replay
+            return cloned(self._step(ids, width))  # graph outputs are overwritten by the next replay
         except Exception as error:  # a model torch.compile cannot capture: stay correct, go eager
             self.compiled, self.compile_error = False, f"{type(error).__name__}: {error}"
             print(f"specchat: CUDA graph capture failed, decoding eagerly ({self.compile_error})",
@@ -185,6 +189,11 @@ class StaticCausalModel(HFCausalModel):
         """Move the write position back; the mask hides whatever lies past it."""
         self._position = min(self._position, max(0, length))
         self._start.fill_(self._position)
+
+
+def cloned(out):
+    """A copy of a forward's output: a tensor, or a tuple of them."""
+    return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
 
 def static_length(config, limit: int | None = None) -> int:

@@ -76,6 +76,8 @@ class StaticLlama(StaticCausalModel):
         self.heads = int(model.config.num_attention_heads)
         self.kv_heads = int(getattr(model.config, "num_key_value_heads", None) or self.heads)
         self.keys = self.values = None
+        self.features: torch.Tensor | None = None
+        """[n, hidden]: the final hidden states of the n tokens the last forward fed."""
         self._span = FIRST_SPAN
         self.capture_s = 0.0
         """Seconds spent capturing CUDA graphs (or compiling) so far."""
@@ -127,8 +129,16 @@ class StaticLlama(StaticCausalModel):
         self._position = position
         self._start.fill_(position)
 
-    def _logits(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
-        """Logits of the last `keep` of `ids` [1, n], writing their keys/values at `start`."""
+    def _kept(self, out: tuple[torch.Tensor, torch.Tensor], n: int, keep: int) -> torch.Tensor:
+        """The logits of the last `keep` of the `n` tokens fed; their final hidden states are
+        kept as `features` (engine/protocol.py's `FeatureSource`: a draft head reads them)."""
+        logits, hidden = out
+        self.features = hidden[:n]
+        return logits[n - keep:n]
+
+    def _logits(self, ids: torch.Tensor, keep: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits, final hidden states) of the last `keep` of `ids` [1, n], writing their
+        keys/values at `start`."""
         ids = ids.reshape(-1)
         positions = self._start + torch.arange(ids.shape[0], device=ids.device)
         x = self.body.embed_tokens(ids)
@@ -138,7 +148,7 @@ class StaticLlama(StaticCausalModel):
         for index, layer in enumerate(self.body.layers):
             x = self._layer(index, layer, x, cos[0], sin[0], positions, visible, span)
         hidden = self.body.norm(x[-keep:])
-        return self.head(hidden)[:, : self.vocab_size].float()
+        return self.head(hidden)[:, : self.vocab_size].float(), hidden
 
     def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
         n, attn = x.shape[0], layer.self_attn
