@@ -232,6 +232,7 @@ MODEL_ROOMS: dict[str, set[str]] = {
     "torch_backend": {"blocks", "config", "device"},
     "llamacpp": {"device"},
     "int8": {"blocks", "config", "device", "gguf"},
+    "head": {"blocks", "config"},
     "gguf": {"config", "torch_backend"},
 }
 """The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
@@ -241,7 +242,8 @@ forwards share); only the modules outside every room compose them: each backend'
 (models/backend_torch.py, backend_llamacpp.py, backend_int8.py, behind models/backend.py's
 protocol), models/adapters.py (the backend choice), models/weights.py (one transformers
 model from its reference), models/draft_loader.py, models/loader.py (the pair) and
-models/vocabulary.py."""
+models/vocabulary.py, and models/head_backends.py (a draft head on the int8 and torch
+backends)."""
 
 
 def room_of(module: str) -> str | None:

@@ -15,20 +15,25 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
+from specchat.engine import Decoder, DraftHead, HeadDrafter, ModelDrafter, NgramDrafter, Settings
 
 
 def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
-    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, an
-    `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
+    `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the target's features),
+    an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
-    weighed the measured verify costs: its own window would only cut that shorter."""
+    weighed the measured verify costs: its own window would only cut that shorter. `wrap`
+    wraps draft models only: a head is no `CausalModel`, and its features come from the
+    pair's own target, wrapped or not."""
     draft = getattr(pair, "draft", None)
     if draft is None:
         return None
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
+    if isinstance(draft, DraftHead):
+        return HeadDrafter(draft, pair.target)
     return ModelDrafter(wrap(draft) if wrap else draft)
 
 

@@ -15,7 +15,9 @@ Backend (the pair key `backend`, or `--backend`):
   else.
 A draft may run on another backend than its target: a GGUF draft (or a `specchat distill`
 draft, from its GGUF form) of a llama.cpp or int8 target runs on that backend too; any
-other draft (a folder, a hub id) runs on torch.
+other draft (a folder, a hub id) runs on torch. A draft head (`specchat distill --head`)
+runs on its target's backend, int8 or torch, whose forwards hand it the hidden states; on
+a GPU `auto` picks torch for such a pair, and llama.cpp is refused.
 
 llama.cpp's GPU offload (the pair key `gpu_layers`): "all" (the default) offloads every
 layer where the build supports it and keeps the CPU where it does not; 0 keeps the CPU; N
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 from specchat.errors import PairError
 from specchat.models.config.pairs import PairConfig, cuda_index
-from specchat.models.config.refs import GGUF_KINDS, builtin_draft, parse_ref
+from specchat.models.config.refs import GGUF_KINDS, builtin_draft, head_file, parse_ref
 
 LLAMA_INSTALL = "pip install 'specchat[llama]' (or make install)"
 LLAMA_GPU_INSTALL = ("CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir "
@@ -61,7 +63,15 @@ def is_gguf(text: str) -> bool:
     """Whether a model reference names a GGUF file (a path, `hf:…/FILE.gguf`, an ollama model
     or a built-in GGUF model)."""
     ref = parse_ref(text)
+    if is_head_ref(text):
+        return False
     return ref.kind in GGUF_KINDS or (ref.kind == "builtin" and builtin_draft(ref.value) is None)
+
+
+def is_head_ref(text: str | None) -> bool:
+    """Whether a draft reference names a draft head (models/head/): it runs on its target's
+    backend, reading the target's features."""
+    return bool(text) and head_file(parse_ref(text)) is not None
 
 
 GGUF_BACKENDS = ("llama.cpp", "int8")
@@ -86,6 +96,10 @@ def backend_named(name: str):
 def choose_backends(pair: PairConfig, device: str) -> Backends:
     """Backends for `pair` on the resolved `device` (a `PairError` for an impossible choice)."""
     target, why = target_backend(pair, device)
+    if target == "llama.cpp" and is_head_ref(pair.draft):
+        raise PairError(f"pair '{pair.name}': the draft head {pair.draft} reads the target's "
+                        "hidden states, which specchat takes from the int8 and torch backends, "
+                        "not llama.cpp: set backend = \"int8\" (CPU) or \"torch\" (GPU)")
     draft = draft_backend(pair.draft, target)
     if target in GGUF_BACKENDS and draft == "torch":
         why += "; the draft is not a GGUF file, so it runs on torch"
@@ -108,6 +122,9 @@ def target_backend(pair: PairConfig, device: str) -> tuple[str, str]:
         return "int8", "as configured"
     if not gguf:
         return "torch", "auto: the target is not a GGUF file"
+    if device.startswith("cuda") and is_head_ref(pair.draft):
+        return "torch", ("auto: a draft head reads the target's hidden states, which the torch "
+                         "backend's static forward hands over on a GPU")
     int8_why = int8_choice(pair, device)
     if int8_why:
         return "int8", int8_why
@@ -222,6 +239,8 @@ def llamacpp_offload(pair: PairConfig) -> tuple[int, str | None, str]:
 def draft_backend(draft: str | None, target: str) -> str | None:
     if draft is None or parse_ref(draft).kind == "ngram":
         return None
+    if is_head_ref(draft):
+        return target
     if target == "int8" and (is_gguf(draft) or is_distilled(draft)):
         return "int8"
     return "llama.cpp" if target == "llama.cpp" and is_gguf(draft) else "torch"

@@ -87,6 +87,12 @@ class ModelBackend(Protocol):
         """The pair's draft, checked to share `target`'s vocabulary."""
         ...
 
+    def load_head(self, path: Any, request: LoadRequest, target: LoadedModel) -> LoadedModel:
+        """A draft head (models/head/, the file at `path`) beside `target`, whose features it
+        reads; backends that cannot hand over features have none (models/adapters.py
+        refuses such pairs)."""
+        ...
+
     def engine_model(self, loaded: LoadedModel, vocab_size: int,
                      request: LoadRequest) -> tuple[CausalModel, str]:
         """(the model behind the engine's protocol, its label), computing `vocab_size`

@@ -18,7 +18,7 @@ import torch
 
 from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
-from specchat.models.config.refs import ModelRef
+from specchat.models.config.refs import ModelRef, parse_ref
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
@@ -87,6 +87,17 @@ class Int8Backend:
             raise vocabulary_mismatch(request.pair, model.arch.vocab, target.raw.arch.vocab)
         return self._loaded(model, facts)
 
+    def load_head(self, path, request: LoadRequest, target: LoadedModel) -> LoadedModel:
+        """A draft head (models/head/) beside this target, on int8 rows like it."""
+        from specchat.models.gguf.drafts import gguf_file
+        from specchat.models.head_backends import int8_head, loaded_head
+        from specchat.models.int8.convert import converted
+
+        tensors = converted(gguf_file(parse_ref(request.pair.target))).tensors
+        runtime, head = int8_head(path, request.pair.name, target.raw, tensors,
+                                  self.support.reduce_range)
+        return loaded_head(runtime, head, target, "int8")
+
     def engine_model(self, loaded: LoadedModel, vocab_size: int, request: LoadRequest):
         loaded.raw.vocab_size = vocab_size
         return loaded.raw, self.label(loaded.raw, loaded.options["facts"])
@@ -139,3 +150,15 @@ def end_of_turn(tokenizer) -> set[int]:
 COMPUTES = "the int8 backend computes on the CPU"
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
 """Token texts llama.cpp treats as the end of a turn when the file names no EOT id."""
+
+
+def open_int8_target(reference: str, threads: int | None = None,
+                     progress=lambda _: None) -> LoadedModel:
+    """A GGUF target on the int8 backend outside any pair, with its tokenizer and EOS ids:
+    `specchat distill --head` collects a draft head's training features from it."""
+    from specchat.models.config.pairs import PairConfig
+
+    pair = PairConfig(name="distill --head", target=reference, backend="int8")
+    request = LoadRequest(pair, "cpu", "distill --head", torch.float32, "", threads, threads,
+                          progress=progress)
+    return Int8Backend().load_target(parse_ref(reference), request)

@@ -59,6 +59,14 @@ class TorchBackend:
                            options={"head_ids": vocab, "int8": int8,
                                     "quantized": quantization != "none"})
 
+    def load_head(self, path, request: LoadRequest, target: LoadedModel) -> LoadedModel:
+        """A draft head (models/head/) beside this target, in its dtype on its device."""
+        from specchat.models.head_backends import loaded_head, torch_head
+
+        runtime, head = torch_head(path, request.pair.name, target.raw, target.device,
+                                   request.dtype)
+        return loaded_head(runtime, head, target, dtype_name(request.dtype))
+
     def engine_model(self, loaded: LoadedModel, vocab_size: int, request: LoadRequest):
         return torch_adapter(loaded.raw, loaded.device, vocab_size,
                              how=TorchForward.of(request.pair), **loaded.options)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.models.config.pairs import PairConfig
-from specchat.models.config.refs import parse_ref
+from specchat.models.config.refs import head_file, parse_ref
 from specchat.models.weights import Progress, model_folder
 
 
@@ -23,7 +23,9 @@ class NgramLookup:
 
 
 def draft_folder(pair: PairConfig, progress: Progress) -> Path | str | None:
-    if not pair.draft or parse_ref(pair.draft).kind == "ngram":
+    """The draft model's folder; None for no draft, an n-gram lookup or a draft head (a file
+    of its own weights, models/head/)."""
+    if not pair.draft or parse_ref(pair.draft).kind == "ngram" or head_file(parse_ref(pair.draft)):
         return None
     return model_folder(parse_ref(pair.draft), progress)
 

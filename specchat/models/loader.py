@@ -23,7 +23,7 @@ from specchat.errors import PairError
 from specchat.models.adapters import Backends, backend_named, choose_backends
 from specchat.models.backend import LoadedModel, LoadRequest, Progress
 from specchat.models.config.pairs import PairConfig
-from specchat.models.config.refs import parse_ref
+from specchat.models.config.refs import head_file, parse_ref
 from specchat.models.device.hardware import resolve_device, resolve_dtype
 from specchat.models.device.memory import MemoryReport, memory_report, reset_peak
 from specchat.models.draft_loader import NgramLookup
@@ -114,7 +114,9 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     columns = min([target.logit_columns] + ([draft_loaded.logit_columns] if draft_loaded else []))
     model, target_label = target_backend.engine_model(target, columns, request)
     labels = {"target": target_label}
-    if draft_loaded is not None:
+    if draft_loaded is not None and draft_loaded.options.get("head"):
+        draft, labels["draft"] = head_beside(pair, draft_loaded, model, columns)
+    elif draft_loaded is not None:
         draft, labels["draft"] = backend_named(backends.draft).engine_model(draft_loaded, columns,
                                                                              request)
     reset_peak(target.device)
@@ -149,7 +151,23 @@ def load_draft(pair: PairConfig, backends: Backends, request: LoadRequest, targe
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
     progress(f"loading draft {pair.draft} ({backends.draft})")
+    if head_file(ref) is not None:
+        return None, backend_named(backends.draft).load_head(head_file(ref), request, target)
     return None, backend_named(backends.draft).load_draft(ref, request, target)
+
+
+def head_beside(pair: PairConfig, head: LoadedModel, target: CausalModel,
+                columns: int) -> tuple[CausalModel, str]:
+    """A draft head's run time and label; a `PairError` where the target's forward keeps no
+    features for it (transformers' eager forward)."""
+    from specchat.engine.protocol import FeatureSource
+
+    if not isinstance(target, FeatureSource):
+        raise PairError(f"pair '{pair.name}': the draft head {pair.draft} reads the target's "
+                        "hidden states, and this target's forward keeps none: set "
+                        "torch_forward = \"static\" (or backend = \"int8\" for a GGUF target)")
+    head.raw.vocab_size = columns
+    return head.raw, head.options["label"]
 
 
 def weights_why(target: LoadedModel, draft: LoadedModel | None) -> str:

@@ -59,6 +59,29 @@ def builtin_draft(name: str) -> Path | None:
     return folder if (folder / "specchat-draft.json").is_file() else None
 
 
+HEAD_FILE = "head.safetensors"
+"""A draft head's file (`specchat distill --head`; models/head/files.py)."""
+
+
+def builtin_head(name: str) -> Path | None:
+    """The shipped file of a built-in draft head, or None if `name` is not one."""
+    path = BUILTIN_DRAFTS_DIR / name / HEAD_FILE
+    return path if path.is_file() else None
+
+
+def head_file(ref: ModelRef) -> Path | None:
+    """The draft head file a reference names (`builtin:NAME`, a folder holding one, or a
+    .safetensors file, which only a head can be), or None where it names no head."""
+    if ref.kind == "builtin":
+        return builtin_head(ref.value)
+    path = Path(ref.value)
+    if ref.kind == "folder" and (path / HEAD_FILE).is_file():
+        return path / HEAD_FILE
+    if ref.kind == "gguf" and path.suffix == ".safetensors":
+        return path
+    return None
+
+
 def builtin_architecture(name: str) -> str | None:
     """A built-in model's architecture ("llama"; shipped drafts are llama), None if unknown."""
     if builtin_draft(name.removesuffix(".gguf")) is not None:
@@ -117,7 +140,8 @@ def parse_hf(value: str) -> ModelRef:
 
 def known_builtins() -> str:
     drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
-    names = [*BUILTINS, *SPLIT_BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts)]
+    heads = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob(f"*/{HEAD_FILE}")]
+    names = [*BUILTINS, *SPLIT_BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts), *heads]
     return ", ".join(f"builtin:{n}" for n in names)
 
 
@@ -171,6 +195,8 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
         return True, "prompt lookup, no model"
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return draft_availability(builtin_draft(ref.value))
+    if ref.kind == "builtin" and builtin_head(ref.value) is not None:
+        return True, f"{builtin_head(ref.value)} (a draft head: reads the target's features)"
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         ok, where = draft_availability(builtin_draft_gguf(ref.value))
         return ok, f"GGUF written on first use from {where}" if ok else where
