@@ -1,8 +1,9 @@
-"""`specchat distill`: train a small draft for a target on the target's own answers.
+"""`specchat distill`: train a small draft for a target on the target's own answers; with
+`--head`, a draft head that reads the target's hidden states (EAGLE).
 
 Builds the options, shows progress on stderr (a bar with rate and ETA on a terminal,
-plain lines otherwise: tokens/s, loss, held-out acceptance) and prints where the
-draft went and how to use it. The work itself is in `specchat.distill`.
+plain lines with the ETA otherwise: tokens/s, loss, held-out acceptance) and prints where
+the draft went and how to use it. The work itself is in `specchat.distill`.
 """
 
 from __future__ import annotations
@@ -24,18 +25,21 @@ from specchat.commands.export_gguf import report, type_option
               help="Folder for the draft, teacher data and checkpoints.")
 @click.option("--layers", type=click.IntRange(min=1), default=2, show_default=True,
               help="Draft layers (copies of the target's first N-1 layers and its last).")
-@click.option("--vocab", type=click.IntRange(min=0), default=8192, show_default=True,
-              help="Output vocabulary: the N most frequent answer tokens (0 = all).")
-@click.option("--tokens", type=click.IntRange(min=1), default=40_000, show_default=True,
-              help="Answer tokens of teacher data the target generates.")
+@click.option("--vocab", type=click.IntRange(min=0), default=None,
+              help="Output vocabulary: the N most frequent answer tokens (0 = all) "
+                   "[default: 8192; 16384 with --head].")
+@click.option("--tokens", type=click.IntRange(min=1), default=None,
+              help="Answer tokens of teacher data the target generates "
+                   "[default: 40000; 150000 with --head].")
 @click.option("--prompts", type=click.Path(path_type=Path, dir_okay=False),
               help="Prompt set (.jsonl with a \"prompt\" field, or one per line); "
                    "default: the built-in set.")
-@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Training steps.")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Training steps [default: 1000; 1500 with --head].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Answers per training step.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Peak learning rate [default: 0.001; 0.0005 with --head].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True,
               help="Longest teacher answer.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=50, show_default=True)
@@ -52,27 +56,48 @@ from specchat.commands.export_gguf import report, type_option
 @click.option("--teacher-batch", type=click.IntRange(min=1), default=64, show_default=True,
               help="Answers the target generates at once for the teacher data.")
 @click.option("--teacher-only", is_flag=True,
-              help="Only generate the teacher data (DIR/teacher/shard-*.pt), no training: shards "
-                   "of several runs side by side in one DIR/teacher are trained on together.")
+              help="Only generate the teacher data (DIR/teacher/shard-*.pt; with --head the "
+                   "features, DIR/features/), no training: shards of several runs side by side "
+                   "in one folder are trained on together.")
+@click.option("--head", is_flag=True,
+              help="Train a draft head that reads the target's hidden states (EAGLE) instead of "
+                   "a small draft model; the target is a GGUF file, run on the int8 backend.")
+@click.option("--width", type=click.IntRange(min=16), default=4096, show_default=True,
+              help="With --head: the head's MLP width.")
+@click.option("--passes", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --head: draft steps unrolled in training (each reads the last's guess).")
+@click.option("--streams", type=click.IntRange(min=1), default=16, show_default=True,
+              help="With --head: answers the target generates at once.")
 @click.option("--gguf", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE.gguf",
               help="Also write the trained draft as a GGUF file for llama.cpp (needs a GGUF target).")
 @type_option
-def distill(target: str, out: Path, layers: int, vocab: int, tokens: int, prompts: Path | None,
-            steps: int, batch_size: int, lr: float, max_new_tokens: int, checkpoint_every: int,
-            device: str, seed: int, threads: int | None, resume: bool, init_from: Path | None,
-            int8: bool, teacher_batch: int, teacher_only: bool, gguf: Path | None,
-            gguf_type: str | None):
+def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int | None,
+            prompts: Path | None, steps: int | None, batch_size: int, lr: float | None,
+            max_new_tokens: int, checkpoint_every: int, device: str, seed: int,
+            threads: int | None, resume: bool, init_from: Path | None, int8: bool,
+            teacher_batch: int, teacher_only: bool, head: bool, width: int, passes: int,
+            streams: int, gguf: Path | None, gguf_type: str | None):
     """Train a small draft for a target by self-distillation on the target's own answers."""
-    if gguf:
-        check_gguf_export(target, gguf)
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    from specchat.distill.run import Callbacks, DistillOptions, run_distill
     from specchat.distill.train import TrainSettings
 
-    settings = TrainSettings(steps=steps, batch_size=batch_size, lr=lr,
+    if head:
+        settings = TrainSettings(steps=steps or 1500, batch_size=batch_size, lr=lr or 5e-4,
+                                 checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
+        from specchat.distill.head_run import HeadOptions
+
+        return distill_head(HeadOptions(
+            target, out, tokens or 150_000, prompts, 16384 if vocab is None else vocab or None,
+            width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings))
+    if gguf:
+        check_gguf_export(target, gguf)
+    from specchat.distill.run import Callbacks, DistillOptions, run_distill
+
+    vocab, tokens = 8192 if vocab is None else vocab, tokens or 40_000
+    settings = TrainSettings(steps=steps or 1000, batch_size=batch_size, lr=lr or 1e-3,
                              checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
     options = DistillOptions(target, out, layers, vocab or None, tokens, prompts, device, seed,
                              resume, max_new_tokens, teacher_batch, teacher_only, init_from=init_from,
@@ -96,6 +121,34 @@ def distill(target: str, out: Path, layers: int, vocab: int, tokens: int, prompt
         report(export_draft(out, gguf, None, gguf_type))
 
 
+def distill_head(options) -> None:
+    """`distill --head`: collect the target's features, train the head, say how to use it."""
+    from specchat.distill.head_run import HeadCallbacks, run_head
+
+    shown = DistillProgress()
+    try:
+        summary = run_head(options, HeadCallbacks(shown.message, shown.generated, shown.head_trained))
+    finally:
+        shown.done()
+    out = options.out
+    if options.features_only:
+        click.echo(f"features: {summary['answer_tokens']} answer tokens in {summary['samples']} "
+                   f"answers under {out / 'features'}")
+        return
+    click.echo(f"head: {out / 'head.safetensors'} ({summary['parameters'] / 1e6:.1f} M parameters, "
+               f"output vocabulary {summary['vocab']}); best held-out τ estimate at k = 4 "
+               f"{summary['best_tau']:.2f}; features {summary['collect_s'] / 60:.1f} min, "
+               f"training {summary['train_s'] / 60:.1f} min")
+    click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml whose target is "
+               f"{options.target}")
+
+
+def clock(seconds: float) -> str:
+    """h:mm:ss."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
 def check_gguf_export(target: str, gguf: Path) -> None:
     """Before training: `--gguf` needs a GGUF target and a .gguf file name."""
     from specchat.models.gguf.drafts import check_out, gguf_target
@@ -114,6 +167,7 @@ class DistillProgress:
         self.console = stderr_console()
         self.acceptance = None
         self.generation_start: tuple[int, float] | None = None
+        self.training_start: tuple[int, float] | None = None
         self.phase: str | None = None
         self.bar = None
 
@@ -127,7 +181,9 @@ class DistillProgress:
             self.generation_start = (done, time.perf_counter())
         first, since = self.generation_start
         rate = (done - first) / max(time.perf_counter() - since, 1e-9)
-        self.enter("teacher tokens", total, None, done).update(done, f"{rate:.1f} tok/s")
+        bar = self.enter("teacher tokens", total, None, done)
+        left = "" if bar.progress is not None or rate <= 0 else f"  ETA {clock(max(0, total - done) / rate)}"
+        bar.update(done, f"{rate:.1f} tok/s{left}")
 
     def trained(self, progress: Any) -> None:
         if progress.heldout_acceptance is not None:
@@ -136,6 +192,27 @@ class DistillProgress:
         bar = self.enter("training step", progress.steps, "step", progress.step)
         bar.update(progress.step, f"{progress.tokens_per_s:.0f} tok/s  loss {progress.loss:.3f}  "
                                   f"held-out acceptance {held}")
+
+    def head_trained(self, progress: Any) -> None:
+        if progress.acceptance is not None:
+            rates = "/".join(f"{a:.2f}" for a in progress.acceptance)
+            self.acceptance = f"{rates} (τ at k = 4 ≈ {progress.tau:.2f})"
+        held = self.acceptance or "-"
+        bar = self.enter("training step", progress.steps, "step", progress.step)
+        bar.update(progress.step, f"{progress.tokens_per_s:.0f} tok/s  loss {progress.loss:.3f}  "
+                                  f"held-out acceptance per draft {held}{self.eta(bar, progress)}")
+
+    def eta(self, bar, progress: Any) -> str:
+        """A plain line's ETA, from the steps of this run so far (a bar shows its own)."""
+        if bar.progress is not None:
+            return ""
+        first, since = self.training_start or (progress.step, time.perf_counter())
+        self.training_start = (first, since)
+        done = progress.step - first
+        if done <= 0:
+            return ""
+        left = (time.perf_counter() - since) / done * (progress.steps - progress.step)
+        return f"  ETA {clock(left)}"
 
     def enter(self, phase: str, total: int, unit: str | None, start: int):
         if self.phase != phase:

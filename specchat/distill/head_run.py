@@ -1,0 +1,183 @@
+"""One `specchat distill --head` run: collect the target's features, train a head, save it.
+
+The output folder holds the head (`head.safetensors`, rewritten whenever the held-out τ
+estimate improves), the feature shards (`features/`), `checkpoint.pt` and `run.json` (the
+settings and the output vocabulary chosen at the start, reused on `--resume`). The target
+runs on the int8 backend only while features are missing; training reads the target's
+embedding and output rows from its int8 conversion (a memory-mapped file), never the
+target itself. Knows nothing about click; reports progress through callbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specchat.distill import head_data, head_train
+from specchat.distill.run import check_out_folder
+from specchat.distill.teacher import read_prompts
+from specchat.distill.train import TrainSettings
+from specchat.errors import UsageError
+from specchat.models.head.files import HEAD_FILE, save_head
+from specchat.models.head.network import HeadNetwork, HeadShape
+
+PROMPT_FILES = ("prompts.jsonl", "prompts-more.jsonl")
+"""The packaged prompt sets a head trains on by default (specchat/distill/)."""
+
+
+@dataclass
+class HeadOptions:
+    """The command's options for a head."""
+
+    target: str
+    out: Path
+    tokens: int = 150_000
+    """Answer tokens of the target's own answers to collect features for."""
+    prompts: Path | None = None
+    """A prompt file; None: every packaged set (PROMPT_FILES)."""
+    vocab: int | None = 16384
+    """Output vocabulary: the N most frequent answer tokens; None keeps the target's."""
+    width: int = 4096
+    """The head's MLP width."""
+    passes: int = 3
+    """Draft steps unrolled in training (head_train's training-time test)."""
+    streams: int = 16
+    """Answers the target generates at once."""
+    max_new_tokens: int = 128
+    seed: int = 0
+    resume: bool = False
+    threads: int | None = None
+    features_only: bool = False
+    train: TrainSettings = field(default_factory=lambda: TrainSettings(
+        steps=1500, batch_size=8, lr=5e-4, checkpoint_every=50, eval_every=50))
+
+
+@dataclass
+class HeadCallbacks:
+    message: Callable[[str], None] = lambda text: None
+    generated: Callable[[int, int], None] = lambda done, total: None
+    trained: Callable[[head_train.HeadProgress], None] = lambda progress: None
+
+
+def packaged_prompts() -> list[str]:
+    folder = Path(__file__).parent
+    return [p for name in PROMPT_FILES for p in read_prompts(folder / name)]
+
+
+def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -> dict:
+    """Run (or resume) the training of a head; returns a summary for the report."""
+    from specchat.models.config.refs import parse_ref
+    from specchat.models.gguf.drafts import gguf_file
+    from specchat.models.int8.convert import converted
+
+    out = Path(options.out)
+    check_out_folder(out, options.resume)
+    path = gguf_file(parse_ref(options.target), callbacks.message)
+    if path is None:
+        raise UsageError(f"--head needs a GGUF target (its features come from the int8 backend), "
+                         f"and {options.target} is not one")
+    started = time.perf_counter()
+    collect_features(options, callbacks)
+    collect_s = time.perf_counter() - started
+    samples = head_data.load_shards(out / "features")
+    summary = {"samples": len(samples), "answer_tokens": head_data.answer_tokens(samples),
+               "collect_s": collect_s}
+    if options.features_only:
+        return summary | {"features_only": True}
+    found = converted(path, callbacks.message)
+    settings = load_or_save_run(out, options, samples, found)
+    vocab = settings["vocab"]
+    tables = int8_tables(found.tensors, vocab)
+    network = HeadNetwork(HeadShape(**settings["shape"]))
+    best = train(network, tables, samples, vocab, options, callbacks)
+    return summary | {"vocab": len(vocab), "parameters": network.parameter_count,
+                      "train_s": time.perf_counter() - started - collect_s, "best_tau": best}
+
+
+def collect_features(options: HeadOptions, callbacks: HeadCallbacks) -> None:
+    """The target's answers and features until the shards hold `tokens` answer tokens."""
+    folder = Path(options.out) / "features"
+    if folder.exists() and head_data.answer_tokens(head_data.load_shards(folder)) >= options.tokens:
+        return
+    from specchat.models.backend_int8 import open_int8_target
+    from specchat.models.int8.batched import Int8Batch
+
+    prompts = read_prompts(options.prompts) if options.prompts else packaged_prompts()
+    loaded = open_int8_target(options.target, options.threads, callbacks.message)
+    callbacks.message(f"the target answers {len(prompts)} prompts, {options.streams} at a time, "
+                      f"until {options.tokens} answer tokens have their features")
+    head_data.generate_shards(Int8Batch(loaded.raw, options.streams), loaded.tokenizer,
+                              set(loaded.eos), prompts, folder, options.tokens,
+                              options.max_new_tokens, options.seed, callbacks.generated)
+
+
+def load_or_save_run(out: Path, options: HeadOptions, samples, found) -> dict:
+    """The run's settings; the vocabulary and the head's shape are chosen once and kept."""
+    path = out / "run.json"
+    if options.resume and path.exists():
+        return json.loads(path.read_text())
+    arch = found.arch
+    shape = HeadShape(arch.hidden, arch.heads, arch.kv_heads, arch.head_dim, options.width,
+                      arch.eps, arch.rope_base, arch.qkv_bias)
+    eos = set(found.facts.eos)
+    settings = {"target": options.target, "seed": options.seed, "passes": options.passes,
+                "shape": shape.as_dict(), "train": asdict(options.train),
+                "vocab": choose_vocab(samples, options.vocab, eos, arch.vocab)}
+    path.write_text(json.dumps(settings) + "\n")
+    return settings
+
+
+def choose_vocab(samples, size: int | None, eos: set[int], full: int) -> list[int]:
+    """The `size` most frequent answer tokens, then prompt tokens, then the lowest ids; the
+    end-of-sequence ids always in. None or a size past the vocabulary: every token."""
+    if not size or size >= full:
+        return list(range(full))
+    answers, prompts = Counter(), Counter()
+    for sample in samples:
+        answers.update(sample.ids[sample.prompt_len:].tolist())
+        prompts.update(sample.ids[:sample.prompt_len].tolist())
+    order = sorted(set(answers) | set(prompts), key=lambda t: (-answers[t], -prompts[t], t))
+    chosen = set(sorted(eos & set(range(full)))[:size])
+    for token in [*order, *range(full)]:
+        if len(chosen) >= size:
+            break
+        chosen.add(token)
+    return sorted(chosen)
+
+
+def int8_tables(tensors: dict[str, torch.Tensor], vocab: list[int]) -> head_train.Tables:
+    """The target's embedding (its int8 rows, looked up and scaled per batch) and its output
+    rows of `vocab` (float32), from the int8 conversion."""
+    rows, scale = tensors["embed.rows"], tensors["embed.scale"]
+    ids = torch.tensor(vocab, dtype=torch.long)
+    output = tensors["head.rows"][ids].float() * tensors["head.scale"][ids].float()[:, None]
+
+    def embed(tokens: torch.Tensor) -> torch.Tensor:
+        return rows[tokens].float() * scale[tokens].float().unsqueeze(-1)
+
+    return head_train.Tables(embed, output)
+
+
+def train(network: HeadNetwork, tables, samples, vocab: list[int], options: HeadOptions,
+          callbacks: HeadCallbacks) -> float:
+    out = Path(options.out)
+    options.train.seed = options.seed
+
+    def on_best(acceptance: list[float]) -> None:
+        info = {"heldout_acceptance": [round(a, 4) for a in acceptance],
+                "heldout_tau_k4": round(head_train.estimated_tau(acceptance), 3),
+                "answer_tokens": head_data.answer_tokens(samples), "samples": len(samples),
+                "seed": options.seed, "passes": options.passes}
+        save_head(network, vocab, options.target, info, out / HEAD_FILE)
+
+    callbacks.message(f"training a head ({network.parameter_count / 1e6:.1f} M parameters, "
+                      f"output vocabulary {len(vocab)}) on {len(samples)} answers")
+    run = head_train.HeadTraining(options.train, options.passes, out / "checkpoint.pt", on_best,
+                                  callbacks.trained, options.resume)
+    return head_train.train_head(network, tables, samples, run)

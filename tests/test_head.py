@@ -1,0 +1,280 @@
+"""`specchat distill --head` end to end on a tiny random Qwen2 GGUF target: training runs,
+resumes where it stopped without collecting a feature twice, and writes a head file that
+holds only the head's own weights; the head drafts through the normal loader on the int8
+backend and on torch's static forward (forced on the CPU), losslessly (greedy identity with
+target-only decoding, χ² on sampled tokens it drafted); and a damaged or foreign head file is
+a one-line error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from specchat.models.backend_int8 import int8_support
+
+pytestmark = pytest.mark.skipif(not int8_support().usable, reason=int8_support().why)
+
+from specchat.chat.decoding import drafter_for  # noqa: E402
+from specchat.cli import main  # noqa: E402
+from specchat.engine import Decoder, HeadDrafter, Round, SamplingParams, Settings  # noqa: E402
+
+PROMPTS = ["Say hello.", "Count to five.", "Write code.", "Tell a story.", "Name a colour.",
+           "Describe the sea.", "Add two numbers.", "Sort a list."]
+HEAD_VOCAB = 48
+
+
+def head_args(target: Path, out: Path, prompts: Path, steps: int, *extra: str) -> list[str]:
+    return ["distill", "--head", "--target", str(target), "--out", str(out), "--vocab",
+            str(HEAD_VOCAB), "--tokens", "120", "--prompts", str(prompts), "--steps", str(steps),
+            "--batch-size", "2", "--max-new-tokens", "16", "--checkpoint-every", "3",
+            "--width", "32", "--passes", "2", "--streams", "3", "--lr", "3e-3", "--seed", "1",
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict:
+    """The tiny Qwen2 as a GGUF file and as a transformers folder, and a prompt file."""
+    from tiny import build_tokenizer
+    from tiny_gguf import build_qwen2, write_qwen2_gguf
+
+    root = tmp_path_factory.mktemp("head")
+    tokenizer = build_tokenizer()
+    model = build_qwen2(len(tokenizer), eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    folder = root / "qwen2"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    prompts = root / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS) + "\n")
+    return {"gguf": write_qwen2_gguf(model, tokenizer, root / "qwen2.gguf"), "folder": folder,
+            "prompts": prompts, "root": root}
+
+
+@pytest.fixture(scope="module")
+def trained(files) -> Path:
+    out = files["root"] / "head-run"
+    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 9))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_the_head_file_holds_the_heads_own_weights_and_its_vocabulary(trained):
+    from safetensors import safe_open
+
+    with safe_open(str(trained / "head.safetensors"), framework="pt") as handle:
+        names, metadata = set(handle.keys()), handle.metadata()
+        assert handle.get_tensor("fc.rows").dtype == torch.int8
+        assert len(handle.get_tensor("vocab")) == HEAD_VOCAB
+    assert not any("embed" in n and "norm" not in n for n in names)  # the target's: shared
+    info = json.loads(metadata["info"])
+    assert len(info["heldout_acceptance"]) == 2 and info["answer_tokens"] >= 120
+    assert json.loads((trained / "run.json").read_text())["shape"]["intermediate"] == 32
+
+
+def interrupted_after(train, step: int):
+    """`head_train.train_head` that raises KeyboardInterrupt (as Ctrl-C would) once `step`
+    is reported."""
+    def stopping(network, tables, samples, run):
+        report = run.report
+
+        def report_then_stop(progress):
+            report(progress)
+            if progress.step == step:
+                raise KeyboardInterrupt
+
+        run.report = report_then_stop
+        return train(network, tables, samples, run)
+
+    return stopping
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(files, trained, tmp_path, monkeypatch):
+    from specchat.distill import head_data, head_train
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert CliRunner().invoke(main, head_args(files["gguf"], straight, files["prompts"], 9)).exit_code == 0
+    original = head_train.train_head
+    monkeypatch.setattr(head_train, "train_head", interrupted_after(original, step=6))
+    result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9))
+    assert result.exit_code == 130, result.output  # Ctrl-C
+    assert torch.load(resumed / "checkpoint.pt")["step"] == 6
+    shards = {p.name: p.stat().st_mtime_ns for p in (resumed / "features").iterdir()}
+    monkeypatch.setattr(head_train, "train_head", original)
+    result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9))
+    assert result.exit_code != 0 and "--resume" in result.output  # never a silent restart
+    monkeypatch.setattr(head_data, "answers", lambda *a, **k: pytest.fail("features collected twice"))
+    result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9,
+                                                "--resume"))
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.stat().st_mtime_ns for p in (resumed / "features").iterdir()} == shards
+    one, two = (torch.load(p / "checkpoint.pt") for p in (straight, resumed))
+    assert two["step"] == 9 and one["head"].keys() == two["head"].keys()
+    assert all(torch.equal(one["head"][n], two["head"][n]) for n in one["head"])
+
+
+def pair_toml(files, trained, root: Path) -> Path:
+    toml = root / "head.toml"
+    toml.write_text(f'''default = "int8"
+[pairs.int8]
+target = "{files['gguf']}"
+draft = "{trained}"
+k = 3
+backend = "int8"
+
+[pairs.torch]
+target = "{files['folder']}"
+draft = "{trained / 'head.safetensors'}"
+k = 3
+backend = "torch"
+torch_forward = "static"
+dtype = "float32"
+
+[pairs.eager]
+target = "{files['folder']}"
+draft = "{trained}"
+backend = "torch"
+torch_forward = "eager"
+dtype = "float32"
+''')
+    return toml
+
+
+@pytest.fixture(scope="module")
+def loaded(files, trained, tmp_path_factory):
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    toml, cache = pair_toml(files, trained, tmp_path_factory.mktemp("pairs")), {}
+
+    def load(name: str):
+        if name not in cache:
+            cache[name] = load_pair(load_catalog(toml).get(name))
+        return cache[name]
+
+    return load
+
+
+def committed(decoder: Decoder, prompt, settings, n, generator=None):
+    rounds = [e for e in decoder.generate(prompt, settings, n, generator) if isinstance(e, Round)]
+    return [t for r in rounds for t in r.committed], rounds
+
+
+PROMPT = [5, 17, 42, 99, 7, 250, 13, 64, 128, 31]
+
+
+@pytest.mark.parametrize("name", ["int8", "torch"])
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_greedy_with_the_trained_head_equals_target_only(loaded, name, k):
+    pair = loaded(name)
+    assert "head" in pair.backends["draft"] and isinstance(drafter_for(pair), HeadDrafter)
+    plain, _ = committed(Decoder(pair.target, None, set()), PROMPT, Settings(k=0), 40)
+    spec, rounds = committed(Decoder(pair.target, drafter_for(pair), set()), PROMPT,
+                             Settings(k=k), 40)
+    assert spec == plain
+    assert all(r.drafted for r in rounds[1:-1]) and any(r.accepted for r in rounds)
+
+
+def test_the_static_forward_keeps_the_final_hidden_states_of_every_token_fed(files):
+    from transformers import AutoModelForCausalLM
+
+    from specchat.models.torch_backend.adapter import static_adapter
+
+    model = AutoModelForCausalLM.from_pretrained(files["folder"], dtype=torch.float32)
+    static = static_adapter(model, compile_steps=False)
+    static.reset()
+    static.forward(torch.tensor(PROMPT[:6]))
+    static.forward(torch.tensor(PROMPT[6:]), keep=2)
+    want = model.model(torch.tensor([PROMPT])).last_hidden_state[0]
+    torch.testing.assert_close(static.features, want[6:], rtol=1e-4, atol=1e-4)
+
+
+def test_a_target_forward_that_keeps_no_features_is_one_line(loaded):
+    from specchat.errors import PairError
+
+    with pytest.raises(PairError, match="torch_forward"):
+        loaded("eager")
+
+
+def test_sampled_tokens_the_head_drafted_follow_the_target_distribution(loaded):
+    """Answers of three tokens at temperature 1: the first round is a plain step (the target
+    has not read the prompt), the second drafts; given the commonest first token, the second
+    (a draft the target kept, or its correction) follows the target's distribution there."""
+    from specchat.engine.sampling import to_probs
+    from test_llamacpp import chi2_pvalue
+
+    pair = loaded("int8")
+    params, runs, generator = SamplingParams(temperature=1.0), 1200, torch.Generator().manual_seed(2)
+    decoder = Decoder(pair.target, drafter_for(pair), set())
+    answers, drafted = [], 0
+    for _ in range(runs):
+        tokens, rounds = committed(decoder, PROMPT, Settings(k=2, sampling=params), 3, generator)
+        answers.append(tokens)
+        drafted += sum(r.drafted for r in rounds)
+    first = max(set(a[0] for a in answers), key=[a[0] for a in answers].count)
+    counts = torch.zeros(pair.target.vocab_size)
+    for tokens in answers:
+        if tokens[0] == first:
+            counts[tokens[1]] += 1
+    pair.target.reset()
+    probs = to_probs(pair.target.forward(torch.tensor(PROMPT + [first]))[-1], params)
+    assert drafted > runs // 2 and counts.sum() > 100
+    assert chi2_pvalue(counts, probs) > 1e-3
+
+
+def test_a_damaged_head_file_is_one_line_naming_it(trained, tmp_path):
+    from specchat.errors import ModelNotFound
+    from specchat.models.head.files import load_head
+
+    damaged = tmp_path / "head.safetensors"
+    whole = (trained / "head.safetensors").read_bytes()
+    damaged.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ModelNotFound, match="head.safetensors") as error:
+        load_head(damaged)
+    assert "\n" not in str(error.value) and "truncated or corrupt" in str(error.value)
+    damaged.write_bytes(b"\x00" * 64)
+    with pytest.raises(ModelNotFound, match="truncated or corrupt"):
+        load_head(damaged)
+
+
+def test_a_safetensors_file_that_is_no_head_is_one_line(tmp_path):
+    from safetensors.torch import save_file
+
+    from specchat.errors import ModelNotFound
+    from specchat.models.head.files import load_head
+
+    other = tmp_path / "model.safetensors"
+    save_file({"w": torch.zeros(2)}, str(other))
+    with pytest.raises(ModelNotFound, match="not a specchat draft head"):
+        load_head(other)
+
+
+def test_a_head_for_another_target_is_one_line(files, trained, tmp_path):
+    from tiny import build_tokenizer
+    from tiny_gguf import build_qwen2, write_qwen2_gguf
+
+    from specchat.errors import PairError
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    tokenizer = build_tokenizer()
+    wide = build_qwen2(len(tokenizer), hidden=96, eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    other = write_qwen2_gguf(wide, tokenizer, tmp_path / "wide.gguf")
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'[pairs.p]\ntarget = "{other}"\ndraft = "{trained}"\nbackend = "int8"\n')
+    with pytest.raises(PairError, match="96 wide"):
+        load_pair(load_catalog(toml).get("p"))
+
+
+def test_a_head_beside_a_llamacpp_target_is_refused_in_one_line(files, trained, tmp_path):
+    from specchat.errors import PairError
+    from specchat.models.adapters import choose_backends
+    from specchat.models.config.pairs import load_catalog
+
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'[pairs.p]\ntarget = "{files["gguf"]}"\ndraft = "{trained}"\n'
+                    'backend = "llama.cpp"\n')
+    with pytest.raises(PairError, match="int8 and torch backends"):
+        choose_backends(load_catalog(toml).get("p"), "cpu")
