@@ -5,6 +5,7 @@ the KV cache in llama.cpp's f16); a torch model from its safetensors headers or
 config.json, in the dtype or quantization the pair loads it in. Sizes are
 models/device/estimate.py's; which backend runs each model is models/adapters.py's
 choice. Also the draft's expected acceptance, where `specchat distill` recorded it.
+A draft head is sized from its file's header, with the target's output rows it multiplies.
 Imports no transformers (the models layer does).
 """
 
@@ -57,6 +58,7 @@ class PairFacts:
 def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
     """Sizes, context and the draft's acceptance of `pair` on this machine."""
     from specchat.models.adapters import GGUF_BACKENDS, backend_named, choose_backends
+    from specchat.models.config.refs import head_file, parse_ref
     from specchat.models.device.hardware import dtype_name, resolve_device, resolve_dtype
 
     device, why = resolve_device(pair.device)
@@ -73,7 +75,8 @@ def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
     header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"
     target, context = target_facts(pair, backends.target, dtype, device, progress)
     draft, folder = draft_facts(pair, backends.draft, dtype, progress)
-    alpha, alpha_why = expected_alpha(folder)
+    head = head_file(parse_ref(pair.draft)) if pair.draft else None
+    alpha, alpha_why = head_alpha(head) if head is not None else expected_alpha(folder)
     unknown = "" if target is not None else ("an unreadable GGUF header" if gguf
                                              else "no safetensors or config.json")
     return PairFacts(header, device, target, draft, context, why if gguf else None, alpha,
@@ -103,7 +106,10 @@ def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Ca
     from specchat.models.draft_loader import draft_folder
 
     from specchat.models.adapters import GGUF_BACKENDS
+    from specchat.models.config.refs import head_file
 
+    if pair.draft and head_file(parse_ref(pair.draft)) is not None:
+        return head_model_facts(pair.draft, head_file(parse_ref(pair.draft)), backend, dtype), None
     if backend in GGUF_BACKENDS:
         return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress,
                           int8=backend == "int8")[0], None
@@ -159,6 +165,25 @@ def torch_facts(role: str, ref: str, folder: Path | str, dtype: str | None,
                       size.source)
 
 
+def head_model_facts(ref: str, path: Path, backend: str | None, dtype) -> ModelFacts:
+    """A draft head's facts: what a draft step reads is its own weights and the target's output
+    rows of its vocabulary (int8 on the int8 backend, `dtype` on torch); its KV cache is one
+    layer's."""
+    import torch
+
+    from specchat.models.head.files import head_facts
+
+    facts = head_facts(path)
+    shape = facts.shape
+    parameters = facts.parameters + facts.vocab * shape.hidden
+    element = 1 if backend == "int8" else torch.empty((), dtype=dtype).element_size()
+    kv_element = 4 if backend == "int8" else element
+    return ModelFacts("draft", ref, parameters, parameters * element,
+                      2 * shape.kv_heads * shape.head_dim * kv_element,
+                      f"draft head: its own {facts.parameters / 1e6:.1f} M parameters and "
+                      f"{facts.vocab} of the target's output rows")
+
+
 def facts_line(facts: ModelFacts, context: int) -> str:
     count = facts.label or f"{facts.parameters / 1e6:.1f}M"
     return (f"{facts.role:<6} {facts.ref}: {count} parameters, weights "
@@ -169,6 +194,22 @@ def facts_line(facts: ModelFacts, context: int) -> str:
 def size_text(size: int) -> str:
     """MiB under a GiB, GiB above."""
     return f"{size / (1 << 20):.1f} MiB" if size < 1 << 30 else f"{size / (1 << 30):.2f} GiB"
+
+
+def head_alpha(path: Path) -> tuple[float | None, str]:
+    """The per-token acceptance α whose geometric rounds give the τ at k = 4 a head's training
+    measured on held-out answers (theory.py's model has one α; a head's falls with depth)."""
+    from specchat.engine.theory import expected_tokens_per_round
+    from specchat.models.head.files import head_facts
+
+    tau = head_facts(path).info.get("heldout_tau_k4")
+    if not tau:
+        return None, ""
+    low, high = 0.0, 0.999
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if expected_tokens_per_round(middle, 4) < tau else (low, middle)
+    return low, f"from the head's held-out τ {tau:.2f} at k = 4"
 
 
 def expected_alpha(folder: Path | str | None) -> tuple[float | None, str]:

@@ -61,5 +61,16 @@ def model_state(model: dict) -> str:
 
 
 def drafter(draft: str | None) -> str:
-    """What proposes the drafts: a draft model, prompt lookup (ngram), or none."""
-    return "none" if not draft else ("ngram" if draft == "ngram" else "model")
+    """What proposes the drafts: a draft model, a draft head over the target's features,
+    prompt lookup (ngram), or none."""
+    if not draft:
+        return "none"
+    if draft == "ngram":
+        return "ngram"
+    from specchat.errors import SpecchatError
+    from specchat.models.config.refs import head_file, parse_ref
+
+    try:
+        return "head" if head_file(parse_ref(draft)) is not None else "model"
+    except SpecchatError:
+        return "model"

@@ -140,19 +140,48 @@ def extended(points: dict[int, float], width: int) -> float:
     return points[min(w for w in points if w > width)]
 
 
+class HeadStepTimer:
+    """One-row steps of a draft head after `context` (its rows read zero features: the cost
+    does not depend on their values), for timing; warmed up like `StepTimer`."""
+
+    def __init__(self, head, context: list[int], warmup: int = WARMUP_STEPS):
+        import torch
+
+        self.head = head
+        ids = torch.tensor(context, device=head.device)
+        head.reset()
+        head.forward(torch.zeros(len(context), head.hidden_size, device=head.device), ids)
+        self.base = head.cache_length
+        self.feature = torch.zeros(1, head.hidden_size, device=head.device)
+        self.token = ids[-1:]
+        for _ in range(warmup):
+            self.step()
+
+    def step(self) -> None:
+        self.head.forward(self.feature, self.token, keep=1)
+        self.head.crop(self.base)
+
+    def seconds(self, repeats: int, clock: Clock = time.perf_counter) -> float:
+        return median_seconds(self.step, repeats, self.head.device, clock)
+
+
 def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | None:
-    """seconds(repeats, clock) per drafted token for `drafter` (a draft model, warmed up
-    after its prefill, or an n-gram lookup of the longest draft, K_MAX tokens, over its
-    length); None for no drafter."""
+    """seconds(repeats, clock) per drafted token for `drafter` (a draft model or a draft
+    head, warmed up after its prefill, or an n-gram lookup of the longest draft, K_MAX
+    tokens, over its length); None for no drafter."""
     import torch
 
     from specchat.engine.drafters import ModelDrafter
+    from specchat.engine.head_drafter import HeadDrafter
 
     if drafter is None:
         return None
     if isinstance(drafter, ModelDrafter):
         timer = StepTimer(drafter.model, context, widths=(1,))
         return lambda repeats, clock: timer.seconds(1, repeats, clock)
+    if isinstance(drafter, HeadDrafter):
+        head_timer = HeadStepTimer(drafter.head, context)
+        return lambda repeats, clock: head_timer.seconds(repeats, clock)
     sequence = torch.tensor(context * 4)
     propose = lambda: drafter.propose(sequence, K_MAX, SamplingParams(), None)
     return lambda repeats, clock: median_seconds(propose, repeats, sequence.device, clock) / K_MAX
