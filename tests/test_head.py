@@ -278,3 +278,27 @@ def test_a_head_beside_a_llamacpp_target_is_refused_in_one_line(files, trained, 
                     'backend = "llama.cpp"\n')
     with pytest.raises(PairError, match="int8 and torch backends"):
         choose_backends(load_catalog(toml).get("p"), "cpu")
+
+
+def test_pairs_check_sizes_the_head_and_measures_its_step_like_any_drafts(loaded, files, trained,
+                                                                         tmp_path):
+    """Sized from its header (its own weights and the output rows it multiplies), its α from
+    its held-out τ, and with --measure its draft step c timed on the loaded pair."""
+    import re
+
+    from specchat.commands.pair_list import drafter
+    from specchat.models.head.files import head_facts
+
+    toml = pair_toml(files, trained, tmp_path)
+    result = CliRunner().invoke(main, ["pairs", "--config", str(toml), "--check", "int8"])
+    assert result.exit_code == 0, result.output
+    facts = head_facts(trained)
+    count = facts.parameters + HEAD_VOCAB * facts.shape.hidden
+    assert re.search(rf"draft .*: {count / 1e6:.1f}M parameters, weights {count / (1 << 20):.1f} MiB",
+                     result.output)
+    assert "held-out τ" in result.output and drafter(str(trained)) == "head"
+    measured = CliRunner().invoke(main, ["pairs", "--config", str(toml), "--check", "int8",
+                                         "--measure"])
+    assert measured.exit_code == 0, measured.output
+    c = float(re.search(r"draft step c = (\d+\.\d\d)", measured.output).group(1))
+    assert c > 0  # timed (on a tiny target, a head costs about as much as it), not a free lookup

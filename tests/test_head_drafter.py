@@ -92,15 +92,38 @@ def test_the_cache_test_fails_when_guessed_rows_are_kept(monkeypatch):
         test_the_heads_cache_holds_real_features_of_committed_tokens_only(3)
 
 
+def forwards_and_rounds(drafter_class) -> tuple[list[int], list[Round], TableHead]:
+    target = FeatureTableModel(seed=0)
+    head = TableHead.of(target, noise=0.8)
+    rounds = rounds_of(Decoder(target, drafter_class(head, target), set()), [3, 1, 4],
+                       Settings(k=3), 40)
+    return target.forward_calls, rounds, head
+
+
 def test_the_features_reach_the_head_with_no_extra_target_forward():
     """One target forward per round, as with any drafter: the verify's (the first round's
     carries the prompt); the head reads what those forwards kept."""
-    target = FeatureTableModel(seed=0)
-    head = TableHead.of(target, noise=0.8)
-    rounds = rounds_of(Decoder(target, HeadDrafter(head, target), set()), [3, 1, 4], Settings(k=3), 40)
-    assert len(target.forward_calls) == len(rounds)
-    assert target.forward_calls == [3] + [r.drafted + 1 for r in rounds[1:]]
+    forwards, rounds, head = forwards_and_rounds(HeadDrafter)
+    assert forwards == [3] + [r.drafted + 1 for r in rounds[1:]]
     assert len(head.forward_calls) == sum(r.drafted for r in rounds)
+
+
+class RecomputingHeadDrafter(HeadDrafter):
+    """A drafter that gets its features by running the target again over the committed
+    tokens it lacks (then rolls the target back): right drafts, wasted target work."""
+
+    def propose(self, sequence, k, params, generator, should_stop=lambda: False, committed=None):
+        start = self.source.cache_length
+        if start < sequence.shape[0] - 1:
+            self.source.forward(sequence[start:-1], keep=1)
+            self.target_fed(start)
+            self.source.crop(start)
+        return super().propose(sequence, k, params, generator, should_stop, committed)
+
+
+def test_the_forward_count_sees_a_drafter_that_runs_the_target_itself():
+    forwards, rounds, _ = forwards_and_rounds(RecomputingHeadDrafter)
+    assert forwards != [3] + [r.drafted + 1 for r in rounds[1:]]
 
 
 def test_a_long_prompts_catch_up_chunks_give_their_features_too(monkeypatch):

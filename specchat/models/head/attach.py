@@ -29,6 +29,6 @@ def check_fits(head: HeadFile, pair_name: str, hidden: int, vocab: int, where: P
 def label(head: HeadFile, weights: str) -> str:
     """e.g. "head (1 layer over the target's features, 29.1 M parameters, int8, 16384-token
     vocabulary)"."""
-    count = head.network.parameter_count / 1e6
+    count = head.parameters / 1e6
     return (f"head (1 layer over the target's features, {count:.1f} M parameters, {weights}, "
             f"{len(head.vocab)}-token vocabulary)")

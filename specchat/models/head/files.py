@@ -43,6 +43,13 @@ class HeadFile:
     rows: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     """name -> (int8 rows, float32 scales) of each linear, as stored."""
 
+    @property
+    def parameters(self) -> int:
+        """The head's own parameters, as stored (a run time may drop its float copies)."""
+        rows = sum(stored.numel() for stored, _ in self.rows.values())
+        return rows + sum(p.numel() for n, p in self.network.named_parameters()
+                          if not n.endswith(".weight") or n.split(".")[0] not in self.rows)
+
 
 def head_path(folder_or_file: Path) -> Path:
     path = Path(folder_or_file)
