@@ -144,9 +144,9 @@ def top_p_option(function: Callable):
 
 def backend_option(function: Callable):
     return click.option("--backend", type=click.Choice(BACKENDS), default=None,
-                        help="Override the pair's backend (auto: llama.cpp for a GGUF target "
-                             "when llama-cpp-python is installed, on the GPU where its build "
-                             "can offload, else on the CPU).")(function)
+                        help="Override the pair's backend (auto: for a GGUF target, int8 on a "
+                             "CPU where fbgemm runs and the pair speculates, else llama.cpp "
+                             "when installed, on the GPU where its build can offload).")(function)
 
 
 def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
