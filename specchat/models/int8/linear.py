@@ -30,6 +30,8 @@ from specchat.models.blocks.int8_rows import quantize_rows
 PIN_VALUES = (1.0, -1.0)
 """Extra input columns' values (their weights are zero): the batch's fixed range."""
 PINS = len(PIN_VALUES)
+TINY = torch.finfo(torch.float32).tiny
+"""A row's magnitude is at least this: an all-zero row divides to zeros, not NaN."""
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""
@@ -54,7 +56,8 @@ class FlatLinear:
         self.inputs, self.outputs = int(rows.shape[1]), int(rows.shape[0])
         self.bias = None if bias is None else bias.float().contiguous()
         self.reduce_range = reduce_range
-        self._buffers: dict[int, torch.Tensor] = {}
+        self._buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        """Per batch size: the pinned input buffer and its view of the input columns."""
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -71,9 +74,7 @@ class FlatLinear:
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given."""
         pinned, magnitude = self._pinned(x)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            y = torch.ops.quantized.linear_dynamic(pinned, self.packed, self.reduce_range)
+        y = torch.ops.quantized.linear_dynamic(pinned, self.packed, self.reduce_range)
         base = residual if self.bias is None else (self.bias if residual is None
                                                    else residual + self.bias)
         return y * magnitude if base is None else torch.addcmul(base, y, magnitude)
@@ -81,14 +82,15 @@ class FlatLinear:
     def _pinned(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x / its rows' largest magnitudes, beside the +1/-1 columns; those magnitudes)."""
         n = int(x.shape[0])
-        buffer = self._buffers.get(n)
-        if buffer is None:
+        kept = self._buffers.get(n)
+        if kept is None:
             buffer = pinned_buffer(n, self.inputs)
+            kept = (buffer, buffer[:, : self.inputs])
             if n <= KEPT_BUFFERS:
-                self._buffers[n] = buffer
-        magnitude = x.abs().amax(1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-        torch.div(x, magnitude, out=buffer[:, : self.inputs])
-        return buffer, magnitude
+                self._buffers[n] = kept
+        magnitude = x.abs().amax(1, keepdim=True).clamp_min_(TINY)
+        torch.div(x, magnitude, out=kept[1])
+        return kept[0], magnitude
 
 
 def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:

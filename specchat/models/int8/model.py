@@ -98,7 +98,9 @@ class Int8Model:
         self.head = head_linear(tensors, self.vocab, reduce_range)
         self.vocab_size = vocab_size or arch.vocab
         self.rope = Rope(arch.head_dim, arch.rope_base)
-        self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device)
+        self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device,
+                           token_major=True)
+        self.views = CacheViews.of(self.kv)
         self._length = 0
         self.features: torch.Tensor | None = None
         """[keep, hidden]: the last forward's final hidden states (after the last norm: what
@@ -144,7 +146,8 @@ class Int8Model:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""
         start, n = self._length, int(ids.shape[0])
         end = start + n
-        self.kv.make_room(end)
+        if self.kv.make_room(end):
+            self.views = CacheViews.of(self.kv)
         x = self.embed_rows[ids].float() * self.embed_scale[ids].unsqueeze(1)
         turns = self.rope.at(start, end)
         for index, layer in enumerate(self.layers):
@@ -154,16 +157,16 @@ class Int8Model:
 
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,
                start: int) -> torch.Tensor:
-        arch, n = self.arch, int(x.shape[0])
+        arch, n, views = self.arch, int(x.shape[0]), self.views
         qkv = layer.qkv(F.rms_norm(x, (arch.hidden,), layer.attn_norm, arch.eps))
         heads = arch.heads + arch.kv_heads
         pairs = qkv[:, : heads * arch.head_dim].view(n, heads, arch.head_dim // 2, 2)
         rotated = torch.view_as_real(torch.view_as_complex(pairs) * turns).view(n, heads, -1)
-        keys, values = self.kv.keys[index], self.kv.values[index]
-        keys[:, start:start + n] = rotated[:, arch.heads:].transpose(0, 1)
-        values[:, start:start + n] = qkv[:, heads * arch.head_dim:].view(
-            n, arch.kv_heads, arch.head_dim).transpose(0, 1)
-        attended = attend_rows(rotated[:, : arch.heads], keys, values, start, arch)
+        views.key_rows[index][start:start + n] = rotated[:, arch.heads:]
+        views.value_rows[index][start:start + n] = qkv[:, heads * arch.head_dim:].view(
+            n, arch.kv_heads, arch.head_dim)
+        attended = attend_rows(rotated[:, : arch.heads], views.key_heads[index],
+                               views.value_heads[index], start, arch)
         x = layer.o(attended, residual=x)
         gate, up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps)).chunk(2, -1)
         return layer.down(F.silu(gate).mul_(up), residual=x)
@@ -200,16 +203,34 @@ def use_threads(threads: int) -> None:
 
 def attend_rows(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int,
                 arch: Architecture) -> torch.Tensor:
-    """Attention of q [n, heads, d] at positions start.. over the cache [kv_heads, ≥ start + n, d],
-    one query row at a time (module docstring) -> [n, heads * d]. Each row is one call of
-torch's flash attention for the CPU over [1, kv_heads, group, d] queries (the group of
-query heads that share a key head), the call a single step makes."""
-    n, group = int(q.shape[0]), arch.heads // arch.kv_heads
-    grouped = q.reshape(n, 1, arch.kv_heads, group, arch.head_dim)
-    keys, values = keys.unsqueeze(0), values.unsqueeze(0)
+    """Attention of q [n, heads, d] at positions start.. over the cache (`CacheViews`' head
+    views, [1, kv_heads, capacity, d]), one query row at a time (module docstring) ->
+    [n, heads * d]. Each row is one call of torch's flash attention for the CPU over
+    [1, kv_heads, group, d] queries (the group of query heads that share a key head), the
+    call a single step makes."""
+    n = int(q.shape[0])
+    grouped = q.view(n, 1, arch.kv_heads, arch.heads // arch.kv_heads, arch.head_dim)
     rows = [F.scaled_dot_product_attention(grouped[r], keys[:, :, : start + r + 1],
                                            values[:, :, : start + r + 1]) for r in range(n)]
-    return (rows[0] if n == 1 else torch.cat(rows)).reshape(n, arch.hidden)
+    return (rows[0] if n == 1 else torch.cat(rows)).view(n, arch.hidden)
+
+
+@dataclass
+class CacheViews:
+    """Per-layer views of a token-major `KVBuffer`, made once per growth (a view costs a call
+    each time it is made): rows [capacity, kv_heads, d] to write new positions into, heads
+    [1, kv_heads, capacity, d] to attend over."""
+
+    key_rows: list[torch.Tensor]
+    value_rows: list[torch.Tensor]
+    key_heads: list[torch.Tensor]
+    value_heads: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, kv: KVBuffer) -> "CacheViews":
+        keys, values = list(kv.keys.unbind(0)), list(kv.values.unbind(0))
+        return cls(keys, values, [k.permute(1, 0, 2).unsqueeze(0) for k in keys],
+                   [v.permute(1, 0, 2).unsqueeze(0) for v in values])
 
 
 def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
