@@ -82,6 +82,10 @@ class PairConfig:
     cudagraphs or none."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
+    lookup: bool = False
+    """With a draft model: also prompt lookup, first, where the answer is copying text (a
+    match running 4 tokens or more): its continuation costs nothing, the model drafts
+    everywhere else (engine/drafters.py `LookupFirstDrafter`)."""
     threads: int = 0
     """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
     one fewer in the chat, whose screen needs a core of its own to draw on."""
@@ -185,7 +189,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 _TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
           "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
           "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
-          "description": str}
+          "description": str, "lookup": bool}
 
 
 def _typed(where: str, key: str, value):
@@ -195,6 +199,10 @@ def _typed(where: str, key: str, value):
             raise ConfigError(f"{where}: {problem}")
         return value
     expected = _TYPES[key]
+    if expected is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: '{key}' must be true or false, without quotes (got {value!r})")
+        return value
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = expected.__name__ if isinstance(expected, type) else "number"
         raise ConfigError(f"{where}: '{key}' must be a {kind}, not {value!r}")
