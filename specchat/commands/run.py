@@ -6,13 +6,14 @@ the README). The prompt is the arguments, or stdin (`-`, or no argument while st
 not a terminal), decoded as UTF-8 with U+FFFD for bytes that are not. Ctrl-C stops the
 answer within one round: the text so far stays on stdout, the statistics (or the `done`
 object, stop_reason "stopped") follow, and the exit status is 130; a second Ctrl-C
-ends it at once.
+ends it at once. Model text is untrusted: the coloured and the plain output show its
+control characters visibly (specchat/control_chars.py); `--jsonl` keeps the exact text,
+escaped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import signal
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from specchat.commands.options import (apply_overrides, argument_text, backend_o
                                        dtype_option, k_option, load_pair_config,
                                        max_new_tokens_option, pair_option, system_option,
                                        temperature_option, top_k_option, top_p_option)
+from specchat.control_chars import json_text, visible
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
@@ -189,7 +191,7 @@ class TextPrinter:
             text = Text.assemble(*(paint(s, self.colours) for s in spans))
             self.console.print(text, end="", soft_wrap=True)
         else:
-            sys.stdout.write("".join(s.text for s in spans if s.kind != "rejected"))
+            sys.stdout.write(visible("".join(s.text for s in spans if s.kind != "rejected")))
         self.console.file.flush()
 
     def finish(self, pair: Pair, session: Any) -> None:
@@ -273,7 +275,7 @@ def round_object(event: Any) -> dict:
 
 
 def emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(obj) + "\n")
     sys.stdout.flush()
 
 
