@@ -1,6 +1,8 @@
 """Modal screens: system prompt, pair picker, history browser, and the key help.
 
-Each returns its result through `dismiss`; none knows about backends or models.
+Each returns its result through `dismiss`; none knows about backends or models. Saved
+titles and models.toml's descriptions show their control characters visibly
+(specchat/control_chars.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
+from specchat.control_chars import visible
 from specchat.history.store import SavedConversation
 from specchat.tui.keys import dialog_bindings, dialog_hint, help_markdown, keymap_of
 
@@ -74,8 +77,8 @@ class PairPickerScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Static("Switch pair — it loads in the background; the current one keeps "
                          "working · " + dialog_hint("pair picker", keymap_of(self)))
-            options = [Option(Text(f"{'● ' if name == self.current else '  '}{name}  {about}"),
-                              id=name)
+            options = [Option(Text(visible(f"{'● ' if name == self.current else '  '}{name}  "
+                                           f"{about}")), id=name)
                        for name, about in self.pairs]
             yield OptionList(*options, id="pair-list")
 
@@ -95,8 +98,8 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static("History — Enter reopens · " + dialog_hint("history", keymap_of(self)))
-            options = [Option(Text(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
-                                   f"{c.title}  [{c.pair}]"), id=str(c.id))
+            options = [Option(Text(visible(f"{when(c.updated)}  {c.title}  [{c.pair}]")),
+                              id=str(c.id))
                        for c in self.conversations]
             if not options:
                 options = [Option("no saved conversations yet", disabled=True)]
@@ -112,3 +115,7 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
         option = options.get_option_at_index(options.highlighted)
         if option.id is not None:
             self.dismiss((what, int(option.id)))
+
+
+def when(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
