@@ -2,7 +2,8 @@
 
 `history` (or `history list`) lists the newest conversations, `history show ID` prints
 one as Markdown (or JSON), `history export ID` writes Markdown, JSON or the coloured
-HTML page to a file or stdout. `ID` may be `last`. The history file is opened the way the chat opens it
+HTML page to a file or stdout (into a folder that exists: a missing one is refused, never
+created). `ID` may be `last`. The history file is opened the way the chat opens it
 (history/store.py), so a newer specchat's file or a folder that cannot be read is one line
 naming the file; nothing here writes to the file. Saved text is untrusted: what reaches a
 terminal or a text file shows its control characters (specchat/control_chars.py); JSON
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from specchat.commands.options import check_output_file
 from specchat.control_chars import json_text, visible
 from specchat.errors import UsageError
 
@@ -98,12 +100,13 @@ def export(ctx: click.Context, conversation: str, history_file: Path | None, fmt
     """Export a conversation as Markdown, JSON, or an HTML page with every token in its
     fate's colour."""
     fmt = fmt or SUFFIX_FORMATS.get(output.suffix.lower() if output else "", "markdown")
+    if output is not None:
+        check_output_file("-o", output)
     text = render(load(conversation, history_file or _group_file(ctx)), fmt, theme)
     if output is None:
         click.echo(text, nl=False)
         return
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
