@@ -125,7 +125,9 @@ class AnswerDone:
 
     text: str
     stop_reason: str
-    """eos, max_tokens, stopped, or failed (out of memory or context mid-answer: `error`)."""
+    """eos, max_tokens (the length asked for), context_full (the model's context had no room
+    for more, long before that length), stopped, or failed (out of memory or context
+    mid-answer: `error`)."""
     stats: StatsSnapshot
     spans: tuple[TokenSpan, ...] = field(default=(), repr=False)
     error: str = ""

@@ -105,11 +105,12 @@ class ConversationService(Protocol):
 def describe_error(error: BaseException) -> str:
     """A one-line message for a notification, naming what to do where we can."""
     logging.getLogger(__name__).error("error shown to the user", exc_info=error)
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    from specchat.errors import SpecchatError, one_line
+
+    text = one_line(error)
     if "out of memory" in text.lower() or type(error).__name__ == "OutOfMemoryError":
         return ("out of memory: pick a smaller pair (F3), lower the answer length, "
-                f"or use a smaller dtype ({text[:120]})")
-    from specchat.errors import SpecchatError
+                f"or use a smaller dtype ({one_line(error, 120)})")
 
     if isinstance(error, SpecchatError):
         return text

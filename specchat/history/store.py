@@ -51,6 +51,8 @@ MIGRATIONS: dict[int, str] = {0: SCHEMA}
 tables are version 1's: `CREATE TABLE IF NOT EXISTS` leaves them as they are)."""
 BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another chat's write to the same file."""
+SAME_NAME_MAX = 100
+"""Copies `write_new` numbers under one name (one a second is the stamp's resolution)."""
 
 
 CORRUPT_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
@@ -109,8 +111,8 @@ def write_new(place: Path, text: str) -> Path | None:
         place.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    for n in range(1, 100):
-        candidate = place if n == 1 else place.with_name(f"{place.stem}-{n}{place.suffix}")
+    numbered = (place.with_name(f"{place.stem}-{n}{place.suffix}") for n in range(2, SAME_NAME_MAX))
+    for candidate in (place, *numbered):
         try:
             with open(candidate, "x", encoding="utf-8") as file:
                 file.write(text)
@@ -169,7 +171,8 @@ class SavedTurn:
     role: str
     text: str
     status: str = "done"
-    """done, stopped, error, or interrupted (the app died while it streamed)."""
+    """done, stopped, context_full (the model's context had no room for more), error, or
+    interrupted (the app died while it streamed)."""
     mode: str = ""
     """For answers: "speculative k=4", "speculative k=auto", "target only", ..."""
     stats: dict | None = None
