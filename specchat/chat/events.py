@@ -7,6 +7,7 @@ loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from specchat.token_kinds import TokenKind
 
@@ -101,6 +102,11 @@ class RoundUpdate:
     @property
     def committed_text(self) -> str:
         return "".join(s.text for s in self.spans if s.kind != "rejected")
+
+
+def spans_of(updates: Sequence[RoundUpdate]) -> tuple[TokenSpan, ...]:
+    """The spans of consecutive rounds, in order."""
+    return tuple(span for update in updates for span in update.spans)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from specchat.engine.params import FIXED_DRAFT_LENGTH, K_MAX
 from specchat.turn import Turn
 
 __all__ = ["ConversationService", "FIXED_DRAFT_LENGTH", "K_MAX", "PairInfo", "Progress",
-           "SamplingParams", "ShouldStop", "describe_error"]
+           "SamplingParams", "ShouldStop", "answer_mode", "describe_error"]
 """The engine's k bound passes through here: the TUI's keys and palette, which may not
 import the engine, use the one maximum (engine/params.py)."""
 
@@ -100,6 +100,12 @@ class ConversationService(Protocol):
     def drop_last_exchange(self) -> str | None:
         """Forget the last user message and its answer; return the message."""
         ...
+
+
+def answer_mode(service: ConversationService) -> str:
+    """How a speculative answer was asked for, as its label and history say it: the fixed
+    k, or "auto" (under k = auto the service's k is only where the next round starts)."""
+    return f"speculative k={'auto' if service.k_auto else service.k}"
 
 
 def describe_error(error: BaseException) -> str:

@@ -271,6 +271,14 @@ class AnswerView(Vertical):
         return self.markdown_shown
 
 
+STATUS_OF_STOP = {"stopped": "stopped", "failed": "error", "context_full": "context_full"}
+"""How an answer that ended for a reason is marked and saved; "done" for the others."""
+
+
+def answer_status(stop_reason: str) -> str:
+    return STATUS_OF_STOP.get(stop_reason, "done")
+
+
 def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = None) -> str:
     parts = []
     if stats is not None and stats.tokens:
@@ -281,7 +289,9 @@ def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = N
             parts.append(f"acceptance {stats.acceptance_rate:.0%}")
         if stats.mean_acceptance_length:
             parts.append(f"τ {stats.mean_acceptance_length:.2f}")
-    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)"}
+    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)",
+             "context_full": "⚠ context full: the model has no room for more; start a new chat "
+                             "(Ctrl+N) to go on"}
     if status in marks:
         parts.append(marks[status])
     if error:
