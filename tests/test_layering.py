@@ -24,7 +24,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
 SCRIPTS = PACKAGE.parent / "scripts"
 
-BASE = {"errors", "fate_colours", "logs", "paths", "theme_files", "token_kinds", "turn"}
+BASE = {"control_chars", "errors", "fate_colours", "logs", "paths", "theme_files", "token_kinds",
+        "turn"}
 """Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
 
 ALLOWED: dict[str, set[str]] = {

@@ -1,6 +1,7 @@
 """One owner per number (issue 25): step costs and their timing (engine/costs.py), the
 theory's formulas and the measured speedup (engine/theory.py), the k bounds and the
-sampling settings (engine/params.py), the token kinds (specchat/token_kinds.py). Every
+sampling settings (engine/params.py), the token kinds (specchat/token_kinds.py), and the
+rendering of control characters (specchat/control_chars.py, issue 40). Every
 other module imports them; these tests fail when a second copy creeps back."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def defining(pattern: str) -> list[str]:
     ("time_rounds", "engine/costs.py"), ("steady_costs", "engine/costs.py"),
     ("size_label", "models/device/estimate.py"), ("params_label", "models/device/estimate.py"),
     ("file_type_name", "models/device/estimate.py"),
+    ("visible", "control_chars.py"), ("json_text", "control_chars.py"),
 ])
 def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
     assert defining(rf"^def {name}\(") == [owner]
@@ -160,3 +162,10 @@ def test_the_float32_greedy_threshold_is_torchs_smallest_normal():
     from specchat.engine.params import MIN_TEMPERATURE
 
     assert MIN_TEMPERATURE == torch.finfo(torch.float32).tiny
+
+
+def test_no_module_but_the_owner_writes_json_that_leaves_c1_controls_raw():
+    """Model text in JSON goes through control_chars.json_text: `json.dumps(ensure_ascii=False)`
+    leaves U+0080..U+009F raw, which a terminal may obey (issue 40)."""
+    model_text = ("commands/run.py", "commands/history.py", "history/export.py")
+    assert [name for name in model_text if "ensure_ascii=False" in sources()[name]] == []

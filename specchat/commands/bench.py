@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
-                                       load_pair_config, max_new_tokens_option, pair_option,
-                                       temperature_option)
+from specchat.commands.options import (apply_overrides, backend_option, check_output_file,
+                                       dtype_option, k_option, load_pair_config,
+                                       max_new_tokens_option, pair_option, temperature_option)
 from specchat.engine.params import PRIOR_K_MAX
 from specchat.errors import UsageError
 
@@ -315,13 +315,8 @@ def print_report(report: Any, as_json: bool, html_file: Path | None = None) -> N
 
 def check_writable(html_file: Path | None) -> None:
     """--html's folder exists and takes a file: said before the run, not after an hour of it."""
-    if html_file is None:
-        return
-    folder = html_file.parent if str(html_file.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--html {html_file}: folder {folder} does not exist")
-    if html_file.exists() and not html_file.is_file():
-        raise UsageError(f"--html {html_file} is not a file")
+    if html_file is not None:
+        check_output_file("--html", html_file)
 
 
 def write_html(report: dict, html_file: Path) -> None:

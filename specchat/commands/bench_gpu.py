@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from specchat.bench.gpu.campaign import PHASE_BUDGET_S, PHASES
+from specchat.commands.options import check_output_file
 from specchat.engine.params import K_MAX
 from specchat.errors import UsageError
 
@@ -45,8 +46,7 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
 
     device = scale_device(device)
     check_scale_choices(shapes, quantizations)
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    check_output_file("--out", out)
     settings = ScaleSettings(device, tiny, shapes, quantizations, k, tokens, repeats, budget_s)
     command = (f"specchat bench scale --out {out} --device {device}{' --tiny' if tiny else ''} "
                f"--shapes {','.join(shapes)} --quant {','.join(quantizations)} --k {k} "

@@ -177,13 +177,27 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
     if unknown:
         raise ConfigError(f"{where}: unknown key '{sorted(unknown)[0]}' "
                           f"(allowed: {', '.join(sorted(PAIR_KEYS))})")
-    if not isinstance(table.get("target"), str) or not table["target"]:
-        raise ConfigError(f"{where}: 'target' is required: a hub id, folder, .gguf file or builtin:NAME")
+    _check_target(where, table.get("target"))
     values = {key: _typed(where, key, value) for key, value in table.items()}
     sampling = SamplingParams(**{key: values.pop(key) for key in SAMPLING_KEYS if key in values})
     pair = PairConfig(name=name, source=str(file), sampling=sampling, **values)
     validate_pair(pair, where)
     return pair
+
+
+MODEL_REFERENCE = "a hub id, folder, .gguf file or builtin:NAME, in quotes"
+
+
+def _check_target(where: str, target) -> None:
+    """'target' is there, and a model reference: text, not empty."""
+    if target is None:
+        raise ConfigError(f"{where}: 'target' is required: {MODEL_REFERENCE}")
+    if isinstance(target, bool) or not isinstance(target, str):
+        raise ConfigError(f"{where}: 'target' must be a model reference ({MODEL_REFERENCE}), "
+                          f"not {target!r}")
+    if not target.strip():
+        raise ConfigError(f"{where}: 'target' is empty: write a model reference "
+                          f"({MODEL_REFERENCE})")
 
 
 _TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),

@@ -5,8 +5,9 @@ without the extension, like ollama's blobs), a local folder (LM Studio's files a
 paths), `hf:OWNER/REPO/FILE.gguf` (one file from the Hugging Face hub), `hf:OWNER/REPO`
 (a transformers folder from the hub, only the files a model needs), a bare hub id,
 `ollama:NAME[:TAG]` (a model ollama pulled) or, for drafts only, `ngram`. This module
-parses references, says whether each is available offline, and finds the GGUF file one
-names (models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
+parses references, says whether each is available offline (a folder: whether it holds what
+loading needs, models/config/folders.py), and finds the GGUF file one names
+(models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
 part_wheels.py joins a built-in file split across packages); it loads nothing.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from specchat.errors import ModelNotFound, SpecchatError
+from specchat.models.config.folders import folder_problem, is_draft_folder
 from specchat.models.config.hub import cached_file, cached_model_folder, hub_file, hub_snapshot
 from specchat.models.config.ollama import manifest_parts, model_blob
 from specchat.models.config.part_wheels import SplitFile, assembled, is_assembled, part_paths
@@ -178,8 +180,10 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
         return split_availability(SPLIT_BUILTINS[ref.value])
     if ref.kind == "builtin":
         return True, str(builtin_gguf(ref.value))
-    if ref.kind in ("gguf", "folder"):
-        exists = Path(ref.value).is_file() if ref.kind == "gguf" else Path(ref.value).is_dir()
+    if ref.kind == "folder":
+        return folder_availability(Path(ref.value))
+    if ref.kind == "gguf":
+        exists = Path(ref.value).is_file()
         return exists, ref.value if exists else f"{ref.value} does not exist"
     if ref.kind == "ollama":
         return True, str(model_blob(ref.value))
@@ -188,6 +192,15 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
     if found is not None:
         return True, str(found)
     return False, "not in the local Hugging Face cache (downloaded on first use where the hub is reachable)"
+
+
+def folder_availability(folder: Path) -> tuple[bool, str]:
+    """A local folder is available when it holds what loading needs (models/config/folders.py);
+    a `specchat distill` draft's when its target is."""
+    if folder.is_dir() and is_draft_folder(folder):
+        return draft_availability(folder)
+    problem = folder_problem(folder)
+    return problem is None, problem or str(folder)
 
 
 def split_availability(split: SplitFile) -> tuple[bool, str]:
