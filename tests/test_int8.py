@@ -31,7 +31,8 @@ def files(tmp_path_factory) -> dict:
     """A 2-layer Llama GGUF with a 1-layer draft of it, a Qwen2 GGUF, and their float models."""
     from test_llamacpp import truncated
     from tiny import build_tokenizer
-    from tiny_gguf import build_qwen2, save_tiny_gguf, write_gguf, write_qwen2_gguf
+    from tiny_gguf import (build_llama3, build_qwen2, save_tiny_gguf, write_gguf,
+                           write_llama3_gguf, write_qwen2_gguf)
 
     root = tmp_path_factory.mktemp("int8")
     tokenizer = build_tokenizer()
@@ -39,8 +40,11 @@ def files(tmp_path_factory) -> dict:
     draft = write_gguf(truncated(llama_model), tokenizer, root / "draft.gguf")
     qwen_model = build_qwen2(len(tokenizer), eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     qwen = write_qwen2_gguf(qwen_model, tokenizer, root / "qwen2.gguf")
+    llama3_model = build_llama3(len(tokenizer))
+    llama3 = write_llama3_gguf(llama3_model, tokenizer, root / "llama3.gguf")
     return {"llama": llama, "llama_model": llama_model, "draft": draft, "qwen2": qwen,
-            "qwen2_model": qwen_model, "root": root, "tokenizer": tokenizer}
+            "qwen2_model": qwen_model, "llama3": llama3, "llama3_model": llama3_model,
+            "root": root, "tokenizer": tokenizer}
 
 
 def int8(path: Path, **options) -> Int8Model:
@@ -110,14 +114,14 @@ def int8_exact(model):
     return model
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "llama3"])
 def test_the_forward_is_the_models_own_function(files, monkeypatch, tmp_path, name):
-    """Rope order, q/k/v biases, grouped heads, tied embeddings: with weights that int8 holds
-    exactly and float matmuls, the logits are transformers' own."""
-    from tiny_gguf import write_gguf, write_qwen2_gguf
+    """Rope order, llama 3's rope factors, q/k/v biases, grouped heads, tied embeddings: with
+    weights that int8 holds exactly and float matmuls, the logits are transformers' own."""
+    from tiny_gguf import write_gguf, write_llama3_gguf, write_qwen2_gguf
 
     model = int8_exact(files[f"{name}_model"])
-    write = write_qwen2_gguf if name == "qwen2" else write_gguf
+    write = {"qwen2": write_qwen2_gguf, "llama3": write_llama3_gguf}.get(name, write_gguf)
     path = write(model, files["tokenizer"], tmp_path / f"{name}-exact.gguf")
     float_linears(monkeypatch)
     got = int8(path).forward(torch.tensor(PROMPT), keep=len(PROMPT))
@@ -154,6 +158,27 @@ def test_the_conversion_is_cached_and_a_damaged_cache_is_converted_again(files, 
     again = convert.converted(path, notes.append)
     assert len(calls) == 2 and torch.equal(again.tensors["0.qkv.rows"], first)
     assert any("damaged" in note for note in notes)
+
+
+@pytest.mark.parametrize("metadata, words", [
+    ({"rope_scaling_type": "yarn"}, "rope scaling 'yarn'"),
+    ({"rope_dimension_count": 8}, "rope on 8 of each head's 16 dimensions")])
+def test_a_rope_int8_cannot_compute_stays_on_llamacpp_and_is_named(files, metadata, words):
+    """Header facts decide before anything converts: `auto` keeps such a file on llama.cpp,
+    and asking for int8 is a one-line error naming the rope."""
+    import dataclasses
+
+    from specchat.errors import PairError
+    from specchat.models import adapters
+    from specchat.models.config.pairs import PairConfig
+    from tiny_gguf import write_gguf
+
+    path = files["root"] / f"{words.split()[2]}.gguf"
+    write_gguf(files["llama_model"], files["tokenizer"], path, **metadata)
+    pair = PairConfig(name="r", target=str(path), draft="ngram", k=3)
+    assert adapters.choose_backends(pair, "cpu").target in ("llama.cpp", "torch")
+    with pytest.raises(PairError, match=words):
+        adapters.choose_backends(dataclasses.replace(pair, backend="int8"), "cpu")
 
 
 def test_a_file_int8_cannot_read_is_one_line_naming_it(files):

@@ -64,10 +64,13 @@ class Int8Layer:
 
 
 class Rope:
-    """Rotations of adjacent pairs as complex numbers, one row per position (grown on demand)."""
+    """Rotations of adjacent pairs as complex numbers, one row per position (grown on demand);
+    `factors` (llama 3's `rope_freqs`) divide each frequency, as llama.cpp applies them."""
 
-    def __init__(self, head_dim: int, base: float):
+    def __init__(self, head_dim: int, base: float, factors: torch.Tensor | None = None):
         self.inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        if factors is not None:
+            self.inverse = self.inverse / factors.double()
         self.table = torch.empty(0, head_dim // 2, dtype=torch.complex64)
 
     def at(self, start: int, end: int) -> torch.Tensor:
@@ -97,7 +100,7 @@ class Int8Model:
         self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
         self.head = head_linear(tensors, self.vocab, reduce_range)
         self.vocab_size = vocab_size or arch.vocab
-        self.rope = Rope(arch.head_dim, arch.rope_base)
+        self.rope = Rope(arch.head_dim, arch.rope_base, tensors.get("rope_factors"))
         self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device,
                            token_major=True)
         self.views = CacheViews.of(self.kv)
