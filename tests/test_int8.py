@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.skipif(not int8_support().usable, reason=int8_support()
 
 from specchat.chat.decoding import drafter_for  # noqa: E402
 from specchat.engine import Decoder, ModelDrafter, Round, SamplingParams, Settings  # noqa: E402
-from specchat.models.int8 import convert, linear  # noqa: E402
+from specchat.models.int8 import convert, linear, scripted  # noqa: E402
 from specchat.models.int8 import model as int8_model  # noqa: E402
 from specchat.models.int8.model import Int8Model  # noqa: E402
 
@@ -90,16 +91,23 @@ def test_without_the_pinned_range_a_verify_parts_from_single_steps(files, monkey
 # --- the right function ----------------------------------------------------------------
 
 
-def float_linears(monkeypatch):
-    """Every `FlatLinear` multiplies by its own int8 weights de-quantized, in float32: the
-    forward then differs from the float model only by the weights' rounding."""
-    def call(self, x, residual=None):
-        weight = torch.ops.quantized.linear_unpack(self.packed)[0].dequantize()[:, : self.inputs]
-        y = x @ weight.T
-        y = y if self.bias is None else y + self.bias
-        return y if residual is None else y + residual
+def float_flat_linear(x: torch.Tensor, buffer: torch.Tensor, view: torch.Tensor,
+                      packed: torch.classes.quantized.LinearPackedParamsBase,
+                      base: Optional[torch.Tensor], reduce_range: bool) -> torch.Tensor:
+    """`scripted.flat_linear`, but multiplying by the int8 weights de-quantized, in float32."""
+    weight = torch.ops.quantized.linear_unpack(packed)[0].dequantize()
+    y = torch.matmul(x, weight[:, : x.size(1)].t())
+    if base is None:
+        return y
+    return y + base
 
-    monkeypatch.setattr(linear.FlatLinear, "__call__", call)
+
+def float_linears(monkeypatch):
+    """Every int8 product multiplies by its own int8 weights de-quantized, in float32 (the
+    layers run as Python, calling it): the forward then differs from the float model only
+    by the weights' rounding."""
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    monkeypatch.setattr(scripted, "flat_linear", float_flat_linear)
 
 
 def int8_exact(model):
@@ -127,6 +135,14 @@ def test_the_forward_is_the_models_own_function(files, monkeypatch, tmp_path, na
     got = int8(path).forward(torch.tensor(PROMPT), keep=len(PROMPT))
     want = model(torch.tensor([PROMPT])).logits[0].float()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_torchscript_computes_the_python_layers_bit_for_bit(files, monkeypatch, name):
+    ids = torch.arange(10, 40)
+    compiled = int8(files[name]).forward(ids, keep=len(ids))
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    assert torch.equal(int8(files[name]).forward(ids, keep=len(ids)), compiled)
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2"])

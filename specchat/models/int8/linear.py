@@ -26,12 +26,11 @@ import warnings
 import torch
 
 from specchat.models.blocks.int8_rows import quantize_rows
+from specchat.models.int8.scripted import compiled
 
 PIN_VALUES = (1.0, -1.0)
 """Extra input columns' values (their weights are zero): the batch's fixed range."""
 PINS = len(PIN_VALUES)
-TINY = torch.finfo(torch.float32).tiny
-"""A row's magnitude is at least this: an all-zero row divides to zeros, not NaN."""
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""
@@ -72,15 +71,8 @@ class FlatLinear:
         return self.outputs * (self.inputs + PINS) + 8 * self.outputs
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given."""
-        pinned, magnitude = self._pinned(x)
-        y = torch.ops.quantized.linear_dynamic(pinned, self.packed, self.reduce_range)
-        base = residual if self.bias is None else (self.bias if residual is None
-                                                   else residual + self.bias)
-        return y * magnitude if base is None else torch.addcmul(base, y, magnitude)
-
-    def _pinned(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x / its rows' largest magnitudes, beside the +1/-1 columns; those magnitudes)."""
+        """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given
+        (the arithmetic: scripted.flat_linear)."""
         n = int(x.shape[0])
         kept = self._buffers.get(n)
         if kept is None:
@@ -88,9 +80,9 @@ class FlatLinear:
             kept = (buffer, buffer[:, : self.inputs])
             if n <= KEPT_BUFFERS:
                 self._buffers[n] = kept
-        magnitude = x.abs().amax(1, keepdim=True).clamp_min_(TINY)
-        torch.div(x, magnitude, out=kept[1])
-        return kept[0], magnitude
+        base = residual if self.bias is None else (self.bias if residual is None
+                                                   else residual + self.bias)
+        return compiled("flat_linear")(x, kept[0], kept[1], self.packed, base, self.reduce_range)
 
 
 def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:
