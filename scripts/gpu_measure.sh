@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurement (issue 22) in three device calls, inside the 15 minutes of device time a
 # lent GPU gives a session (its start and the transfers included), each call under 64 MiB.
-# The measuring is specchat's own (`specchat bench campaign PHASE`, specchat/bench/gpu/);
+# The measuring is the developer tools' (`python -m devtools campaign PHASE`, devtools/gpu/);
 # this script only moves files onto the bare device machine and back:
 #
 #   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
@@ -135,11 +135,11 @@ install_here() {
     HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 }
 
-campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
+campaign() {  # campaign PHASE [extra args]: one phase of `python -m devtools campaign` into $OUT
   local phase=$1 note; shift
   note="$(build_note "$phase")"
   [ -n "$note" ] && echo "$note" >> "$OUT/device.txt"
-  $PY -m specchat bench campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
+  $PY -m devtools campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
     2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
 }
 
@@ -240,7 +240,7 @@ llama() {
   fi
 }
 
-publish() { $PY -m specchat bench publish "$@"; }
+publish() { $PY -m devtools publish "$@"; }
 
 # every phase on this machine's CPU with tiny models: the plumbing, not the numbers.
 # DRY_CONFIG: a models.toml with pairs tiny, tiny-ngram and gguf-plain (the test writes one).
