@@ -1,6 +1,8 @@
 """Packaging truths (issue 26): every third-party package specchat imports is declared (as a
 dependency or in an extra), `requires-python` admits no Python the code cannot run on
-(tomllib: 3.11), and the version has one source."""
+(tomllib: 3.11), the version has one source, and the bounds are the versions tested: lower
+bounds the tested major (or minor), upper bounds the next minor for the packages whose
+private APIs the code uses."""
 
 from __future__ import annotations
 
@@ -59,16 +61,24 @@ def test_the_version_has_one_source():
 
 MINOR_BOUNDED = {"torch"}
 """Packages bounded at the tested minor though past 1.0 (their minors break APIs)."""
+UPPER_BOUNDED = {"torch", "transformers"}
+"""Packages whose private APIs the code uses (torch._weight_int8pack_mm, torch.ops.mkldnn,
+torch.ops.quantized and _make_per_channel_quantized_tensor; transformers' cache and Llama
+module internals): bounded below the minor after the one tested."""
+
+
+def requirements() -> list[str]:
+    project = PYPROJECT["project"]
+    return project["dependencies"] + [r for extra in project["optional-dependencies"].values()
+                                      for r in extra]
 
 
 def test_lower_bounds_are_the_tested_majors():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    project = PYPROJECT["project"]
     off = []
-    for text in project["dependencies"] + [r for extra in project["optional-dependencies"].values()
-                                           for r in extra]:
+    for text in requirements():
         requirement = Requirement(text)
         floors = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
         try:
@@ -84,3 +94,41 @@ def test_lower_bounds_are_the_tested_majors():
         if floor.release[:len(wanted)] != wanted or not requirement.specifier.contains(installed):
             off.append(f"{text} (tested: {installed})")
     assert off == []
+
+
+def upper_bound_problems(texts: list[str], installed: dict[str, str]) -> list[str]:
+    """What is wrong with the upper bounds of UPPER_BOUNDED packages among `texts`, given the
+    installed (tested) versions: a bound missing, one the tested version does not satisfy,
+    or one that is not the next minor after the tested one (so that a version nobody ran the
+    tests on cannot install, and moving to a new one means moving the bound)."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    problems = []
+    for text in texts:
+        requirement = Requirement(text)
+        name = normalized(requirement.name)
+        if name not in UPPER_BOUNDED or name not in installed:
+            continue
+        tested = Version(installed[name])
+        ceilings = [Version(s.version) for s in requirement.specifier if s.operator == "<"]
+        wanted = Version(f"{tested.major}.{tested.minor + 1}")
+        if ceilings != [wanted] or not requirement.specifier.contains(tested):
+            problems.append(f"{text} (tested: {tested}; wanted <{wanted})")
+    return problems
+
+
+def test_packages_used_through_private_apis_are_bounded_at_the_next_minor_after_the_tested():
+    installed = {normalized(name): importlib.metadata.version(name) for name in UPPER_BOUNDED}
+    texts = requirements()
+    assert {normalized(t.split(">")[0].split("<")[0]) for t in texts} >= UPPER_BOUNDED
+    assert upper_bound_problems(texts, installed) == []
+
+
+def test_the_upper_bound_check_sees_a_missing_a_loose_and_an_outgrown_bound():
+    tested = {"torch": "2.13.0+cpu", "transformers": "5.24.0"}
+    assert upper_bound_problems(["torch>=2.13,<2.14", "transformers>=5,<5.25"], tested) == []
+    assert upper_bound_problems(["torch>=2.13"], tested) == ["torch>=2.13 (tested: 2.13.0+cpu; wanted <2.14)"]
+    assert len(upper_bound_problems(["transformers>=5,<6"], tested)) == 1
+    assert len(upper_bound_problems(["torch>=2.13,<2.14"], {"torch": "2.14.1"})) == 1
+    assert upper_bound_problems(["numpy>=2"], tested) == []  # no private API: no ceiling asked
