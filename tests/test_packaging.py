@@ -23,30 +23,70 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def imported_packages() -> set[str]:
-    """Top-level modules specchat imports that are neither the standard library nor its own."""
+OWN = {"specchat", "devtools"} | {f.stem for folder in ("tests", "scripts")
+                                  for f in (ROOT / folder).glob("*.py")}
+"""Modules of this repository (a test imports tests/tiny.py or scripts/lookup_bound.py by name)."""
+TESTED_WITH = ("test", "llama")
+"""The extras whose packages the tests may import: the test extra, and llama.cpp's bindings
+(an extra of their own, as they need a compiler; `make test` installs both, and CI fails
+without them: tests/ci_strict.py)."""
+
+
+def imported_packages(*folders: str) -> set[str]:
+    """Top-level modules the files under `folders` import (also through pytest.importorskip)
+    that are neither the standard library nor this repository's own."""
     names: set[str] = set()
-    for file in (ROOT / "specchat").rglob("*.py"):
+    for file in (path for folder in folders for path in (ROOT / folder).rglob("*.py")):
         for node in ast.walk(ast.parse(file.read_text())):
             if isinstance(node, ast.Import):
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
-    return {n for n in names if n not in sys.stdlib_module_names and n != "specchat"}
+            elif is_importorskip(node):
+                names.add(node.args[0].value.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in OWN}
 
 
-def declared() -> set[str]:
+def is_importorskip(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
+            and bool(node.args) and isinstance(node.args[0], ast.Constant))
+
+
+def declared(extras: tuple[str, ...] | None = None) -> set[str]:
+    """The distributions pyproject declares: its dependencies and the `extras` (None: every one)."""
     project = PYPROJECT["project"]
-    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values()
-                                              for r in extra]
-    return {normalized(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) for r in requirements}
+    chosen = project["optional-dependencies"] if extras is None else {
+        name: project["optional-dependencies"][name] for name in extras}
+    texts = project["dependencies"] + [r for extra in chosen.values() for r in extra]
+    return {normalized(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) for r in texts}
+
+
+def undeclared(modules: set[str], names: set[str]) -> set[str]:
+    """The modules that no distribution among `names` provides."""
+    distributions = importlib.metadata.packages_distributions()
+    return {module for module in modules
+            if not {normalized(d) for d in distributions.get(module, [module])} & names}
 
 
 def test_every_imported_package_is_declared():
-    distributions = importlib.metadata.packages_distributions()
-    missing = {module for module in imported_packages()
-               if not {normalized(d) for d in distributions.get(module, [module])} & declared()}
-    assert missing == set()
+    assert undeclared(imported_packages("specchat"), declared()) == set()
+
+
+def test_every_package_the_tests_and_developer_tools_import_is_declared_for_the_tests():
+    imported = imported_packages("tests", "devtools")
+    assert {"pytest", "aiohttp", "packaging", "psutil"} <= imported  # importorskip'd ones too
+    assert undeclared(imported, declared(TESTED_WITH)) == set()
+
+
+def test_the_import_check_sees_an_importorskip_and_ignores_the_repositorys_own(tmp_path,
+                                                                             monkeypatch):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import pytest\nfrom tiny import build_model\nfrom specchat import paths\n"
+        "psutil = pytest.importorskip('psutil')\nsel = pytest.importorskip('selenium.webdriver')\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert imported_packages("tests") == {"pytest", "psutil", "selenium"}
+    assert undeclared({"psutil", "pytest"}, {"pytest"}) == {"psutil"}
 
 
 def test_requires_python_admits_no_python_without_tomllib():
