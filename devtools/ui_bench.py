@@ -84,7 +84,8 @@ def run_stream(rate: float, tokens: int, answers: int) -> dict:
         process.wait()
         os.close(master)
         if not out.exists():
-            raise SystemExit("bench-ui: the app did not report (see `python -m devtools.ui_bench_child`)")
+            raise SystemExit("bench-ui: the app did not report "
+                             "(see `python -m devtools.ui_bench_child`)")
         return json.loads(out.read_text())
 
 

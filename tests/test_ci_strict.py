@@ -15,12 +15,14 @@ TESTS = Path(__file__).resolve().parent
 MODULES = {
     "test_module_level.py": 'import pytest\npytest.importorskip("no_such_module_for_ci_strict")\n\n'
                             "def test_never_collected():\n    pass\n",
-    "test_in_a_test.py": "import pytest\n\ndef test_imports_inside():\n"
-                         '    pytest.importorskip("no_such_module_for_ci_strict", reason="extra X")\n',
+    "test_in_a_test.py": "import pytest\n\ndef test_imports_inside():\n    pytest.importorskip("
+                         '"no_such_module_for_ci_strict", reason="extra X")\n',
     "test_marked.py": "import pytest\n\n@pytest.mark.required_in_ci(when=True)\n"
-                      '@pytest.mark.skipif(True, reason="no fbgemm here")\ndef test_required():\n    pass\n\n'
+                      '@pytest.mark.skipif(True, reason="no fbgemm here")\n'
+                      "def test_required():\n    pass\n\n"
                       "@pytest.mark.required_in_ci(when=False)\n"
-                      '@pytest.mark.skipif(True, reason="not this machine")\ndef test_elsewhere():\n    pass\n',
+                      '@pytest.mark.skipif(True, reason="not this machine")\n'
+                      "def test_elsewhere():\n    pass\n",
     "test_plain.py": 'import pytest\n\ndef test_gpu_only():\n    pytest.skip("no CUDA")\n\n'
                      "def test_passes():\n    pass\n",
 }
@@ -31,8 +33,9 @@ def run_pytest(folder: Path, ci: str | None, *more: str) -> subprocess.Completed
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
     if ci is not None:
         env["CI"] = ci
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci_strict", "-p", "no:cacheprovider",
-                           "-q", "-rA", "--rootdir", str(folder), *more, str(folder)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci_strict",
+                           "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(folder),
+                           *more, str(folder)],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -1,5 +1,5 @@
-"""`python -m devtools scale`'s choices that only a GPU run would otherwise exercise, checked on the CPU
-with tiny shapes: 8-bit and 4-bit weights are timed on the forward the chat runs for them
+"""`python -m devtools scale`'s choices that only a GPU run would otherwise exercise, checked on
+the CPU with tiny shapes: 8-bit and 4-bit weights are timed on the forward the chat runs for them
 (transformers' eager one; neither static forward takes quantized weights), and the
 speculative runs capture every step they time before the clock starts."""
 

@@ -216,8 +216,8 @@ def test_no_import_circles_anywhere_in_specchat_devtools_or_scripts():
 def names_in_code(file: Path) -> set[str]:
     """The string constants of a file that are not docstrings (what the code runs with)."""
     tree = ast.parse(file.read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree) if isinstance(node, owners)
                   and node.body and isinstance(node.body[0], ast.Expr)}
     return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
             and isinstance(node.value, str) and id(node) not in docstrings}
@@ -242,8 +242,9 @@ def test_specchat_never_imports_or_runs_the_developer_tools():
 
 def test_the_upward_check_sees_an_import_and_a_subprocess_of_devtools(tmp_path):
     tool = tmp_path / "x.py"
-    tool.write_text('"""Runs devtools (a docstring may say so)."""\nfrom devtools.gpu import campaign\n'
-                    'import subprocess\nsubprocess.run(["python", "-m", "devtools", "publish"])\n')
+    tool.write_text('"""Runs devtools (a docstring may say so)."""\n'
+                    'from devtools.gpu import campaign\nimport subprocess\n'
+                    'subprocess.run(["python", "-m", "devtools", "publish"])\n')
     assert upward_ties([tool]) == ["x.py imports devtools.gpu", "x.py names 'devtools'"]
     tool.write_text('"""Knows nothing of the developer tools, devtools."""\nimport json\n')
     assert upward_ties([tool]) == []

@@ -25,7 +25,8 @@ def sources() -> dict[str, str]:
     """specchat's modules by path relative to the package, and the developer tools' (which
     use the same owners) as devtools/..., with their text."""
     own = {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
-    tools = {str(f.relative_to(PACKAGE.parent)): f.read_text() for f in sorted(DEVTOOLS.rglob("*.py"))}
+    tools = {str(f.relative_to(PACKAGE.parent)): f.read_text()
+             for f in sorted(DEVTOOLS.rglob("*.py"))}
     return own | tools
 
 

