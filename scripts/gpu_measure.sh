@@ -2,10 +2,10 @@
 # The GPU measurement (issues 22, 39) in three device calls on one warm machine, inside the
 # 15 minutes of device time a lent GPU gives a session, each call under 64 MiB. The plan's
 # arithmetic (each call's timeout, the start, the gaps: at most 11 minutes, so the largest
-# call can run once more) is specchat/bench/gpu/campaign.py's LEASE_CALLS; `prepare` prints
-# the three calls with their timeouts. The measuring is specchat's own (`specchat bench
-# campaign PHASE`, specchat/bench/gpu/); this script only moves files onto the bare device
-# machine and back:
+# call can run once more) is devtools/gpu/campaign.py's LEASE_CALLS; `prepare` prints the
+# three calls with their timeouts. The measuring is the developer tools' (`python -m devtools
+# campaign PHASE`, devtools/gpu/); this script only moves files onto the bare device machine
+# and back:
 #
 #   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
 #   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"]: wheels, GGUF part 1 parked,
@@ -120,7 +120,7 @@ prepare() {
     (( $(du -sb $dir | cut -f1) + tree < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
   done
   du -sb .gpu-a .gpu-b .gpu-c; echo "tree $tree bytes, GGUF $size bytes"
-  cd "$ROOT" && "$py" -c 'from specchat.bench.gpu.campaign import lease_lines; print(lease_lines())'
+  cd "$ROOT" && "$py" -c 'from devtools.gpu.campaign import lease_lines; print(lease_lines())'
 }
 
 # the wheels (and bitsandbytes) into /tmp/site; the environment specchat needs there
@@ -136,11 +136,11 @@ install_here() {
     HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 }
 
-campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
+campaign() {  # campaign PHASE [extra args]: one phase of `python -m devtools campaign` into $OUT
   local phase=$1 note; shift
   note="$(build_note "$phase")"
   [ -n "$note" ] && echo "$note" >> "$OUT/device.txt"
-  $PY -m specchat bench campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
+  $PY -m devtools campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
     2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
 }
 
@@ -242,7 +242,7 @@ llama() {
   fi
 }
 
-publish() { $PY -m specchat bench publish "$@"; }
+publish() { $PY -m devtools publish "$@"; }
 
 # every phase on this machine's CPU with tiny models: the plumbing, not the numbers.
 # DRY_CONFIG: a models.toml with pairs tiny, tiny-ngram and gguf-plain (the test writes one).

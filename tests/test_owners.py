@@ -19,11 +19,16 @@ from specchat.engine.params import AUTO_K_MAX, K_MAX, SamplingParams
 from specchat.token_kinds import TOKEN_KINDS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
+DEVTOOLS = PACKAGE.parent / "devtools"
 
 
 def sources() -> dict[str, str]:
-    """specchat's modules by path relative to the package, with their text."""
-    return {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    """specchat's modules by path relative to the package, and the developer tools' (which
+    use the same owners) as devtools/..., with their text."""
+    own = {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    tools = {str(f.relative_to(PACKAGE.parent)): f.read_text()
+             for f in sorted(DEVTOOLS.rglob("*.py"))}
+    return own | tools
 
 
 def defining(pattern: str) -> list[str]:
@@ -80,9 +85,9 @@ def test_no_module_writes_a_verify_width_or_a_k_limit_as_a_number():
 def test_the_gpu_scale_command_bounds_k_by_the_engines_k_max():
     from click.testing import CliRunner
 
-    from specchat.cli import main
+    from devtools.cli import main
 
-    refused = CliRunner().invoke(main, ["bench", "scale", "--out", "x.jsonl", "--tiny",
+    refused = CliRunner().invoke(main, ["scale", "--out", "x.jsonl", "--tiny",
                                         "--k", str(K_MAX + 1)])
     assert refused.exit_code == 2 and f"1<=x<={K_MAX}" in refused.output
 
@@ -93,7 +98,8 @@ def test_bench_statistics_and_costs_come_from_their_owners():
     scale records take them from there, and no bench or command module divides accepted by
     drafted, tokens by rounds, or one step time by another."""
     owned = r"accepted\w*\)?\s*/\s*\(?[\w.]*drafted|tokens\w*\s*/\s*[\w.]*rounds\b|step_(ms|s)\W*\s*/\s*[A-Za-z_]"
-    assert [m for m in defining(owned) if m.startswith(("bench/", "commands/", "chat/"))] == []
+    assert [m for m in defining(owned)
+            if m.startswith(("bench/", "commands/", "chat/", "devtools/"))] == []
     assert defining(r"^def synchronize\(") == ["engine/costs.py"]
 
 

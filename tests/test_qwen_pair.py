@@ -5,7 +5,7 @@ token for token: a verify row equals the single step by construction. On llama.c
 same or parts only at a near-tie the race verdict names (llama.cpp computes a several-token
 verify with other kernels than a one-token step). The chat answers with accepted draft tokens
 in their colour. Skipped, saying why, only where the extra is not installed (`make test`
-installs it)."""
+installs it; in CI its absence fails: tests/ci_strict.py)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def extra_missing() -> str | None:
     return None
 
 
-if extra_missing():
-    pytest.skip(extra_missing(), allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.required_in_ci,  # CI's make test installs it
+              pytest.mark.skipif(extra_missing() is not None, reason=str(extra_missing()))]
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",

