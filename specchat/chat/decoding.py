@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from specchat.engine import Decoder, DraftHead, HeadDrafter, ModelDrafter, NgramDrafter, Settings
+from specchat.engine import (Decoder, DraftHead, HeadDrafter, LookupFirstDrafter, ModelDrafter,
+                             NgramDrafter, Settings)
 
 
 def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
-    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model (inside
+    a `LookupFirstDrafter` where the pair's `lookup` key asks for prompt lookup too), a
     `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the target's features),
     an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
@@ -34,7 +36,13 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
                             window=not adaptive_k)
     if isinstance(draft, DraftHead):
         return HeadDrafter(draft, pair.target)
-    return ModelDrafter(wrap(draft) if wrap else draft)
+    drafter = ModelDrafter(wrap(draft) if wrap else draft)
+    config = getattr(pair, "config", None)
+    if not getattr(config, "lookup", False):
+        return drafter
+    n = config.ngram_n
+    return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),
+                                                    window=not adaptive_k))
 
 
 def decoder_for(pair: Any, speculate: bool = True, wrap: Callable[[Any], Any] | None = None,

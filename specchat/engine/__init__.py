@@ -18,6 +18,7 @@ _WHERE = {
     "Event": "events", "Finished": "events", "Round": "events", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
     "HeadDrafter": "head_drafter", "DraftHead": "protocol", "FeatureSource": "protocol",
+    "LookupFirstDrafter": "drafters",
     "SamplingParams": "params", "SpecStats": "stats",
 }
 
@@ -26,7 +27,7 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:
     from specchat.engine.decoder import Decoder, EngineInvariantError, Settings
     from specchat.engine.events import Event, Finished, Round
-    from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
+    from specchat.engine.drafters import LookupFirstDrafter, ModelDrafter, NgramDrafter, Proposal
     from specchat.engine.head_drafter import HeadDrafter
     from specchat.engine.params import SamplingParams
     from specchat.engine.protocol import CausalModel, DraftHead, FeatureSource

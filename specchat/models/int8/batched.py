@@ -19,14 +19,16 @@ import torch.nn.functional as F
 
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
-from specchat.models.int8.model import Int8Layer, Int8Model, attend_rows
+from specchat.models.int8.model import CacheViews, Int8Layer, Int8Model
+from specchat.models.int8.scripted import compiled
 
 
 @dataclass
 class Segment:
-    """Rows of one sequence in a batched call: its cache and where they start."""
+    """Rows of one sequence in a batched call: its cache's per-layer views and where they
+    start."""
 
-    cache: KVBuffer
+    views: CacheViews
     start: int
     ids: torch.Tensor
 
@@ -38,7 +40,9 @@ class Int8Batch:
         arch = model.arch
         self.model = model
         self.caches = [KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32,
-                                model.device) for _ in range(count)]
+                                model.device, token_major=True) for _ in range(count)]
+        self.views = [CacheViews.of(cache) for cache in self.caches]
+        """Each cache's per-layer views, as the model keeps its own (made again on growth)."""
         self.lengths = [0] * count
 
     def reset(self, index: int) -> None:
@@ -50,10 +54,11 @@ class Int8Batch:
         """Append each sequence's ids (`feeds`: index -> ids [n]); (logits of each sequence's
         last row [len(feeds), vocab] in `feeds`' order, the features of every row fed
         [sum of n, hidden] in that order)."""
-        segments = [Segment(self.caches[i], self.lengths[i], ids.reshape(-1).cpu())
+        for i, ids in feeds.items():
+            if self.caches[i].make_room(self.lengths[i] + int(ids.numel())):
+                self.views[i] = CacheViews.of(self.caches[i])
+        segments = [Segment(self.views[i], self.lengths[i], ids.reshape(-1).cpu())
                     for i, ids in feeds.items()]
-        for segment in segments:
-            segment.cache.make_room(segment.start + int(segment.ids.shape[0]))
         x = self._embed(torch.cat([s.ids for s in segments]))
         for index, layer in enumerate(self.model.layers):
             x = self._layer(index, layer, x, segments)
@@ -78,21 +83,18 @@ class Int8Batch:
             attended.append(self._attend(index, qkv[row:row + n], segment))
             row += n
         x = layer.o(torch.cat(attended), residual=x)
-        gate, up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps)).chunk(2, -1)
-        return layer.down(F.silu(gate).mul_(up), residual=x)
+        gate_up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps))
+        half = gate_up.shape[1] // 2
+        return layer.down(F.silu(gate_up[:, :half]).mul_(gate_up[:, half:]), residual=x)
 
     def _attend(self, index: int, qkv: torch.Tensor, segment: Segment) -> torch.Tensor:
-        """One sequence's rows: rope, their keys and values into its cache, attention."""
+        """One sequence's rows: rope, their keys and values into its cache, attention (the
+        very call the model's own layer makes, scripted.attend_rows)."""
         arch, n, start = self.model.arch, int(qkv.shape[0]), segment.start
-        heads = arch.heads + arch.kv_heads
-        pairs = qkv[:, : heads * arch.head_dim].reshape(n, heads, arch.head_dim // 2, 2)
         turns = self.model.rope.at(start, start + n)
-        rotated = torch.view_as_real(torch.view_as_complex(pairs) * turns).view(n, heads, -1)
-        keys, values = segment.cache.keys[index], segment.cache.values[index]
-        keys[:, start:start + n] = rotated[:, arch.heads:].transpose(0, 1)
-        values[:, start:start + n] = qkv[:, heads * arch.head_dim:].reshape(
-            n, arch.kv_heads, arch.head_dim).transpose(0, 1)
-        return attend_rows(rotated[:, : arch.heads], keys, values, start, arch)
+        cache = segment.views.layers[index]
+        return compiled("attend_rows")(qkv, turns, cache[0], cache[1], cache[2], cache[3],
+                                       start, arch.heads, arch.kv_heads, arch.head_dim)
 
     def _logits(self, normed: torch.Tensor) -> torch.Tensor:
         model = self.model
