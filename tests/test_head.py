@@ -95,7 +95,8 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(files, trained, tmp_
     from specchat.distill import head_data, head_train
 
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert CliRunner().invoke(main, head_args(files["gguf"], straight, files["prompts"], 9)).exit_code == 0
+    straight_args = head_args(files["gguf"], straight, files["prompts"], 9)
+    assert CliRunner().invoke(main, straight_args).exit_code == 0
     original = head_train.train_head
     monkeypatch.setattr(head_train, "train_head", interrupted_after(original, step=6))
     result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9))
@@ -105,7 +106,8 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(files, trained, tmp_
     monkeypatch.setattr(head_train, "train_head", original)
     result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9))
     assert result.exit_code != 0 and "--resume" in result.output  # never a silent restart
-    monkeypatch.setattr(head_data, "answers", lambda *a, **k: pytest.fail("features collected twice"))
+    monkeypatch.setattr(head_data, "answers",
+                        lambda *a, **k: pytest.fail("features collected twice"))
     result = CliRunner().invoke(main, head_args(files["gguf"], resumed, files["prompts"], 9,
                                                 "--resume"))
     assert result.exit_code == 0, result.output
@@ -206,7 +208,8 @@ def test_sampled_tokens_the_head_drafted_follow_the_target_distribution(loaded):
     from test_llamacpp import chi2_pvalue
 
     pair = loaded("int8")
-    params, runs, generator = SamplingParams(temperature=1.0), 1200, torch.Generator().manual_seed(2)
+    params, runs = SamplingParams(temperature=1.0), 1200
+    generator = torch.Generator().manual_seed(2)
     decoder = Decoder(pair.target, drafter_for(pair), set())
     answers, drafted = [], 0
     for _ in range(runs):
@@ -260,7 +263,8 @@ def test_a_head_for_another_target_is_one_line(files, trained, tmp_path):
     from specchat.models.loader import load_pair
 
     tokenizer = build_tokenizer()
-    wide = build_qwen2(len(tokenizer), hidden=96, eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    wide = build_qwen2(len(tokenizer), hidden=96,
+                       eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     other = write_qwen2_gguf(wide, tokenizer, tmp_path / "wide.gguf")
     toml = tmp_path / "p.toml"
     toml.write_text(f'[pairs.p]\ntarget = "{other}"\ndraft = "{trained}"\nbackend = "int8"\n')
@@ -294,11 +298,12 @@ def test_pairs_check_sizes_the_head_and_measures_its_step_like_any_drafts(loaded
     assert result.exit_code == 0, result.output
     facts = head_facts(trained)
     count = facts.parameters + HEAD_VOCAB * facts.shape.hidden
-    assert re.search(rf"draft .*: {count / 1e6:.1f}M parameters, weights {count / (1 << 20):.1f} MiB",
-                     result.output)
+    assert re.search(rf"draft .*: {count / 1e6:.1f}M parameters, "
+                     rf"weights {count / (1 << 20):.1f} MiB", result.output)
     assert "held-out τ" in result.output and drafter(str(trained)) == "head"
     measured = CliRunner().invoke(main, ["pairs", "--config", str(toml), "--check", "int8",
                                          "--measure"])
     assert measured.exit_code == 0, measured.output
     c = float(re.search(r"draft step c = (\d+\.\d\d)", measured.output).group(1))
     assert c > 0  # timed (on a tiny target, a head costs about as much as it), not a free lookup
+

@@ -133,10 +133,11 @@ def test_a_long_prompts_catch_up_chunks_give_their_features_too(monkeypatch):
     target = FeatureTableModel(seed=0)
     head = TableHead.of(target, noise=0.0)
     prompt = [1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
-    rounds = rounds_of(Decoder(target, HeadDrafter(head, target), set()), prompt, Settings(k=3), 20)
+    rounds = rounds_of(Decoder(target, HeadDrafter(head, target), set()), prompt,
+                       Settings(k=3), 20)
     assert committed(rounds) == plain_greedy(FeatureTableModel(seed=0), prompt, 20)
-    assert [(f.tolist(), t) for f, t in head.rows] == reference_rows(0, prompt + committed(rounds))[
-        : len(head.rows)]
+    reference = reference_rows(0, prompt + committed(rounds))
+    assert [(f.tolist(), t) for f, t in head.rows] == reference[: len(head.rows)]
 
 
 def test_a_target_without_features_decodes_plain():
@@ -144,7 +145,8 @@ def test_a_target_without_features_decodes_plain():
 
     target = TableModel(seed=0)
     head = TableHead.of(FeatureTableModel(seed=0))
-    rounds = rounds_of(Decoder(target, HeadDrafter(head, target), set()), [1, 2], Settings(k=3), 10)
+    rounds = rounds_of(Decoder(target, HeadDrafter(head, target), set()), [1, 2],
+                       Settings(k=3), 10)
     assert committed(rounds) == plain_greedy(TableModel(seed=0), [1, 2], 10)
     assert all(r.drafted == 0 for r in rounds) and not head.forward_calls
 
@@ -199,7 +201,8 @@ def test_sampled_answers_with_a_head_follow_the_target_distribution(k, params):
 
 
 def greedy_draws_reported_as_sampled(logits, params, generator):
-    """A broken head drafter: it proposes the argmax but reports the q it should have drawn from."""
+    """A broken head drafter: it proposes the argmax but reports the q it should have drawn
+    from."""
     from specchat.engine.sampling import to_probs
     from specchat.engine.verify import row_argmax
 
@@ -208,7 +211,8 @@ def greedy_draws_reported_as_sampled(logits, params, generator):
 
 
 def test_the_harness_rejects_a_head_drafter_that_reports_another_q(monkeypatch):
-    monkeypatch.setattr(head_module.ModelDrafter, "_choose", staticmethod(greedy_draws_reported_as_sampled))
+    monkeypatch.setattr(head_module.ModelDrafter, "_choose",
+                        staticmethod(greedy_draws_reported_as_sampled))
     sample, table = sampled_case(4, T1)
     result = verdict(sample, table)
     assert result.pvalue < FAIL, f"the broken head drafter was not caught: {result}"

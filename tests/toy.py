@@ -154,8 +154,8 @@ class TableHead:
             self.rows.append((feature.clone(), token))
             before = int(feature[: self.vocab_size].argmax()) if feature.any() else 0
             logits = self.t1[token] + self.t2[before]
-            guesses.append(torch.cat([torch.nn.functional.one_hot(torch.tensor(token),
-                                                                  self.vocab_size).float(), logits]))
+            one_hot = torch.nn.functional.one_hot(torch.tensor(token), self.vocab_size)
+            guesses.append(torch.cat([one_hot.float(), logits]))
         guess = torch.stack(guesses[-keep:])
         return guess[:, self.vocab_size:], guess
 

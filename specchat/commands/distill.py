@@ -127,7 +127,8 @@ def distill_head(options) -> None:
 
     shown = DistillProgress()
     try:
-        summary = run_head(options, HeadCallbacks(shown.message, shown.generated, shown.head_trained))
+        summary = run_head(options, HeadCallbacks(shown.message, shown.generated,
+                                                  shown.head_trained))
     finally:
         shown.done()
     out = options.out
@@ -135,10 +136,10 @@ def distill_head(options) -> None:
         click.echo(f"features: {summary['answer_tokens']} answer tokens in {summary['samples']} "
                    f"answers under {out / 'features'}")
         return
-    click.echo(f"head: {out / 'head.safetensors'} ({summary['parameters'] / 1e6:.1f} M parameters, "
-               f"output vocabulary {summary['vocab']}); best held-out τ estimate at k = 4 "
-               f"{summary['best_tau']:.2f}; features {summary['collect_s'] / 60:.1f} min, "
-               f"training {summary['train_s'] / 60:.1f} min")
+    click.echo(f"head: {out / 'head.safetensors'} ({summary['parameters'] / 1e6:.1f} M "
+               f"parameters, output vocabulary {summary['vocab']}); best held-out τ estimate "
+               f"at k = 4 {summary['best_tau']:.2f}; features "
+               f"{summary['collect_s'] / 60:.1f} min, training {summary['train_s'] / 60:.1f} min")
     click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml whose target is "
                f"{options.target}")
 
@@ -182,7 +183,8 @@ class DistillProgress:
         first, since = self.generation_start
         rate = (done - first) / max(time.perf_counter() - since, 1e-9)
         bar = self.enter("teacher tokens", total, None, done)
-        left = "" if bar.progress is not None or rate <= 0 else f"  ETA {clock(max(0, total - done) / rate)}"
+        left = ("" if bar.progress is not None or rate <= 0
+                else f"  ETA {clock(max(0, total - done) / rate)}")
         bar.update(done, f"{rate:.1f} tok/s{left}")
 
     def trained(self, progress: Any) -> None:

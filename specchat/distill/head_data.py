@@ -8,8 +8,9 @@ the answer's (all but the last token, which is never fed). Each group of `SHARD_
 prompts becomes one shard file, written as soon as its last answer ends; shards are
 numbered in a fixed, seeded order (teacher.batch_plan) and each answer samples with its own
 seed, so an interrupted run resumes by skipping the shards it has, never computes a feature
-twice, and gets the answers an uninterrupted run would have. The first pass over the prompts is greedy (what greedy speculative decoding sees);
-later passes sample at `SAMPLED_TEMPERATURE`. Knows nothing about the head or training.
+twice, and gets the answers an uninterrupted run would have. The first pass over the
+prompts is greedy (what greedy speculative decoding sees); later passes sample at
+`SAMPLED_TEMPERATURE`. Knows nothing about the head or training.
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -
 def collect_features(options: HeadOptions, callbacks: HeadCallbacks) -> None:
     """The target's answers and features until the shards hold `tokens` answer tokens."""
     folder = Path(options.out) / "features"
-    if folder.exists() and head_data.answer_tokens(head_data.load_shards(folder)) >= options.tokens:
+    if (folder.exists()
+            and head_data.answer_tokens(head_data.load_shards(folder)) >= options.tokens):
         return
     from specchat.models.backend_int8 import open_int8_target
     from specchat.models.int8.batched import Int8Batch

@@ -153,7 +153,8 @@ def pass_attention(q: torch.Tensor, keys: list, values: list, first_mask: torch.
 def scored_rows(batch: Batch, s: int) -> torch.Tensor:
     """[B, T] bool: rows of pass s that are the s-th draft of a round inside the answer."""
     positions = torch.arange(batch.ids.shape[1])[None, :]
-    return (positions >= batch.first_loss[:, None] + s - 1) & (positions < batch.last_loss[:, None])
+    return ((positions >= batch.first_loss[:, None] + s - 1)
+            & (positions < batch.last_loss[:, None]))
 
 
 def pass_loss(guess: torch.Tensor, truth: torch.Tensor, p: torch.Tensor, output: torch.Tensor,
@@ -209,7 +210,8 @@ def save_checkpoint(path: Path, network: HeadNetwork, optimizer, step: int, best
     staging.replace(path)
 
 
-def load_checkpoint(path: Path, network: HeadNetwork, optimizer, samples: int) -> tuple[int, float]:
+def load_checkpoint(path: Path, network: HeadNetwork, optimizer,
+                    samples: int) -> tuple[int, float]:
     """(step, best held-out τ); the best is forgotten when the data changed."""
     state = torch.load(path, map_location="cpu")
     network.load_state_dict(state["head"])
@@ -250,7 +252,8 @@ def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
                 run.on_best(acceptance)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
             save_checkpoint(run.checkpoint, network, optimizer, step, best, len(samples))
-        run.report(HeadProgress(step, settings.steps, tokens / max(seconds, 1e-9), loss, acceptance))
+        run.report(HeadProgress(step, settings.steps, tokens / max(seconds, 1e-9), loss,
+                                acceptance))
     network.eval()
     return best
 

@@ -18,7 +18,8 @@ from specchat.models.head.files import HeadFile, load_head
 from specchat.models.head.runtime import HeadRuntime
 
 
-def loaded_head(runtime: HeadRuntime, head: HeadFile, target: LoadedModel, weights: str) -> LoadedModel:
+def loaded_head(runtime: HeadRuntime, head: HeadFile, target: LoadedModel,
+                weights: str) -> LoadedModel:
     return LoadedModel(runtime, target.logit_columns, device=target.device, weights=weights,
                        weights_why="a draft head's own weights",
                        options={"head": True, "label": label(head, weights),

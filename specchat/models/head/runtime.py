@@ -68,7 +68,8 @@ class HeadRuntime:
         start, n = self._length, int(ids.shape[0])
         self.kv.make_room(start + n)
         positions = torch.arange(start, start + n, device=self.device)
-        x = self.network.inputs(features.to(self.device, self.dtype), self.embed(ids).to(self.dtype))
+        x = self.network.inputs(features.to(self.device, self.dtype),
+                                self.embed(ids).to(self.dtype))
         q, k, v = self.network.attention_inputs(x, positions)
         self.kv.keys[0, :, start:start + n] = k.transpose(0, 1)
         self.kv.values[0, :, start:start + n] = v.transpose(0, 1)
@@ -85,8 +86,8 @@ class HeadRuntime:
         values = self.kv.values[0, :, :end].unsqueeze(0)
         mask = None
         if n > 1:
-            mask = torch.arange(end, device=self.device) <= torch.arange(start, end,
-                                                                         device=self.device)[:, None]
+            rows = torch.arange(start, end, device=self.device)
+            mask = torch.arange(end, device=self.device) <= rows[:, None]
         out = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), keys, values,
                                              attn_mask=mask, enable_gqa=True)
         return out[0].transpose(0, 1).reshape(n, -1)

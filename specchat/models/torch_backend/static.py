@@ -163,7 +163,8 @@ class StaticCausalModel(HFCausalModel):
         if not (self.compiled and captured):
             return self._logits(ids, width)
         try:
-            return cloned(self._step(ids, width))  # graph outputs are overwritten by the next replay
+            # graph outputs are overwritten by the next replay
+            return cloned(self._step(ids, width))
         except Exception as error:  # a model torch.compile cannot capture: stay correct, go eager
             self.compiled, self.compile_error = False, f"{type(error).__name__}: {error}"
             print(f"specchat: CUDA graph capture failed, decoding eagerly ({self.compile_error})",
