@@ -307,3 +307,57 @@ def test_pairs_check_sizes_the_head_and_measures_its_step_like_any_drafts(loaded
     c = float(re.search(r"draft step c = (\d+\.\d\d)", measured.output).group(1))
     assert c > 0  # timed (on a tiny target, a head costs about as much as it), not a free lookup
 
+
+BUILTIN_HEAD = "qwen2.5-coder-1.5b-head"
+
+
+@pytest.fixture
+def no_shipped_head(tmp_path, monkeypatch) -> Path:
+    """An install whose package lacks the built-in heads; the data folder under tmp_path."""
+    from specchat.models.config import refs
+
+    monkeypatch.setattr(refs, "BUILTIN_DRAFTS_DIR", tmp_path / "package-drafts")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data" / "heads" / BUILTIN_HEAD
+
+
+def test_a_builtin_head_the_install_lacks_is_one_line_naming_the_command_that_builds_it(
+        no_shipped_head):
+    from specchat.errors import ModelNotFound
+    from specchat.models.config.refs import availability, head_file, parse_ref
+    from specchat.models.head.files import head_facts, load_head
+
+    command = (f"`specchat distill --head --target builtin:qwen2.5-coder-1.5b-instruct "
+               f"--out {no_shipped_head}`")
+    path = head_file(parse_ref(f"builtin:{BUILTIN_HEAD}"))
+    assert path == no_shipped_head / "head.safetensors"
+    for read in (load_head, head_facts):
+        with pytest.raises(ModelNotFound) as error:
+            read(path)
+        assert command in str(error.value) and "\n" not in str(error.value)
+    ok, why = availability(parse_ref(f"builtin:{BUILTIN_HEAD}"))
+    assert not ok and command in why
+
+
+def test_a_missing_head_file_that_is_no_builtin_names_the_distill_command(tmp_path):
+    from specchat.errors import ModelNotFound
+    from specchat.models.head.files import load_head
+
+    with pytest.raises(ModelNotFound, match="does not exist: train one with `specchat distill "
+                                            "--head`") as error:
+        load_head(tmp_path / "nowhere")
+    assert "builtin:" not in str(error.value)
+
+
+def test_the_builtin_head_the_command_builds_is_found_where_the_package_lacks_one(
+        trained, no_shipped_head):
+    import shutil
+
+    from specchat.models.config.refs import availability, head_file, parse_ref
+    from specchat.models.head.files import load_head
+
+    no_shipped_head.mkdir(parents=True)
+    shutil.copy(trained / "head.safetensors", no_shipped_head / "head.safetensors")
+    ref = parse_ref(f"builtin:{BUILTIN_HEAD}")
+    assert head_file(ref) == no_shipped_head / "head.safetensors"
+    assert availability(ref)[0] and load_head(head_file(ref)).vocab

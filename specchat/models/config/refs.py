@@ -67,10 +67,44 @@ HEAD_FILE = "head.safetensors"
 """A draft head's file (`specchat distill --head`; models/head/files.py)."""
 
 
+BUILTIN_HEADS = {"qwen2.5-coder-1.5b-head": "qwen2.5-coder-1.5b-instruct"}
+"""Draft heads known by name -> the built-in target each was trained for. A head ships in
+the package (BUILTIN_DRAFTS_DIR/NAME/head.safetensors); where an install lacks it,
+`head_build_command` builds it into the data folder (`built_head_folder`), where
+`builtin:NAME` finds it too."""
+
+
+def built_head_folder(name: str) -> Path:
+    """Where `specchat distill --head` builds a built-in head an install does not ship."""
+    from specchat.paths import data_dir
+
+    return data_dir() / "heads" / name
+
+
+def head_build_command(name: str) -> str:
+    """The one command that builds built-in head `name` where `builtin:NAME` finds it."""
+    return (f"specchat distill --head --target builtin:{BUILTIN_HEADS[name]} "
+            f"--out {built_head_folder(name)}")
+
+
 def builtin_head(name: str) -> Path | None:
-    """The shipped file of a built-in draft head, or None if `name` is not one."""
-    path = BUILTIN_DRAFTS_DIR / name / HEAD_FILE
-    return path if path.is_file() else None
+    """The file of a built-in draft head: shipped, else built into the data folder (that
+    path even while missing, for a name in BUILTIN_HEADS: loading it says how to build it);
+    None if `name` is no head."""
+    shipped = BUILTIN_DRAFTS_DIR / name / HEAD_FILE
+    if shipped.is_file() or name not in BUILTIN_HEADS:
+        return shipped if shipped.is_file() else None
+    return built_head_folder(name) / HEAD_FILE
+
+
+def missing_head(path: Path) -> str:
+    """A one-line error for a draft head file that does not exist, naming what builds it."""
+    for name in BUILTIN_HEADS:
+        if path == builtin_head(name):
+            return (f"draft head builtin:{name} is not installed ({path} does not exist): build "
+                    f"it with `{head_build_command(name)}` (docs/distill.md)")
+    return (f"draft head {path} does not exist: train one with `specchat distill --head` "
+            "(docs/distill.md)")
 
 
 def head_file(ref: ModelRef) -> Path | None:
@@ -144,7 +178,8 @@ def parse_hf(value: str) -> ModelRef:
 
 def known_builtins() -> str:
     drafts = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob("*/specchat-draft.json")]
-    heads = [p.parent.name for p in BUILTIN_DRAFTS_DIR.glob(f"*/{HEAD_FILE}")]
+    heads = sorted({p.parent.name for p in BUILTIN_DRAFTS_DIR.glob(f"*/{HEAD_FILE}")}
+                   | set(BUILTIN_HEADS))
     names = [*BUILTINS, *SPLIT_BUILTINS, *drafts, *(f"{d}.gguf" for d in drafts), *heads]
     return ", ".join(f"builtin:{n}" for n in names)
 
@@ -193,7 +228,10 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
     if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
         return draft_availability(builtin_draft(ref.value))
     if ref.kind == "builtin" and builtin_head(ref.value) is not None:
-        return True, f"{builtin_head(ref.value)} (a draft head: reads the target's features)"
+        path = builtin_head(ref.value)
+        if not path.is_file():
+            return False, missing_head(path)
+        return True, f"{path} (a draft head: reads the target's features)"
     if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
         ok, where = draft_availability(builtin_draft_gguf(ref.value))
         return ok, f"GGUF written on first use from {where}" if ok else where

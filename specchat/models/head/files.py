@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from specchat.errors import ModelNotFound, damaged
-from specchat.models.config.refs import HEAD_FILE
+from specchat.models.config.refs import HEAD_FILE, missing_head
 from specchat.models.blocks.int8_rows import quantize_rows
 from specchat.models.head.network import HeadNetwork, HeadShape
 
@@ -82,7 +82,7 @@ def load_head(path: Path) -> HeadFile:
     missing, damaged or foreign file."""
     path = head_path(path)
     if not path.is_file():
-        raise ModelNotFound(f"draft head {path} does not exist: {REBUILD}")
+        raise ModelNotFound(missing_head(path))
     where = f"cannot load draft head {path}"
     try:
         metadata, tensors = read_file(path)
@@ -114,6 +114,8 @@ def head_facts(path: Path) -> HeadFacts:
     from safetensors import safe_open
 
     path = head_path(path)
+    if not path.is_file():
+        raise ModelNotFound(missing_head(path))
     where = f"cannot read draft head {path}"
     try:
         with safe_open(str(path), framework="pt") as handle:
