@@ -361,3 +361,14 @@ def test_the_builtin_head_the_command_builds_is_found_where_the_package_lacks_on
     ref = parse_ref(f"builtin:{BUILTIN_HEAD}")
     assert head_file(ref) == no_shipped_head / "head.safetensors"
     assert availability(ref)[0] and load_head(head_file(ref)).vocab
+
+
+def test_the_builtin_head_resolves_to_the_file_the_package_ships():
+    from specchat.models.config.refs import BUILTIN_DRAFTS_DIR, head_file, parse_ref
+    from specchat.models.head.files import head_facts
+
+    shipped = BUILTIN_DRAFTS_DIR / BUILTIN_HEAD / "head.safetensors"
+    assert head_file(parse_ref(f"builtin:{BUILTIN_HEAD}")) == shipped and shipped.is_file()
+    facts = head_facts(shipped)
+    assert facts.shape.hidden == 1536 and facts.info["heldout_tau_k4"] > 1
+    assert shipped.stat().st_size < 40 << 20  # int8 rows: small enough to ship in the wheel
