@@ -372,3 +372,26 @@ def test_the_builtin_head_resolves_to_the_file_the_package_ships():
     facts = head_facts(shipped)
     assert facts.shape.hidden == 1536 and facts.info["heldout_tau_k4"] > 1
     assert shipped.stat().st_size < 40 << 20  # int8 rows: small enough to ship in the wheel
+
+
+
+def test_bench_races_a_builtin_head_pair_against_llamacpps_plain_decoding(files, trained,
+                                                                          tmp_path, monkeypatch):
+    """A head has no llama.cpp counterpart: the bindings' arms are plain decoding only (a
+    built-in head taken for a GGUF draft was 'unknown built-in model')."""
+    import shutil
+
+    from specchat.models.config import refs
+
+    pytest.importorskip("llama_cpp")
+    monkeypatch.setattr(refs, "BUILTIN_DRAFTS_DIR", tmp_path / "drafts")
+    (tmp_path / "drafts" / BUILTIN_HEAD).mkdir(parents=True)
+    shutil.copy(trained / "head.safetensors", tmp_path / "drafts" / BUILTIN_HEAD)
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'[pairs.p]\ntarget = "{files["gguf"]}"\ndraft = "builtin:{BUILTIN_HEAD}"\n'
+                    'backend = "int8"\nk = 2\n')
+    result = CliRunner().invoke(main, ["bench", "run", "--config", str(toml), "--pair", "p",
+                                       "--limit", "1", "--max-new-tokens", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    arms = json.loads(result.stdout[result.stdout.index("{"):])["total"]["arms"]
+    assert {"spec", "target", "llama"} <= set(arms) and "llama_spec" not in arms

@@ -95,11 +95,15 @@ def offload(pair: Pair) -> dict:
 
 
 def llamacpp_drafter(pair: Pair, k: int, threads: int):
-    """(the bindings' draft hook for the pair's drafter, its label), or (None, "")."""
+    """(the bindings' draft hook for the pair's drafter, its label), or (None, ""): also for
+    a draft head, which llama.cpp's bindings cannot run (they hand out no hidden states)."""
+    from specchat.models.adapters import is_head_ref
     from specchat.models.llamacpp.baselines import gguf_draft_model, prompt_lookup
 
     if hasattr(pair.draft, "max_ngram"):  # an n-gram lookup
         return prompt_lookup(k, pair.draft.max_ngram), "llama.cpp prompt lookup"
+    if is_head_ref(pair.config.draft):
+        return None, ""
     draft = gguf_path(pair.config.draft) if pair.config.draft else None
     if draft is None:
         return None, ""
