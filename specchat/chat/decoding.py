@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from specchat.chat.narrow_draft import fitted
 from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
 
 
@@ -29,6 +30,7 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
+    draft = fitted(draft, pair.target)
     return ModelDrafter(wrap(draft) if wrap else draft)
 
 

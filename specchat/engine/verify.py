@@ -58,6 +58,13 @@ def _correction_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 0, residual / mass.clamp_min(1e-30), p)
 
 
+def widened(q: torch.Tensor, width: int) -> torch.Tensor:
+    """q over `width` columns: a draft whose head is narrower than its target's (the target
+    has padding rows or special tokens the draft lacks) gives them probability 0."""
+    missing = width - q.shape[-1]
+    return torch.nn.functional.pad(q, (0, missing)) if missing > 0 else q
+
+
 def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
                    target_logits: torch.Tensor, params: SamplingParams,
                    generator: torch.Generator | None):
@@ -70,6 +77,7 @@ def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
     p = to_probs(target_logits, params)
     if draft_probs is None:
         draft_probs = torch.nn.functional.one_hot(drafts, p.shape[-1]).to(p.dtype)
+    draft_probs = widened(draft_probs, p.shape[-1])
     positions = torch.arange(k, device=p.device)
     p_at = p[positions, drafts]
     q_at = draft_probs[positions, drafts]

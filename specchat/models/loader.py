@@ -6,9 +6,11 @@ picks (torch, llama.cpp or int8), the one place that choice is made. The chosen 
 object (models/backend.py's `ModelBackend`) loads the model and answers everything the
 pair needs of it: EOS, context, logit columns, weights, label; this module never asks a
 model which backend made it. The tokenizer is always transformers' (read from the GGUF file
-for a GGUF model). Every failure a user can cause (missing or unreadable file, uncached hub
-id, vocabulary mismatch, quantization without CUDA, a draft larger than its target, a
-model that does not fit) becomes a one-line `SpecchatError`.
+for a GGUF model); a draft with a tokenizer of its own brings it (`draft_tokenizer`:
+models/vocabulary.py decides). The target computes all of its logit columns; a draft that
+shares its tokenizer proposes among those the target has (`draft_columns`). Every failure a
+user can cause (missing or unreadable file, uncached hub id, quantization without CUDA, a
+draft larger than its target, a model that does not fit) becomes a one-line `SpecchatError`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class LoadedPair:
     offloaded_to: str | None = None
     """The GPU a llama.cpp target's layers run on ("CUDA", "Metal"; None: none), while its
     logits, and so `device`, stay on the CPU."""
+    draft_tokenizer: Any = None
+    """The draft model's own tokenizer where it is not the target's (the chat layer turns its
+    text into the target's tokens, chat/cross/); None for a draft that shares it."""
 
     @property
     def device_label(self) -> str:
@@ -111,12 +116,11 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     target = target_backend.load_target(parse_ref(pair.target), request)
     request = replace(request, device=target.device)
     draft, draft_loaded = load_draft(pair, backends, request, target, progress)
-    columns = min([target.logit_columns] + ([draft_loaded.logit_columns] if draft_loaded else []))
-    model, target_label = target_backend.engine_model(target, columns, request)
+    model, target_label = target_backend.engine_model(target, target.logit_columns, request)
     labels = {"target": target_label}
     if draft_loaded is not None:
-        draft, labels["draft"] = backend_named(backends.draft).engine_model(draft_loaded, columns,
-                                                                             request)
+        draft, labels["draft"] = backend_named(backends.draft).engine_model(
+            draft_loaded, draft_columns(target, draft_loaded), request)
     reset_peak(target.device)
     reasons = {"device": target.device_why or device_why,
                "dtype": weights_why(target, draft_loaded), "backend": backends.why}
@@ -127,7 +131,17 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
                       device=target.device, dtype=target.weights, reasons=reasons,
                       load_s=time.perf_counter() - started, placement=target.placement,
                       backends=labels, eos=target.eos, context=target.context,
-                      offloaded_to=target.offloaded_to)
+                      offloaded_to=target.offloaded_to,
+                      draft_tokenizer=draft_loaded.tokenizer if draft_loaded else None)
+
+
+def draft_columns(target: LoadedModel, draft: LoadedModel) -> int:
+    """The logit columns a draft proposes from: its own where it has a tokenizer of its own;
+    else those its target also has (a padded head's extra rows, or special tokens only one
+    model added, are never proposed). The target always computes all of its own."""
+    if draft.tokenizer is not None:
+        return draft.logit_columns
+    return min(draft.logit_columns, target.logit_columns)
 
 
 def load_request(pair: PairConfig, device: str, device_why: str, backends: Backends,

@@ -1,33 +1,98 @@
-"""Whether a draft shares its target's vocabulary: a one-line `PairError` where it does not.
+"""Whether a draft shares its target's tokenizer: the one decision every backend's
+`load_draft` asks for, and the tokenizer digest `pairs --suggest` ranks drafts by.
 
-Two transformers tokenizers are compared token by token; two GGUF models on llama.cpp by a
-digest of the token texts llama.cpp reads from each file (remembered per file in the cache,
-models/gguf/cache.py), so a GGUF draft needs no tokenizer of its own. Loads nothing.
+Two vocabularies are one tokenizer when their *core* tokens agree: every normal token (not
+special, control, added, unknown or a padding row) has the same text at the same id in both.
+What a head holds beyond them does not matter: llama.cpp's `[PAD151665]` rows, Qwen2.5-7B's
+152,064 logit columns beside the 0.5B's 151,936, special tokens one model added. Such a pair
+speculates as one tokenizer, the draft proposing among the columns the target has (the
+loader gives the target all of its own). Any other draft brings its own tokenizer, and the
+chat layer turns its text into the target's tokens (chat/cross/).
+
+Compared by a digest of the core tokens, computed from a transformers tokenizer's
+vocabulary, a `tokenizer.json`, or a GGUF file's header (models/gguf/header.py, remembered
+per file in the cache: models/gguf/cache.py), so a GGUF draft that shares its target's
+tokenizer never has a tokenizer of its own converted. Loads no model.
 """
 
 from __future__ import annotations
 
-from specchat.errors import PairError
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from specchat.models.backend import Progress
 from specchat.models.config.pairs import PairConfig
-from specchat.models.gguf import cache as gguf_cache
+from specchat.models.config.refs import ModelRef, parse_ref
+
+PADDING = re.compile(rb"\[PAD\d+\]")
+"""llama.cpp's converter names the rows a padded head has beyond its tokenizer `[PAD<id>]`;
+a tokenizer read back from such a file holds them as ordinary tokens."""
 
 
-def check_same_vocabulary(pair: PairConfig, target_tokenizer, draft_tokenizer) -> None:
-    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
-        raise vocabulary_mismatch(pair, len(draft_tokenizer), len(target_tokenizer))
+def core_digest(tokens: Iterable[tuple[int, bytes]]) -> str:
+    """sha256 over (id, text) of the core tokens, in id order (padding rows left out)."""
+    digest = hashlib.sha256()
+    for token_id, text in sorted(tokens):
+        if not PADDING.fullmatch(text):
+            digest.update(b"%d\0%s\0" % (token_id, text))
+    return digest.hexdigest()
 
 
-def check_same_llamacpp_vocabulary(pair: PairConfig, target, draft) -> None:
-    """Two GGUF models share a vocabulary when llama.cpp reads the same token texts from both:
-    compared by digest (remembered per file), so no second tokenizer is converted or loaded."""
-    digests = [gguf_cache.remembered(model.path, "vocabulary", model.vocabulary_digest)
-               for model in (target, draft)]
-    if digests[0] != digests[1]:
-        raise vocabulary_mismatch(pair, draft.n_vocab, target.n_vocab)
+def tokenizer_digest(tokenizer: Any) -> str:
+    """The core digest of a transformers tokenizer: its vocabulary less its added tokens."""
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    return core_digest((i, text.encode("utf-8")) for text, i in tokenizer.get_vocab().items()
+                       if i not in added)
 
 
-def vocabulary_mismatch(pair: PairConfig, draft_tokens: int, target_tokens: int) -> PairError:
-    return PairError(
-        f"pair '{pair.name}': draft {pair.draft} and target {pair.target} use different "
-        f"vocabularies ({draft_tokens} vs {target_tokens} tokens): "
-        "pick a draft from the target's model family")
+def tokenizer_json_digest(path: Path) -> str:
+    """The core digest of a `tokenizer.json` (its model's vocabulary less its added tokens),
+    read without transformers. `ValueError` where it holds no vocabulary."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    vocab = (data.get("model") or {}).get("vocab")
+    if isinstance(vocab, list):  # a Unigram model: [text, score] pairs in id order
+        vocab = {entry[0]: i for i, entry in enumerate(vocab)}
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{path} holds no vocabulary")
+    added = {entry.get("id") for entry in data.get("added_tokens") or []}
+    return core_digest((i, text.encode("utf-8")) for text, i in vocab.items() if i not in added)
+
+
+def gguf_digest(path: Path) -> str:
+    """The core digest of a GGUF file's tokenizer (NORMAL and BYTE tokens), read from its
+    header once and then remembered."""
+    from specchat.models.gguf import cache
+    from specchat.models.gguf.header import NORMAL_TYPES, TOKEN_TYPES, TOKENS, read_metadata
+
+    def compute() -> str:
+        found = read_metadata(path, frozenset({TOKENS, TOKEN_TYPES}))
+        texts = found.get(TOKENS) or []
+        types = found.get(TOKEN_TYPES) or [1] * len(texts)
+        return core_digest((i, text) for i, (text, kind) in enumerate(zip(texts, types))
+                           if kind in NORMAL_TYPES)
+
+    return cache.remembered(path, "core-vocabulary", compute)
+
+
+def own_tokenizer(target_tokenizer: Any, draft_tokenizer: Any) -> Any | None:
+    """The draft's tokenizer where it is not its target's, else None (one tokenizer)."""
+    if tokenizer_digest(target_tokenizer) == tokenizer_digest(draft_tokenizer):
+        return None
+    return draft_tokenizer
+
+
+def gguf_own_tokenizer(pair: PairConfig, draft: ModelRef, progress: Progress) -> Any | None:
+    """For a GGUF draft of a GGUF target: None where they share a tokenizer (compared by their
+    headers' digests; no tokenizer is read), else the draft's own tokenizer, read from its file."""
+    from specchat.models.gguf import cache
+    from specchat.models.gguf.drafts import gguf_file
+
+    paths = [gguf_file(ref, progress) for ref in (parse_ref(pair.target), draft)]
+    if gguf_digest(paths[0]) == gguf_digest(paths[1]):
+        return None
+    progress(f"the draft {pair.draft} has a tokenizer of its own: its text is re-tokenized "
+             "for the target")
+    return cache.load_tokenizer(paths[1], progress)
