@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from specchat.chat.cross import cross_drafter
 from specchat.chat.narrow_draft import fitted
 from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
 
 
 def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
-    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, an
-    `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
+    `CrossTokenizerDrafter` over one with a tokenizer of its own (`draft_tokenizer`,
+    chat/cross/), an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None
+    without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
     weighed the measured verify costs: its own window would only cut that shorter."""
     draft = getattr(pair, "draft", None)
@@ -30,6 +33,8 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
+    if getattr(pair, "draft_tokenizer", None) is not None:
+        return cross_drafter(pair, wrap)
     draft = fitted(draft, pair.target)
     return ModelDrafter(wrap(draft) if wrap else draft)
 

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from specchat.token_kinds import TokenKind
 
 
+ONE, MERGED, SPLIT = "one", "merged", "split"
+"""How a cross-tokenizer draft's proposed target token lines up with the draft model's own
+tokens: exactly one of them, several whole ones, or an end inside one (chat/cross/text.py)."""
+
+
 @dataclass(frozen=True)
 class TokenSpan:
     """One token's text and fate."""
@@ -20,6 +25,15 @@ class TokenSpan:
     token_id: int
     margin: float | None = None
     """The target's top-two logit margin where it chose (or kept) this token; None for ghosts."""
+    alignment: str = ""
+    """A draft of another tokenizer's token: how this target token lines up with the draft's
+    tokens (ONE, MERGED, SPLIT); "" for the target's own token and for a draft that shares
+    the target's tokenizer."""
+
+    @property
+    def unaligned(self) -> bool:
+        """Not exactly one of a cross-tokenizer draft's tokens: the chat underlines it."""
+        return self.alignment in (MERGED, SPLIT)
 
 
 @dataclass(frozen=True)

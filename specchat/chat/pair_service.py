@@ -59,7 +59,8 @@ class PairService:
         return PairInfo(self.name, pair.device_label, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
                         self.description, k_auto=self.k_auto, seed=self.session.seed,
-                        engines=engines_text(getattr(pair, "backends", None) or {}))
+                        engines=engines_text(getattr(pair, "backends", None) or {}),
+                        cross_tokenizer=getattr(pair, "draft_tokenizer", None) is not None)
 
     def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""

@@ -53,6 +53,9 @@ class PairInfo:
     """The sampling seed of the session (drawn from the OS when none was given)."""
     engines: str = ""
     """Which backend computes each model, e.g. "target llama.cpp · draft torch (lean)"."""
+    cross_tokenizer: bool = False
+    """The draft has a tokenizer of its own: its text is re-tokenized into the target's tokens,
+    and a target token the draft's tokens do not line up with is marked (chat/cross/)."""
 
 
 class ConversationService(Protocol):

@@ -40,13 +40,17 @@ class RoundText:
     token: TokenSpan | None
 
 
-def spans_of_round(event: Round, detok: IncrementalDetokenizer) -> RoundText:
-    """Decode a round: accepted drafts and the target token are committed to the detokenizer."""
+def spans_of_round(event: Round, detok: IncrementalDetokenizer,
+                   alignment: tuple[str, ...] = ()) -> RoundText:
+    """Decode a round: accepted drafts and the target token are committed to the detokenizer.
+    `alignment`: how each draft lines up with a cross-tokenizer draft's own tokens."""
     margins = list(event.margins) + [None] * (len(event.committed) - len(event.margins))
-    accepted = tuple(TokenSpan(detok.push(t), "accepted", t, m)
-                     for t, m in zip(event.accepted, margins))
+    aligned = list(alignment) + [""] * (event.drafted - len(alignment))
+    accepted = tuple(TokenSpan(detok.push(t), "accepted", t, m, a)
+                     for t, m, a in zip(event.accepted, margins, aligned))
     ghosts = detok.peek(list(event.rejected))
-    rejected = tuple(TokenSpan(text, "rejected", t) for text, t in zip(ghosts, event.rejected))
+    rejected = tuple(TokenSpan(text, "rejected", t, alignment=a) for text, t, a in
+                     zip(ghosts, event.rejected, aligned[len(event.accepted):]))
     token = None
     if event.token is not None:
         kind: TokenKind = event.token_kind
@@ -112,7 +116,8 @@ class ChatSession:
         spans: list[TokenSpan] = []
         # target-only decoding is a decoder without a drafter (k = 0) reading the same
         # live settings, so a temperature change applies from the next round either way
-        events = self.decoder().generate(prompt, self.settings, budget, self.generator, should_stop)
+        decoder = self.decoder()
+        events = decoder.generate(prompt, self.settings, budget, self.generator, should_stop)
         for event in survive_failure(events):
             if isinstance(event, Finished):
                 yield self._finish(event, detok, spans, metrics)
@@ -121,7 +126,7 @@ class ChatSession:
                 yield self._finish(Finished("failed", 0), detok, spans, metrics, event.error)
                 return
             metrics.record(event)
-            text = spans_of_round(event, detok)
+            text = spans_of_round(event, detok, getattr(decoder.drafter, "alignment", ()))
             update = RoundUpdate(text.accepted, text.rejected, text.token, event.draft_s * 1000,
                                  event.verify_s * 1000, metrics.snapshot())
             spans.extend(update.spans)

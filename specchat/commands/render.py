@@ -2,7 +2,8 @@
 
 Tokens are coloured by kind with the default theme's variables as rich styles;
 rich's console turns them into what the terminal can show (24-bit, 256 or 16
-colours, none under NO_COLOR). Rejected drafts print dim and struck through.
+colours, none under NO_COLOR). Rejected drafts print dim and struck through; a
+cross-tokenizer draft's token that is not one of the draft's own tokens is underlined.
 The stats block follows `ollama run --verbose`. Pure formatting: spans in, rich
 text or strings out; knows nothing about where they are printed.
 """
@@ -20,8 +21,9 @@ def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text
     if span.kind == "rejected":
         if not ghosts or not span.text:
             return Text("")
-        return Text(span.text, Style(color=colours["rejected"], dim=True, strike=True))
-    return Text(span.text, Style(color=colours[span.kind]))
+        return Text(span.text, Style(color=colours["rejected"], dim=True, strike=True,
+                                     underline=span.unaligned))
+    return Text(span.text, Style(color=colours[span.kind], underline=span.unaligned))
 
 
 def _pct(value: float | None) -> str:

@@ -221,7 +221,13 @@ def backend_rows(pair: Pair) -> list[tuple[str, str]]:
     rows = [("target backend", f"{pair.backends['target']} ({pair.reasons['backend']})")]
     if "draft" in pair.backends:
         rows.append(("draft backend", pair.backends["draft"]))
+    if getattr(pair, "draft_tokenizer", None) is not None:
+        rows.append(("draft tokenizer", CROSS_TOKENIZER))
     return rows
+
+
+CROSS_TOKENIZER = ("its own: its text is re-tokenized for the target (greedy: string match; "
+                   "sampling: shared tokens); counts are in target tokens")
 
 
 class JsonlPrinter:
@@ -269,7 +275,17 @@ def round_object(event: Any) -> dict:
             "token": None if token is None else token.token_id,
             "token_text": "" if token is None else token.text,
             "token_kind": None if token is None else token.kind,
-            "draft_ms": round(event.draft_ms, 3), "verify_ms": round(event.verify_ms, 3)}
+            "draft_ms": round(event.draft_ms, 3), "verify_ms": round(event.verify_ms, 3),
+            **alignment_field(event)}
+
+
+def alignment_field(event: Any) -> dict:
+    """A cross-tokenizer draft's rounds: how each draft (accepted, then rejected) lines up
+    with the draft model's own tokens; nothing for a draft of the target's tokenizer."""
+    drafts = event.accepted + event.rejected
+    if not any(s.alignment for s in drafts):
+        return {}
+    return {"alignment": [s.alignment for s in drafts]}
 
 
 def emit(obj: dict) -> None:

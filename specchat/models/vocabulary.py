@@ -1,13 +1,16 @@
 """Whether a draft shares its target's tokenizer: the one decision every backend's
 `load_draft` asks for, and the tokenizer digest `pairs --suggest` ranks drafts by.
 
-Two vocabularies are one tokenizer when their *core* tokens agree: every normal token (not
-special, control, added, unknown or a padding row) has the same text at the same id in both.
-What a head holds beyond them does not matter: llama.cpp's `[PAD151665]` rows, Qwen2.5-7B's
-152,064 logit columns beside the 0.5B's 151,936, special tokens one model added. Such a pair
-speculates as one tokenizer, the draft proposing among the columns the target has (the
-loader gives the target all of its own). Any other draft brings its own tokenizer, and the
-chat layer turns its text into the target's tokens (chat/cross/).
+Two vocabularies are one tokenizer when their *core* tokens agree: every token that is not
+a marker has the same text at the same id in both. A marker is a token written in angle or
+square brackets: special and control tokens (`<|im_end|>`, `</s>`, `<unk>`), byte-fallback
+pieces (`<0x0A>`) and llama.cpp's padding rows (`[PAD151665]`). What a head holds beyond
+the core does not matter: Qwen2.5-7B's 152,064 logit columns beside the 0.5B's 151,936,
+special tokens one model added, or which of them a file marks special (a tokenizer read
+back from a GGUF file marks fewer). Such a pair speculates as one tokenizer, the draft
+proposing among the columns the target has (the loader gives the target all of its own).
+Any other draft brings its own tokenizer, and the chat layer turns its text into the
+target's tokens (chat/cross/).
 
 Compared by a digest of the core tokens, computed from a transformers tokenizer's
 vocabulary, a `tokenizer.json`, or a GGUF file's header (models/gguf/header.py, remembered
@@ -27,29 +30,26 @@ from specchat.models.backend import Progress
 from specchat.models.config.pairs import PairConfig
 from specchat.models.config.refs import ModelRef, parse_ref
 
-PADDING = re.compile(rb"\[PAD\d+\]")
-"""llama.cpp's converter names the rows a padded head has beyond its tokenizer `[PAD<id>]`;
-a tokenizer read back from such a file holds them as ordinary tokens."""
+MARKER = re.compile(rb"<[^<>\s]*>|\[[^\[\]\s]*\]")
+"""A token written in angle or square brackets: special, control, byte-fallback, padding."""
 
 
 def core_digest(tokens: Iterable[tuple[int, bytes]]) -> str:
-    """sha256 over (id, text) of the core tokens, in id order (padding rows left out)."""
+    """sha256 over (id, text) of the tokens that are not markers, in id order."""
     digest = hashlib.sha256()
     for token_id, text in sorted(tokens):
-        if not PADDING.fullmatch(text):
+        if not MARKER.fullmatch(text):
             digest.update(b"%d\0%s\0" % (token_id, text))
     return digest.hexdigest()
 
 
 def tokenizer_digest(tokenizer: Any) -> str:
-    """The core digest of a transformers tokenizer: its vocabulary less its added tokens."""
-    added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
-    return core_digest((i, text.encode("utf-8")) for text, i in tokenizer.get_vocab().items()
-                       if i not in added)
+    """The core digest of a transformers tokenizer's vocabulary."""
+    return core_digest((i, text.encode("utf-8")) for text, i in tokenizer.get_vocab().items())
 
 
 def tokenizer_json_digest(path: Path) -> str:
-    """The core digest of a `tokenizer.json` (its model's vocabulary less its added tokens),
+    """The core digest of a `tokenizer.json` (its model's vocabulary and its added tokens),
     read without transformers. `ValueError` where it holds no vocabulary."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     vocab = (data.get("model") or {}).get("vocab")
@@ -57,24 +57,23 @@ def tokenizer_json_digest(path: Path) -> str:
         vocab = {entry[0]: i for i, entry in enumerate(vocab)}
     if not isinstance(vocab, dict):
         raise ValueError(f"{path} holds no vocabulary")
-    added = {entry.get("id") for entry in data.get("added_tokens") or []}
-    return core_digest((i, text.encode("utf-8")) for text, i in vocab.items() if i not in added)
+    tokens = {(i, text.encode("utf-8")) for text, i in vocab.items()}
+    tokens |= {(entry["id"], str(entry.get("content", "")).encode("utf-8"))
+               for entry in data.get("added_tokens") or [] if isinstance(entry.get("id"), int)}
+    return core_digest(tokens)
 
 
 def gguf_digest(path: Path) -> str:
-    """The core digest of a GGUF file's tokenizer (NORMAL and BYTE tokens), read from its
-    header once and then remembered."""
+    """The core digest of a GGUF file's tokenizer, read from its header once and then
+    remembered."""
     from specchat.models.gguf import cache
-    from specchat.models.gguf.header import NORMAL_TYPES, TOKEN_TYPES, TOKENS, read_metadata
+    from specchat.models.gguf.header import TOKENS, read_metadata
 
     def compute() -> str:
-        found = read_metadata(path, frozenset({TOKENS, TOKEN_TYPES}))
-        texts = found.get(TOKENS) or []
-        types = found.get(TOKEN_TYPES) or [1] * len(texts)
-        return core_digest((i, text) for i, (text, kind) in enumerate(zip(texts, types))
-                           if kind in NORMAL_TYPES)
+        texts = read_metadata(path, frozenset({TOKENS})).get(TOKENS) or []
+        return core_digest(enumerate(texts))
 
-    return cache.remembered(path, "core-vocabulary", compute)
+    return cache.remembered(path, "tokenizer-core", compute)
 
 
 def own_tokenizer(target_tokenizer: Any, draft_tokenizer: Any) -> Any | None:

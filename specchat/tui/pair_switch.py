@@ -101,6 +101,8 @@ class PairSwitch:
         app.service, app.info, self.loading.current_load_id = service, info, loaded.load_id
         app.pair_name = app.sub_title = info.name
         app.gauges.info = info
+        for legend in app.chat_screen.query("#legend"):
+            legend.refresh()  # a cross-tokenizer pair's legend names its mark
         app.settings.adopt(service, info, first=previous is None)
         app.gauges.calibration = self.baseline()
         app.gauges.status = f"ready · loaded in {info.load_s:.1f} s"

@@ -1,5 +1,6 @@
 """The transcript: user turns, answers drawn token by token in their kind's colour,
-rejected drafts as dim struck-through ghosts, notices.
+rejected drafts as dim struck-through ghosts, notices. A draft of another tokenizer's
+token that is not exactly one of the draft's own tokens is underlined.
 
 Every colour comes from the app's theme variables (`spec-accepted`, ...), read
 when the text is styled and again whenever the theme changes. Textual only.
@@ -22,6 +23,10 @@ from textual.widgets import Markdown, Static
 from specchat.chat.events import StatsSnapshot, TokenSpan
 from specchat.token_kinds import TOKEN_KINDS
 
+UNALIGNED_MARK = Style(underline=True)
+"""Added to a cross-tokenizer draft's token that is not one of the draft's own tokens
+(`TokenSpan.unaligned`)."""
+UNALIGNED_LABEL = "underlined: not one draft token"
 KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
                "resampled": "resampled", "bonus": "bonus", "target": "target only",
                "pending": "pending draft"}
@@ -104,7 +109,10 @@ class TokenText(Widget):
                 continue
             end = self._length + len(span.text)
             self._pieces.append(span.text)
-            self._styled.append(ContentSpan(self._length, end, styles.get(span.kind, styles["target"])))
+            style = styles.get(span.kind, styles["target"])
+            if span.unaligned:
+                style = style + UNALIGNED_MARK
+            self._styled.append(ContentSpan(self._length, end, style))
             self._length = end
 
     def plain_text(self) -> str:

@@ -1,5 +1,5 @@
 """A GGUF file's metadata read straight from its header: every scalar and string, and the
-arrays asked for (the tokenizer's token texts and types), without gguf's own reader.
+arrays asked for (the tokenizer's token texts), without gguf's own reader.
 
 gguf's `GGUFReader` builds a numpy record for every item of every array, seconds for a
 150k-token vocabulary; this reader walks the header of a memory-mapped file with
@@ -20,10 +20,6 @@ from specchat.errors import DamagedWeights
 from specchat.models.gguf.integrity import ARRAY, SCALARS, SMALLEST, STRING
 
 TOKENS = "tokenizer.ggml.tokens"
-TOKEN_TYPES = "tokenizer.ggml.token_type"
-NORMAL_TYPES = frozenset({1, 6})
-"""GGUF token types of a tokenizer's own vocabulary: NORMAL and BYTE (byte-fallback pieces).
-The others are UNKNOWN, CONTROL (special), USER_DEFINED (added), UNUSED (padding)."""
 
 
 class Cursor:

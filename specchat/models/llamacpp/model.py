@@ -291,14 +291,6 @@ class LlamaCppModel:
             self._view = view = (address, np.ctypeslib.as_array(pointer, shape=(rows, self.n_vocab)))
         return view[1][:rows]
 
-    def vocabulary_digest(self) -> str:
-        """sha256 over every token's text in id order: equal for two models exactly when
-        llama.cpp reads the same vocabulary from both files."""
-        import hashlib
-
-        text = self._lib.llama_vocab_get_text
-        return hashlib.sha256(b"\0".join(text(self._vocab, i) for i in range(self.n_vocab))).hexdigest()
-
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         """llama.cpp's own tokenization of `text` (to check a tokenizer agrees with it)."""
         data = text.encode("utf-8")
