@@ -114,18 +114,34 @@ def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
 @click.option("--check", "check_name", metavar="NAME",
               help="For pair NAME on this machine: memory per model, step costs, and whether "
                    "speculation should pay.")
+@click.option("--suggest", "suggest_target", metavar="TARGET",
+              help="Which models on this machine (models.toml, built-ins, ollama, the Hugging "
+                   "Face cache, LM Studio) could draft for TARGET (a model reference or a "
+                   "pair), best bets first. Never downloads.")
 @click.option("--measure", is_flag=True,
-              help="With --check: load the pair and time its steps instead of predicting them.")
+              help="With --check: load the pair and time its steps instead of predicting them. "
+                   "With --suggest: load the first candidates (--top) and measure α and c.")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --suggest --measure: how many candidates to measure.")
+@click.option("--write", "write_name", metavar="NAME",
+              help="With --suggest: add a candidate (--pick) to your models.toml as pair NAME.")
+@click.option("--pick", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --suggest --write: the candidate's row.")
 @click.option("--json", "as_json", is_flag=True,
-              help="The list as JSON: every pair with its keys and each model's availability.")
+              help="The list as JSON: every pair with its keys and each model's availability "
+                   "(with --suggest: the candidates).")
 @click.pass_context
 def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
-          measure: bool, as_json: bool) -> None:
+          suggest_target: str | None, measure: bool, top: int, write_name: str | None,
+          pick: int, as_json: bool) -> None:
     """List the pairs in models.toml and whether each model is available offline."""
     from specchat.commands.pair_list import pair_lines, pair_records
     from specchat.models.config.pairs import load_catalog
 
     catalog = load_catalog(config_from(ctx, config_file))
+    if suggest_target is not None:
+        suggest_pairs(catalog, suggest_target, measure, top, write_name, pick, as_json)
+        return
     if check_name is not None:
         from specchat.commands.advice import check_lines
         from specchat.commands.progress import loading_notes
@@ -140,6 +156,30 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
         return
     for line in pair_lines(records):
+        click.echo(line)
+
+
+def suggest_pairs(catalog, target: str, measure: bool, top: int, write_name: str | None,
+                  pick: int, as_json: bool) -> None:
+    """`pairs --suggest`: the candidates (commands/suggest.py), measured or written as asked."""
+    from specchat.commands.progress import loading_notes
+    from specchat.commands.suggest import pair_name_for, suggest, suggestion_lines, write_pair
+
+    result = suggest(target, catalog)
+    if measure:
+        from specchat.commands.suggest_measure import measure as measure_candidates
+
+        with loading_notes() as notes:
+            measure_candidates(result, top, notes)
+    if write_name is not None:
+        file = write_pair(result, write_name, pick)
+        click.echo(f"added pair '{write_name}' to {file}: specchat chat --pair {write_name}")
+        return
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+        return
+    first = result.candidates[0].card if result.candidates else None
+    for line in suggestion_lines(result, target, pair_name_for(result.target, first)):
         click.echo(line)
 
 

@@ -70,14 +70,22 @@ def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: floa
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
     why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
     (wider verifies are extended from them, as k = "auto" extends them)."""
+    from specchat.models.loader import load_pair
+
+    return timed_costs(load_pair(pair, progress=progress), fixed_k(pair), progress,
+                       expected_c, clock)
+
+
+def timed_costs(loaded: Pair, k: int | None, progress: Callable[[str], None],
+                expected_c: float | None = None,
+                clock: Clock = time.perf_counter) -> tuple[TimedCosts, str | None]:
+    """`measured_costs` of a pair already loaded: every width of a fixed `k`, PRIOR_WIDTHS
+    for None (k = "auto")."""
     from specchat.chat.calibrate import prior_context
     from specchat.chat.decoding import drafter_for
     from specchat.engine.costs import steady_costs, time_rounds
-    from specchat.models.loader import load_pair
 
-    loaded = load_pair(pair, progress=progress)
     context, drafter = prior_context(loaded), drafter_for(loaded)
-    k = fixed_k(pair)
     widths = range(1, k + 2) if k else PRIOR_WIDTHS
     progress("timing the pair's forwards (a minute on a small CPU)")
     measure = lambda: time_rounds(loaded.target, drafter, context, widths,  # noqa: E731

@@ -193,6 +193,18 @@ def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int)
                               setup.repeats, programs, setup.keep_going)
 
 
+@prompt_set_command("acceptance", extra=(budget_option,))
+def acceptance_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int):
+    """Acceptance per category (in target tokens) and greedy identity: specchat's speculative
+    and target-only arms only."""
+    from specchat.bench.acceptance import run_acceptance
+
+    pair = setup.load(dtype)
+    with prompt_bar(setup) as on_prompt:
+        return run_acceptance(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
+                              setup.keep_going)
+
+
 @prompt_set_command("sweep", extra=(ks_option, budget_option))
 def sweep_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """Fixed k against k = auto and transformers' heuristic schedule; the best k per category."""
