@@ -129,3 +129,42 @@ def test_run_jsonl_gives_each_round_its_alignment(config):
     assert drafted, "no round drafted"
     for record in drafted:
         assert len(record["alignment"]) == len(record["accepted"]) + len(record["rejected"])
+
+
+def test_k_auto_times_the_cross_tokenizer_draft_per_target_token_and_stays_exact(loaded):
+    """k = "auto" starts from timed step costs: the draft's c is its time per proposed target
+    token (its whole proposal: the draft's steps and the re-tokenizing)."""
+    from specchat.chat.calibrate import measure_prior
+    from specchat.engine.adaptive import settings_for
+
+    pair = loaded("bytelevel")
+    costs = measure_prior(pair, widths=(1, 2, 3), repeats=1)
+    assert costs.c is not None and costs.c > 0
+    for prompt in PROMPTS[:2]:
+        session = ChatSession(pair, settings=settings_for("auto", SamplingParams(), prior=costs))
+        spec = [e for e in session.answer(prompt, max_new_tokens=24) if isinstance(e, RoundUpdate)]
+        plain, _ = answer(pair, prompt, speculate=False)
+        assert committed_ids(spec) == committed_ids(plain)
+
+
+def test_a_race_replays_the_answer_target_only_with_the_same_text(loaded):
+    pair = loaded("bytelevel")
+    session = ChatSession(pair, seed=2)
+    done = list(session.answer("The quick brown fox", max_new_tokens=20))[-1]
+    raced = list(session.replay_last(max_new_tokens=20))[-1]
+    assert raced.text == done.text and raced.stats.drafted == 0
+
+
+def test_bench_acceptance_reports_identity_and_acceptance_in_target_tokens(config):
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "acceptance", "--config", str(config), "--pair",
+                                       "metaspace", "--limit", "3", "--max-new-tokens", "12",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    spec = report["total"]["arms"]["spec"]
+    assert spec["identical"] == {"identical": 3, "answers": 3}
+    assert spec["drafted"] and report["total"]["arms"]["target"]["drafted"] is None
