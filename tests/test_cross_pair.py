@@ -39,9 +39,12 @@ def config(tmp_path_factory, tiny_config) -> Path:
     write_gguf(AutoModelForCausalLM.from_pretrained(other), other_tokenizer, root / "other.gguf")
     pairs = {"metaspace": (target, metaspace, "torch"), "bytelevel": (target, other, "torch"),
              "llama": (root / "target.gguf", root / "other.gguf", "llama.cpp"),
-             "int8": (root / "target.gguf", root / "other.gguf", "int8")}
+             "int8": (root / "target.gguf", root / "other.gguf", "int8"),
+             "same": (target, tiny_config.parent / "draft", "torch")}
     text = "".join(f'[pairs.{name}]\ntarget = "{t}"\ndraft = "{d}"\nbackend = "{backend}"\n'
                    f'k = 3\ndtype = "float32"\n\n' for name, (t, d, backend) in pairs.items())
+    text += (f'[pairs.forced]\ntarget = "{target}"\ndraft = "{tiny_config.parent / "draft"}"\n'
+             'k = 3\ndtype = "float32"\nretokenize = "always"\n')
     (root / "models.toml").write_text(text)
     return root / "models.toml"
 
@@ -168,3 +171,22 @@ def test_bench_acceptance_reports_identity_and_acceptance_in_target_tokens(confi
     spec = report["total"]["arms"]["spec"]
     assert spec["identical"] == {"identical": 3, "answers": 3}
     assert spec["drafted"] and report["total"]["arms"]["target"]["drafted"] is None
+
+
+def test_retokenizing_a_draft_of_the_targets_own_tokenizer_costs_little_acceptance(loaded):
+    """`retokenize = "always"` sends the same draft through the cross-tokenizer path: the
+    output is still the target's, and the acceptance is about what it is as one tokenizer
+    (what the method itself costs, apart from a draft of another tokenizer being another
+    model)."""
+    same, forced = loaded("same"), loaded("forced")
+    assert same.draft_tokenizer is None and forced.draft_tokenizer is not None
+    rates = {}
+    for name, pair in (("same", same), ("forced", forced)):
+        accepted = drafted = 0
+        for prompt in PROMPTS:
+            updates, done = answer(pair, prompt)
+            plain, _ = answer(pair, prompt, speculate=False)
+            assert committed_ids(updates) == committed_ids(plain), f"{name}: {prompt!r}"
+            accepted, drafted = accepted + done.stats.accepted, drafted + done.stats.drafted
+        rates[name] = accepted / drafted
+    assert abs(rates["forced"] - rates["same"]) < 0.1, rates

@@ -132,7 +132,17 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
                       load_s=time.perf_counter() - started, placement=target.placement,
                       backends=labels, eos=target.eos, context=target.context,
                       offloaded_to=target.offloaded_to,
-                      draft_tokenizer=draft_loaded.tokenizer if draft_loaded else None)
+                      draft_tokenizer=draft_tokenizer(pair, target, draft_loaded))
+
+
+def draft_tokenizer(pair: PairConfig, target: LoadedModel, draft: LoadedModel | None) -> Any:
+    """The draft's own tokenizer where its text is re-tokenized for the target: one of another
+    tokenizer, or (`retokenize = "always"`) the target's own; None: one tokenizer."""
+    if draft is None:
+        return None
+    if draft.tokenizer is None and pair.retokenize == "always":
+        return target.tokenizer
+    return draft.tokenizer
 
 
 def draft_columns(target: LoadedModel, draft: LoadedModel) -> int:

@@ -25,8 +25,10 @@ QUANTIZATIONS = ("none", "8bit", "4bit")
 BACKENDS = ("auto", "torch", "llama.cpp", "int8")
 TORCH_FORWARDS = ("auto", "static", "lean", "eager")
 CUDA_GRAPHS = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
+RETOKENIZE = ("auto", "always")
 CHOICES = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "draft_quantization": QUANTIZATIONS,
-           "backend": BACKENDS, "torch_forward": TORCH_FORWARDS, "cuda_graphs": CUDA_GRAPHS}
+           "backend": BACKENDS, "torch_forward": TORCH_FORWARDS, "cuda_graphs": CUDA_GRAPHS,
+           "retokenize": RETOKENIZE}
 """Keys whose value is one of a few words."""
 THREADS = Bound(0, None)
 """threads: 0 chooses; more than this machine's usable cores are capped to them when the
@@ -88,6 +90,10 @@ class PairConfig:
     gpu_layers: int | str = "all"
     """Layers of a llama.cpp model offloaded to the GPU: "all" where the llama-cpp-python build
     supports it (CUDA, Metal, Vulkan; the CPU otherwise), 0 keeps the CPU, N offloads N."""
+    retokenize: str = "auto"
+    """auto: a draft of another tokenizer has its text re-tokenized for the target, one of the
+    target's tokenizer speculates as it is; always: re-tokenize it even so (to measure what
+    the cross-tokenizer path costs against speculating as one tokenizer, same draft)."""
     description: str = ""
     source: str = ""
     """The file this pair came from."""
@@ -185,7 +191,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 _TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
           "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
           "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
-          "description": str}
+          "retokenize": str, "description": str}
 
 
 def _typed(where: str, key: str, value):
