@@ -45,6 +45,8 @@ def config(tmp_path_factory, tiny_config) -> Path:
                    f'k = 3\ndtype = "float32"\n\n' for name, (t, d, backend) in pairs.items())
     text += (f'[pairs.forced]\ntarget = "{target}"\ndraft = "{tiny_config.parent / "draft"}"\n'
              'k = 3\ndtype = "float32"\nretokenize = "always"\n')
+    text += (f'\n[pairs.lookup]\ntarget = "{target}"\ndraft = "{other}"\nbackend = "torch"\n'
+             'k = 3\ndtype = "float32"\nlookup = true\nngram_n = 1\n')
     (root / "models.toml").write_text(text)
     return root / "models.toml"
 
@@ -107,6 +109,45 @@ def test_fates_are_on_target_tokens_with_their_alignment(loaded, name):
             assert update.token is None or update.token.alignment == ""
         text = "".join(s.text for s in done.spans if s.kind != "rejected")
         assert text == pair.tokenizer.decode(committed_ids(updates), skip_special_tokens=True)
+
+
+def test_prompt_lookup_first_keeps_a_cross_tokenizer_answer_exact_and_unmarked(loaded,
+                                                                              monkeypatch):
+    """`lookup = true` on a draft of another tokenizer: prompt lookup proposes where it finds
+    a match (one token, COPY_SPAN 1: so it does on tiny models), the draft elsewhere; the answer is
+    the target's own, and only the draft's proposals carry an alignment."""
+    from specchat.chat.decoding import drafter_for
+    from specchat.chat.cross.drafter import CrossTokenizerDrafter
+    from specchat.engine import LookupFirstDrafter
+
+    monkeypatch.setattr(LookupFirstDrafter, "COPY_SPAN", 1)
+    proposed_by = []
+    propose = LookupFirstDrafter.propose
+
+    def spied(self, *args, **kwargs):
+        proposal = propose(self, *args, **kwargs)
+        if len(proposal):
+            proposed_by.append("lookup" if self.by_lookup else "draft")
+        return proposal
+
+    monkeypatch.setattr(LookupFirstDrafter, "propose", spied)
+    pair = loaded("lookup")
+    drafter = drafter_for(pair)
+    assert isinstance(drafter, LookupFirstDrafter)
+    assert isinstance(drafter.drafter, CrossTokenizerDrafter)
+    used = set()
+    for prompt in PROMPTS:
+        proposed_by.clear()
+        spec, _ = answer(pair, prompt)
+        plain, _ = answer(pair, prompt, speculate=False)
+        assert committed_ids(spec) == committed_ids(plain), prompt
+        drafts = [u.accepted + u.rejected for u in spec if u.accepted + u.rejected]
+        assert len(drafts) == len(proposed_by)
+        for by, spans in zip(proposed_by, drafts):
+            expected = {""} if by == "lookup" else {"one", "merged", "split"}
+            assert {s.alignment for s in spans} <= expected, (by, spans)
+        used |= set(proposed_by)
+    assert used == {"lookup", "draft"}, "one drafter never proposed: the test proves less"
 
 
 def test_sampled_cross_tokenizer_answers_are_reproducible_and_accept_drafts(loaded):

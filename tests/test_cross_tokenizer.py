@@ -23,7 +23,8 @@ from specchat.chat.cross import drafter as drafter_module
 from specchat.chat.cross.drafter import CrossTokenizerDrafter, restricted
 from specchat.chat.cross.pieces import TokenPieces
 from specchat.chat.cross.vocabulary import CrossVocabulary
-from specchat.engine import Decoder, Finished, Round, SamplingParams, Settings
+from specchat.engine import (Decoder, Finished, LookupFirstDrafter, NgramDrafter, Round,
+                             SamplingParams, Settings)
 from specchat.engine.sampling import sample, to_probs
 from cross_world import ScriptModel, ToyTokenizer, toy_pair
 from lossless import VOCAB, Harness, exact_table, order_one, verdict
@@ -129,6 +130,24 @@ def test_a_q_read_before_the_restriction_is_caught_by_the_distribution_test(monk
     result = verdict(Harness(decoder, Settings(4, params), seed=3).run(1000),
                      exact_table(target, params))
     assert result.pvalue < FAIL, f"the lossy variant passed: {result}"
+
+
+@pytest.mark.parametrize("lossless", [True, False], ids=["lookup first", "copies on trust"])
+def test_prompt_lookup_first_over_a_cross_tokenizer_draft_keeps_the_distribution(lossless):
+    """`lookup = true` on a draft of another tokenizer: the lookup proposes wherever it finds
+    a match (COPY_SPAN 1), TLI elsewhere; the target's distribution holds, and a variant
+    that takes copied tokens on trust (test_engine_lossless.py) fails."""
+    from test_engine_lossless import LOOKUP_ROUNDS, LookupTakenOnTrust
+
+    params = SamplingParams(temperature=1.0)
+    target, plain = tli_decoder()
+    lookup_class = LookupFirstDrafter if lossless else LookupTakenOnTrust
+    drafter = lookup_class(plain.drafter, NgramDrafter(2, 1, 4, window=False))
+    drafter.COPY_SPAN = 1
+    sample_ = Harness(Decoder(target, drafter, set()), Settings(4, params), seed=3).run(
+        LOOKUP_ROUNDS)
+    pvalue = verdict(sample_, exact_table(target, params)).pvalue
+    assert pvalue > PASS if lossless else pvalue < FAIL, pvalue
 
 
 # --- alignment edge cases, with scripted models ---------------------------------------------

@@ -24,12 +24,16 @@ def rotary_permute(weight, heads: int):
             .swapaxes(1, 2).reshape(weight.shape))
 
 
-def write_gguf(model, tokenizer, path: Path, architecture: str = "llama") -> Path:
-    """`model` (a transformers Llama) and `tokenizer` as one float32 GGUF file at `path`."""
+def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
+               rope_scaling_type: str | None = None, rope_dimension_count: int | None = None) -> Path:
+    """`model` (a transformers Llama) and `tokenizer` as one float32 GGUF file at `path`;
+    the rope keys claim other ropes than the weights' (for checks that read the header)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), architecture)
-    add_hyperparameters(writer, model.config)
+    add_hyperparameters(writer, model.config, rope_dimension_count)
+    if rope_scaling_type is not None:
+        writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling_type))
     add_tokenizer(writer, tokenizer)
     for name, weight in tensors(model):
         writer.add_tensor(name, weight.detach().float().contiguous().numpy())
@@ -40,7 +44,7 @@ def write_gguf(model, tokenizer, path: Path, architecture: str = "llama") -> Pat
     return path
 
 
-def add_hyperparameters(writer, config) -> None:
+def add_hyperparameters(writer, config, rope_dimension_count: int | None = None) -> None:
     import gguf
 
     head_dim = config.hidden_size // config.num_attention_heads
@@ -54,7 +58,7 @@ def add_hyperparameters(writer, config) -> None:
     writer.add_head_count_kv(config.num_key_value_heads)
     writer.add_rope_freq_base(float(rope))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_dimension_count(rope_dimension_count or head_dim)
     writer.add_vocab_size(config.vocab_size)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
 
@@ -156,3 +160,46 @@ def write_qwen2_gguf(model, tokenizer, path: Path) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_llama3_gguf(model, tokenizer, path: Path) -> Path:
+    """A transformers Llama with llama 3's rope scaling as a GGUF file: the weights of
+    `write_gguf`, and its frequency factors as `rope_freqs.weight` (what llama.cpp's
+    converter writes: the default inverse frequencies over llama 3's)."""
+    import gguf
+    import torch
+
+    rotary = model.model.rotary_emb
+    head_dim = model.config.hidden_size // model.config.num_attention_heads
+    base = model.config.rope_parameters["rope_theta"]
+    default = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    writer = gguf.GGUFWriter(str(path), "llama")
+    add_hyperparameters(writer, model.config)
+    add_tokenizer(writer, tokenizer)
+    for name, weight in tensors(model):
+        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
+    factors = (default / rotary.inv_freq.double()).float()
+    writer.add_tensor("rope_freqs.weight", factors.numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def build_llama3(vocab_size: int, seed: int = 4, eos_token_id: int = 2):
+    """A tiny random Llama with llama 3's rope scaling (every frequency band in play)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, eos_token_id=eos_token_id,
+                         initializer_range=0.3, tie_word_embeddings=False,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
+                                          "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 16})
+    return LlamaForCausalLM(config).eval()
+

@@ -17,14 +17,15 @@ from typing import Any, Callable
 
 from specchat.chat.cross import cross_drafter
 from specchat.chat.narrow_draft import fitted
-from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
+from specchat.engine import Decoder, LookupFirstDrafter, ModelDrafter, NgramDrafter, Settings
 
 
 def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
     """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
     `CrossTokenizerDrafter` over one with a tokenizer of its own (`draft_tokenizer`,
-    chat/cross/), an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None
-    without a draft.
+    chat/cross/), either inside a `LookupFirstDrafter` where the pair's `lookup` key asks for
+    prompt lookup too; an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`),
+    None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
     weighed the measured verify costs: its own window would only cut that shorter."""
     draft = getattr(pair, "draft", None)
@@ -34,9 +35,16 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
     if getattr(pair, "draft_tokenizer", None) is not None:
-        return cross_drafter(pair, wrap)
-    draft = fitted(draft, pair.target)
-    return ModelDrafter(wrap(draft) if wrap else draft)
+        drafter = cross_drafter(pair, wrap)
+    else:
+        draft = fitted(draft, pair.target)
+        drafter = ModelDrafter(wrap(draft) if wrap else draft)
+    config = getattr(pair, "config", None)
+    if not getattr(config, "lookup", False):
+        return drafter
+    n = config.ngram_n
+    return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),
+                                                    window=not adaptive_k))
 
 
 def decoder_for(pair: Any, speculate: bool = True, wrap: Callable[[Any], Any] | None = None,

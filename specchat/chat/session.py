@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from specchat.chat.conversation import Conversation, fit_prompt
+from specchat.chat.cross import alignment_of
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
                                   RoundUpdate, TokenSpan)
@@ -27,7 +28,7 @@ from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, Round, Settings
 from specchat.engine.adaptive import AdaptiveK, settings_for
 from specchat.engine.costs import Costs
-from specchat.errors import ContextFull
+from specchat.errors import ContextFull, one_line
 from specchat.token_kinds import TokenKind
 
 
@@ -120,13 +121,14 @@ class ChatSession:
         events = decoder.generate(prompt, self.settings, budget, self.generator, should_stop)
         for event in survive_failure(events):
             if isinstance(event, Finished):
-                yield self._finish(event, detok, spans, metrics)
+                yield self._finish(context_bound(event, budget, max_new_tokens), detok, spans,
+                                   metrics)
                 return
             if isinstance(event, RoundFailed):
                 yield self._finish(Finished("failed", 0), detok, spans, metrics, event.error)
                 return
             metrics.record(event)
-            text = spans_of_round(event, detok, getattr(decoder.drafter, "alignment", ()))
+            text = spans_of_round(event, detok, alignment_of(decoder.drafter))
             update = RoundUpdate(text.accepted, text.rejected, text.token, event.draft_s * 1000,
                                  event.verify_s * 1000, metrics.snapshot())
             spans.extend(update.spans)
@@ -179,6 +181,14 @@ class ChatSession:
         return baseline
 
 
+def context_bound(event: Finished, budget: int, max_new_tokens: int) -> Finished:
+    """The engine stops at the budget it is given; where the context's room, not the length
+    asked for, set that budget, the answer ended because the context was full."""
+    if event.stop_reason == "max_tokens" and budget < max_new_tokens:
+        return dataclasses.replace(event, stop_reason="context_full")
+    return event
+
+
 @dataclass(frozen=True)
 class RoundFailed:
     """A round ran out of memory or context: the answer ends there, the chat goes on."""
@@ -193,7 +203,7 @@ def survive_failure(events):
         yield from events
     except torch.OutOfMemoryError as error:
         release_cached_memory()
-        yield RoundFailed(f"out of GPU memory during a round ({first_line(error)}): "
+        yield RoundFailed(f"out of GPU memory during a round ({one_line(error, 200)}): "
                           "shorten the conversation, lower k, or use a smaller or 4bit model")
     except ContextFull as error:
         yield RoundFailed(str(error))
@@ -203,7 +213,3 @@ def release_cached_memory() -> None:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
-
-def first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__

@@ -17,6 +17,7 @@ _WHERE = {
     "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
     "Event": "events", "Finished": "events", "Round": "events", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
+    "LookupFirstDrafter": "drafters",
     "SamplingParams": "params", "SpecStats": "stats",
 }
 
@@ -25,7 +26,7 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:
     from specchat.engine.decoder import Decoder, EngineInvariantError, Settings
     from specchat.engine.events import Event, Finished, Round
-    from specchat.engine.drafters import ModelDrafter, NgramDrafter, Proposal
+    from specchat.engine.drafters import LookupFirstDrafter, ModelDrafter, NgramDrafter, Proposal
     from specchat.engine.params import SamplingParams
     from specchat.engine.protocol import CausalModel
     from specchat.engine.stats import SpecStats

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-from specchat.history.store import SavedConversation
+from specchat.history.store import SavedConversation, default_path
 from specchat.tui.recorder import HistoryRecorder
 
 EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
@@ -67,8 +67,10 @@ class HistoryActions:
         copy = self.recorder.unsaved_copy if self.recorder is not None else None
         if copy is None:
             return None
+        folder = (self.path or default_path()).parent
+        elsewhere = "" if copy.parent == folder else f" (its folder {folder} cannot be written)"
         return (f"the history file could not be written ({self.recorder.failing}); "
-                f"this conversation is in {copy}")
+                f"this conversation is in {copy}{elsewhere}")
 
     def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen

@@ -26,3 +26,12 @@ def cross_drafter(pair: Any, wrap: Callable[[Any], Any] | None = None):
                                   pair.draft.vocab_size)
     return CrossTokenizerDrafter(wrap(pair.draft) if wrap else pair.draft, vocabulary,
                                  pair.eos_ids)
+
+
+def alignment_of(drafter: Any) -> tuple[str, ...]:
+    """How the last proposal's target tokens line up with a cross-tokenizer draft's own
+    tokens (`CrossTokenizerDrafter.alignment`), also inside a `LookupFirstDrafter`; () where
+    no such draft proposed them (a same-tokenizer draft, or prompt lookup's copied tokens)."""
+    if getattr(drafter, "by_lookup", False):
+        return ()
+    return getattr(getattr(drafter, "drafter", drafter), "alignment", ())
