@@ -229,7 +229,8 @@ def test_special_tokens_map_to_specials_of_the_same_content_and_text_otherwise()
     specials = {50: "<|im_end|>"}
     target_pieces = [b"hi", b"<|im_start|>"] + [b"x"] * 47 + [b"<|im_end|>"]
     target_tokenizer, draft_tokenizer = toy_pair(target_pieces, [b"hi", b"<|im_end|>"],
-                                                 {1: "<|im_start|>", **specials}, {1: "<|im_end|>"})
+                                                 {1: "<|im_start|>", **specials},
+                                                 {1: "<|im_end|>"})
     vocabulary = CrossVocabulary(TokenPieces(draft_tokenizer), TokenPieces(target_tokenizer),
                                  len(draft_tokenizer), len(target_tokenizer))
     assert int(vocabulary.to_target[1]) == 50
@@ -251,7 +252,8 @@ def test_an_eos_the_draft_writes_ends_the_answer_and_nothing_follows_it():
 
 
 def test_a_draft_that_parts_from_the_target_is_rejected_and_reads_the_target_text_after():
-    rounds, _, _, tokenizer = scripted([b" one", b" two", b" three"], [b" one", b" too", b" three"],
+    rounds, _, _, tokenizer = scripted([b" one", b" two", b" three"],
+                                       [b" one", b" too", b" three"],
                                        b" one two three", detour=(b" one", b" too"))
     assert any(r.rejected for r in rounds)
     assert any(b" three" in pieces_of(tokenizer, r.accepted) for r in rounds), \

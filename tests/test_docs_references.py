@@ -103,7 +103,8 @@ def reported_names(text: str) -> list[str]:
     """The file names and patterns in a doc's code spans that could name a result file."""
     spans = re.findall(r"`([^`\n]+)`", text)
     words = [w.strip("()`,;:") for span in spans for w in span.split()]
-    return [name for w in words if re.search(r"\.(json|jsonl|txt|stderr|html|toml)$", w) for name in expanded(w)]
+    return [name for w in words if re.search(r"\.(json|jsonl|txt|stderr|html|toml)$", w)
+            for name in expanded(w)]
 
 
 def reported(file: Path, names: list[str]) -> bool:

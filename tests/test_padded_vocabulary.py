@@ -77,7 +77,8 @@ def config(tmp_path_factory) -> Path:
     write_gguf(target, PaddedVocabulary(target_tokenizer, len(target_tokenizer) + PADDING),
                root / "target.gguf")
     write_gguf(draft, draft_tokenizer, root / "draft.gguf")
-    pairs = {"torch": ("target", "draft", "torch"), "llama": ("target.gguf", "draft.gguf", "llama.cpp"),
+    pairs = {"torch": ("target", "draft", "torch"),
+             "llama": ("target.gguf", "draft.gguf", "llama.cpp"),
              "int8": ("target.gguf", "draft.gguf", "int8")}
     text = "".join(f'[pairs.{name}]\ntarget = "{root / t}"\ndraft = "{root / d}"\n'
                    f'backend = "{backend}"\nk = 3\ndtype = "float32"\n\n'

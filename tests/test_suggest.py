@@ -26,7 +26,8 @@ def tokenizers():
     return {"target": build_tokenizer(), "other": build_tokenizer(vocab_size=290)}
 
 
-def fake_gguf(path: Path, tokenizer, name: str, rows: int, general_type: str | None = None) -> Path:
+def fake_gguf(path: Path, tokenizer, name: str, rows: int,
+              general_type: str | None = None) -> Path:
     """A GGUF header of a llama named `name` with `tokenizer`'s tokens, and one tensor of
     `rows` rows (its size on disk is what the card reads)."""
     import gguf
@@ -115,8 +116,8 @@ def test_an_empty_machine_suggests_nothing_and_says_where_it_looked(target, stor
 def test_drafts_rank_same_tokenizer_then_same_family_then_another_tokenizer(target, stores,
                                                                             tokenizers):
     files = stores["files"]
-    pull(stores["ollama"], "tinyqwen-small", "q4", fake_gguf(files / "a.gguf", tokenizers["target"],
-                                                             "Tinyqwen", 400))
+    small = fake_gguf(files / "a.gguf", tokenizers["target"], "Tinyqwen", 400)
+    pull(stores["ollama"], "tinyqwen-small", "q4", small)
     hf_repo(stores["hf"], "someone/tinyqwen-cousin-GGUF",
             {"cousin-q4.gguf": fake_gguf(files / "b.gguf", tokenizers["other"], "Tinyqwen", 300)})
     fake_gguf(stores["lmstudio"] / "pub" / "repo" / "stranger.gguf", tokenizers["other"],
@@ -130,7 +131,8 @@ def test_drafts_rank_same_tokenizer_then_same_family_then_another_tokenizer(targ
     assert refs(report) == ["ollama:tinyqwen-small:q4",
                             "hf:someone/tinyqwen-cousin-GGUF/cousin-q4.gguf",
                             str(stores["lmstudio"] / "pub" / "repo" / "stranger.gguf")]
-    assert [groups[r] for r in refs(report)] == ["same tokenizer", "same family", "other tokenizer"]
+    assert [groups[r] for r in refs(report)] == ["same tokenizer", "same family",
+                                                 "other tokenizer"]
     first = report["candidates"][0]
     assert 0.05 < first["size_ratio"] < 0.2 and first["memory_bytes"] > 0
 
@@ -163,7 +165,8 @@ def test_an_unreadable_store_folder_is_a_note_and_the_others_are_still_read(targ
                                                                              monkeypatch):
     locked = stores["lmstudio"] / "locked"
     locked.mkdir()
-    fake_gguf(stores["lmstudio"] / "open" / "x" / "small.gguf", tokenizers["target"], "Tinyqwen", 400)
+    fake_gguf(stores["lmstudio"] / "open" / "x" / "small.gguf", tokenizers["target"], "Tinyqwen",
+              400)
     real_iterdir = Path.iterdir
 
     def iterdir(self):
@@ -185,7 +188,8 @@ def test_a_hundred_models_are_found_and_ranked_in_under_two_seconds(target, stor
 
     monkeypatch.setattr(hub, "hub_reachable", lambda *a: pytest.fail("--suggest asked the hub"))
     gather(load_catalog())  # the built-ins' cards, big files read once (not the store's)
-    sources = [fake_gguf(stores["files"] / f"m{i}.gguf", tokenizers["target" if i % 2 else "other"],
+    sources = [fake_gguf(stores["files"] / f"m{i}.gguf",
+                         tokenizers["target" if i % 2 else "other"],
                          "Tinyqwen" if i % 3 else "Other", 100 + 10 * i) for i in range(3)]
     for i in range(100):
         source = sources[i % 3]
@@ -203,6 +207,27 @@ def test_a_hundred_models_are_found_and_ranked_in_under_two_seconds(target, stor
     order = [("same tokenizer", "same family", "other tokenizer").index(c["group"])
              for c in report["candidates"]]
     assert order == sorted(order)
+
+
+def test_a_fresh_suggest_process_imports_no_model_library(target, stores, tokenizers):
+    """`pairs --suggest` reads headers only: a fresh process never imports torch (seconds of
+    start-up on a small CPU, which the two seconds above would not show once a test had
+    imported it), transformers or llama.cpp."""
+    import os
+    import subprocess
+    import sys
+
+    hf_repo(stores["hf"], "owner/m-GGUF",
+            {"m.gguf": fake_gguf(stores["files"] / "m.gguf", tokenizers["other"], "Other", 100)})
+    script = ("import sys\nfrom specchat.cli import main\ntry:\n    main(['pairs', '--suggest', "
+              f"{str(target)!r}, '--json'])\nexcept SystemExit:\n    pass\n"
+              "print([m for m in ('torch', 'transformers', 'llama_cpp') if m in sys.modules])")
+    env = {**os.environ, "HF_HUB_CACHE": str(stores["hf"])}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=env, cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "m.gguf" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]", result.stdout.splitlines()[-1]
 
 
 def test_write_keeps_a_candidate_in_the_users_models_toml(target, stores, tokenizers):

@@ -29,7 +29,8 @@ def run_acceptance(pair: Pair, prompts: Sequence[BenchPrompt], path: Path, max_n
     from specchat.engine.adaptive import settings_for
 
     sampling = pair.config.sampling
-    arms = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling), False, seed),
+    arms = [SpecchatArm("target", "specchat target-only", pair, Settings(0, sampling), False,
+                        seed),
             SpecchatArm("spec", "specchat speculative", pair,
                         settings_for(pair.config.k, sampling), True, seed)]
     meta, tables, _ = measure(pair, arms, prompts, path, max_new_tokens, on_prompt, 1, keep_going)

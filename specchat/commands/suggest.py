@@ -41,7 +41,8 @@ class Candidate:
     """With --measure: α, c, the best k and the projected speedup (suggest_measure.py)."""
 
     def as_dict(self) -> dict:
-        return {"ref": self.card.ref, "group": GROUPS[self.group], "size_ratio": round(self.ratio, 4),
+        return {"ref": self.card.ref, "group": GROUPS[self.group],
+                "size_ratio": round(self.ratio, 4),
                 "memory_bytes": self.card.weight_bytes, "card": self.card.as_dict(),
                 "measured": self.measured}
 
@@ -117,7 +118,8 @@ def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
     cards = []
     named = [(ref, "catalog") for pair in catalog.pairs.values()
              for ref in (pair.target, pair.draft) if ref and ref != "ngram"]
-    named += [(ref, "builtin") for ref in known_builtins().split(", ") if not ref.endswith(".gguf")]
+    named += [(ref, "builtin") for ref in known_builtins().split(", ")
+              if not ref.endswith(".gguf")]
     for ref, source in dict.fromkeys(named):
         try:
             cards.append(card_for_ref(ref, source))
@@ -225,7 +227,8 @@ def pair_name_for(target: ModelCard, draft: ModelCard | None) -> str:
     if draft is None:
         return slug(target.name) + "-with-draft"
     same = slug(draft.name) == slug(target.name)
-    return f"{slug(target.name)}-with-{slug(draft.size_label or 'draft') if same else slug(draft.name)}"
+    what = slug(draft.size_label or "draft") if same else slug(draft.name)
+    return f"{slug(target.name)}-with-{what}"
 
 
 
@@ -246,7 +249,8 @@ def write_pair(result: Suggestion, name: str, pick: int = 1):
     why = f"{GROUPS[candidate.group]}, {candidate.ratio:.2f} of the target's size"
     lines = [f"[pairs.{json.dumps(name)}]",
              f"description = {json.dumps(f'found by specchat pairs --suggest: {why}')}",
-             f"target = {json.dumps(result.target.ref)}", f"draft = {json.dumps(candidate.card.ref)}",
+             f"target = {json.dumps(result.target.ref)}",
+             f"draft = {json.dumps(candidate.card.ref)}",
              'k = "auto"']
     file.parent.mkdir(parents=True, exist_ok=True)
     before = file.read_text(encoding="utf-8") if file.is_file() else ""

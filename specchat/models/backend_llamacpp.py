@@ -41,7 +41,8 @@ class LlamaCppBackend:
 
         model = open_llamacpp(ref, request.progress, target.raw.threads, request.gpu_layers,
                               request.main_gpu, target.raw.prefill_threads)
-        return self._loaded(model, request, gguf_own_tokenizer(request.pair, ref, request.progress))
+        tokenizer = gguf_own_tokenizer(request.pair, ref, request.progress)
+        return self._loaded(model, request, tokenizer)
 
     def engine_model(self, loaded: LoadedModel, vocab_size: int,
                      request: LoadRequest) -> tuple[LlamaCppModel, str]:

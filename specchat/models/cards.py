@@ -87,7 +87,8 @@ def gguf_facts(path: Path) -> dict:
     architecture = text(metadata, "general.architecture", "unknown")
     name = text(metadata, "general.basename") or text(metadata, "general.name") or path.stem
     return {"architecture": architecture, "name": name, "family": family_of(name),
-            "weight_bytes": path.stat().st_size, "size_label": text(metadata, "general.size_label"),
+            "weight_bytes": path.stat().st_size,
+            "size_label": text(metadata, "general.size_label"),
             "tokenizer": core_digest(enumerate(tokens)) if tokens else "",
             "vocabulary": len(tokens), "kind": text(metadata, "general.type", "model")}
 

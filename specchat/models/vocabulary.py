@@ -24,11 +24,13 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from specchat.models.backend import Progress
 from specchat.models.config.pairs import PairConfig
 from specchat.models.config.refs import ModelRef, parse_ref
+
+if TYPE_CHECKING:  # the backend protocol imports torch, which a digest never needs
+    from specchat.models.backend import Progress
 
 MARKER = re.compile(rb"<[^<>\s]*>|\[[^\[\]\s]*\]")
 """A token written in angle or square brackets: special, control, byte-fallback, padding."""
