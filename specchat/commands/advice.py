@@ -25,15 +25,15 @@ about the TUI; imports no transformers (the models layer does).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
-from specchat.commands.model_facts import ModelFacts, facts_line, pair_facts, size_text
+from specchat.commands.model_facts import ModelFacts, PairFacts, facts_line, pair_facts, size_text
 from specchat.engine.costs import PRIOR_WIDTHS, WARMUP_STEPS, Clock, Costs, TimedCosts
 from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 if TYPE_CHECKING:
-    from specchat.chat.pair import Pair
+    from specchat.models.config.pairs import PairConfig
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
@@ -48,12 +48,12 @@ Alphas = list[tuple[float, str]]
 """(α, where it came from) pairs the verdicts are shown at."""
 
 
-def fixed_k(pair: Pair) -> int | None:
+def fixed_k(pair: PairConfig) -> int | None:
     """The pair's fixed draft length, or None for k = "auto" (and for k = 0)."""
     return pair.k if isinstance(pair.k, int) and pair.k > 0 else None
 
 
-def k_max_of(pair: Pair) -> int:
+def k_max_of(pair: PairConfig) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
     return fixed_k(pair) or K_MAX
 
@@ -65,7 +65,7 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: float | None,
+def measured_costs(pair: PairConfig, progress: Callable[[str], None], expected_c: float | None,
                    clock: Clock = time.perf_counter) -> tuple[TimedCosts, str | None]:
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
     why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
@@ -133,7 +133,7 @@ def indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def drafter_lines(pair: Pair, costs: Costs, k_max: int) -> list[str]:
+def drafter_lines(pair: PairConfig, costs: Costs, k_max: int) -> list[str]:
     """Which drafter can pay on these costs: the pair's draft model, an n-gram lookup, none."""
     ngram = pair.draft == "ngram"
     candidates = [] if ngram else [(f"draft {pair.draft}", costs.c or 0.0)]
@@ -190,7 +190,7 @@ def alphas_for(alpha: float | None, why: str) -> Alphas:
     return [(a, " (assumed)") for a in ASSUMED_ALPHAS]
 
 
-def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
+def check_lines(pair: PairConfig, measure: bool = False, progress: Callable[[str],
                 None] = lambda _: None, clock: Clock = time.perf_counter) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine (`clock`: the timer
     of --measure's timings)."""
@@ -218,7 +218,7 @@ def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
     return lines + one_step_lines(facts.target, facts.draft, alphas, k_max)
 
 
-def verdict_lines(pair: Pair, costs: Costs, alphas: Alphas, k_max: int) -> list[str]:
+def verdict_lines(pair: PairConfig, costs: Costs, alphas: Alphas, k_max: int) -> list[str]:
     """Break-even α per k, which drafter can pay, and the best k at each α, on `costs`."""
     return (break_even_lines(costs, k_max) + drafter_lines(pair, costs, k_max)
             + best_k_lines(costs, alphas, k_max, "here"))
@@ -232,7 +232,7 @@ def weight_ratio(facts) -> float | None:
     return facts.draft.weight_bytes / facts.target.weight_bytes
 
 
-def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:
+def memory_lines(pair: PairConfig, facts: PairFacts) -> list[str]:
     from specchat.errors import OutOfMemory
     from specchat.models.device.placement import (automatic_limits, current_inventory, describe,
                                                   plan_placement)
