@@ -65,7 +65,7 @@ class PairService:
         """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
         return self.session.calibrate(should_stop, needed_context)
 
-    def sampling_key(self) -> SamplingParams:
+    def sampling_params(self) -> SamplingParams:
         return self.session.settings.sampling
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:

@@ -170,12 +170,13 @@ class ScriptedBackend:
             return None
         step = 1.0 / rate
         verify = {n: scripted_verify_s(n) / SCRIPTED_VERIFY_S * step for n in range(1, K_MAX + 2)}
-        return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
+        points = ((64, step), (max(512, needed_context + 256), step))
+        return Baseline(self.sampling_params(), points,
                         Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.calibration_s,
                         forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,
                         settled_passes=self.config.calibration_passes)
 
-    def sampling_key(self) -> SamplingParams:
+    def sampling_params(self) -> SamplingParams:
         return SamplingParams(float(self.temperature))
 
     def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:

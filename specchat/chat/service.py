@@ -69,8 +69,8 @@ class ConversationService(Protocol):
         """Measure target-only costs at the current sampling settings, covering contexts up
         to `needed_context` (chat/baseline.py); None if stopped first."""
         ...
-    def sampling_key(self) -> SamplingParams:
-        """The sampling settings of the next answer: a baseline is valid for one."""
+    def sampling_params(self) -> SamplingParams:
+        """The sampling settings of the next answer (a baseline is valid for one)."""
         ...
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]: ...
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:

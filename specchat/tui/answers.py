@@ -168,7 +168,7 @@ class ChatTranscript(VerticalScroll):
         gauges.start_job(job.id)
         gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
         gauges.status = "racing target-only…" if race else ANSWERING
-        gauges.sampling = host.service.sampling_key()
+        gauges.sampling = host.service.sampling_params()
         gauges.calibration = host.pair.baseline()
         self._answer_worker(job)
 

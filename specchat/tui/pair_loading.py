@@ -42,7 +42,7 @@ class PairLoading:
         self.current_load_id = 0
         """The load whose pair answers now."""
         self.calibrations: dict[tuple, Baseline] = {}
-        """(load id, sampling key) -> the target-only baseline measured for it."""
+        """(load id, sampling params) -> the target-only baseline measured for it."""
         self.needed_context = 0
         """How far the conversation's contexts reach: the baseline must cover it."""
         self.calibrating = False
@@ -107,4 +107,4 @@ class PairLoading:
         return message.load_id == self.current_load_id
 
     def _key(self, service: ConversationService | None) -> tuple:
-        return (self.current_load_id, service.sampling_key() if service else None)
+        return (self.current_load_id, service.sampling_params() if service else None)

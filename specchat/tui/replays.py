@@ -56,7 +56,7 @@ class Replays:
         """The race's verdict against the last speculative answer and its gauge."""
         host = self.transcript.host
         spec, baseline = self.transcript.last_speculative
-        greedy = host.service.sampling_key().greedy
+        greedy = host.service.sampling_params().greedy
         verdict = race_verdict(spec, done, gauge_speedup(spec.stats, baseline), greedy,
                                host.info.dtype if host.info else "", baseline)
         self.announce(describe(verdict))

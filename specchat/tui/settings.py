@@ -51,7 +51,7 @@ class Settings:
         """Show the service's k and temperature on the gauges."""
         gauges, service = self.app.gauges, self.app.service
         gauges.k, gauges.k_auto, gauges.temperature = service.k, service.k_auto, service.temperature
-        gauges.sampling = service.sampling_key()
+        gauges.sampling = service.sampling_params()
 
     def _service(self, what: str) -> ConversationService | None:
         if self.app.service is None:
