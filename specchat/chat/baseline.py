@@ -61,11 +61,11 @@ class Baseline:
     the engine times it: `Round.verify_s`), measured with the step points."""
     min_decode_s: float = 1.0
     """Decoding time below which an answer's speedup against this baseline means nothing
-    (`too_short`); scripted backends, whose timings carry no noise, set 0."""
+    (`too_short`); scripted services, whose timings carry no noise, set 0."""
     passes: int = 1
     """Measurements merged into this baseline (`merged`)."""
     settled_passes: int = 3
-    """Passes after which it stops being refined when idle; scripted backends set 1."""
+    """Passes after which it stops being refined when idle; scripted services set 1."""
 
     @property
     def settled(self) -> bool:

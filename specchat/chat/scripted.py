@@ -100,7 +100,7 @@ def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[Scri
 
 @dataclass
 class FakeConfig:
-    """How the scripted backend behaves; every field has a harmless default."""
+    """How the scripted service behaves; every field has a harmless default."""
 
     name: str = "fake"
     k: int = 4
@@ -132,8 +132,8 @@ class FakeConfig:
     rounds: list[ScriptedRound] | None = field(default=None, repr=False)
 
 
-class ScriptedBackend:
-    """A `Backend` that plays a script."""
+class ScriptedService:
+    """A `ConversationService` (chat/service.py) that plays a script."""
 
     def __init__(self, config: FakeConfig | None = None):
         self.config = config or FakeConfig()

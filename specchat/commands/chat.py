@@ -102,10 +102,10 @@ def chat_threads(pair_threads: int, cores: int) -> int:
 
 def build_demo_app(rate: float, theme: str | None, system: str | None, served: bool = False):
     from specchat.tui.app import create_app
-    from specchat.chat.scripted import FakeConfig, ScriptedBackend
+    from specchat.chat.scripted import FakeConfig, ScriptedService
 
     def factory(name: str):
-        return ScriptedBackend(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
+        return ScriptedService(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
 
     pairs = [("demo", "scripted fake pair"), ("demo-2", "another scripted fake pair")]
     return create_app(factory, pairs, "demo", theme=theme, system=system, served=served)

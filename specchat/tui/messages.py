@@ -16,7 +16,7 @@ from textual.message import Message
 from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate, StatsSnapshot
 from specchat.chat.baseline import Baseline
 from specchat.chat.verdict import IdentityCheck
-from specchat.chat.service import ConversationService as Backend, PairInfo
+from specchat.chat.service import ConversationService, PairInfo
 
 
 @dataclass
@@ -32,7 +32,7 @@ class PairLoaded(Message):
     """A pair finished loading and can answer."""
 
     load_id: int
-    backend: Backend
+    service: ConversationService
     info: PairInfo
 
 

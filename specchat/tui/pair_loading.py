@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 from specchat.chat.baseline import Baseline, merged
 from specchat.chat.service import ConversationService, describe_error
 from specchat.tui.messages import Calibrated, LoadFailed
-from specchat.tui.worker import calibrate_backend, load_backend
+from specchat.tui.worker import calibrate_service, load_service
 
 ServiceFactory = Callable[[str], ConversationService]
 CONTEXT_MARGIN = 512
@@ -55,7 +55,7 @@ class PairLoading:
         except Exception as error:
             self.app.post_message(LoadFailed(self.load_id, pair_name, describe_error(error)))
             return
-        self.app.run_worker(partial(_with_stop, load_backend, self.load_id, service, self.app),
+        self.app.run_worker(partial(_with_stop, load_service, self.load_id, service, self.app),
                             thread=True, group="load", exclusive=True, exit_on_error=False)
 
     def wanted(self, load_id: int) -> bool:
@@ -88,7 +88,7 @@ class PairLoading:
                             exit_on_error=False)
 
     def _measure(self, load_id: int, service, needed_context: int, should_stop) -> None:
-        calibrate_backend(load_id, service, self.app, should_stop, needed_context)
+        calibrate_service(load_id, service, self.app, should_stop, needed_context)
 
     def interrupt(self) -> None:
         """A question goes first: stop a running measurement (it runs again when idle)."""

@@ -95,7 +95,7 @@ class PairSwitch:
     def _adopt(self, loaded: PairLoaded) -> None:
         """Make a loaded pair the one that answers, carrying the conversation over."""
         app = self.app
-        previous, service, info = app.service, loaded.backend, loaded.info
+        previous, service, info = app.service, loaded.service, loaded.info
         service.reset(app.settings.system,
                       previous.turns() if previous else app.transcript.pending_turns)
         app.service, app.info, self.loading.current_load_id = service, info, loaded.load_id
