@@ -96,7 +96,7 @@ def test_bench_statistics_and_costs_come_from_their_owners():
 
 
 def test_adaptive_k_and_the_theory_share_the_one_maximum_of_k():
-    from specchat.chat.calibrate import VERIFY_WIDTHS
+    from specchat.chat.baseline_timing import VERIFY_WIDTHS
     from specchat.engine.adaptive import AdaptiveK, settings_for
     from specchat.engine.costs import PRIOR_K_MAX
     from specchat.engine.theory import best_k, cheapest_break_even

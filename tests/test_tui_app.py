@@ -332,17 +332,17 @@ async def test_tokens_on_screen_are_always_already_in_the_history_database():
     assert all(rows >= shown for shown, rows in streamed), streamed
 
 
-async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards():
-    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
+async def test_a_question_interrupts_the_baseline_measurement_which_runs_again_afterwards():
+    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, baseline_s=3.0)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.gauges.status.startswith("measuring target-only"))
         started = time.perf_counter()
         await pilot.press(*"now", "enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app))
-        assert time.perf_counter() - started < 2.0, "the answer waited for the calibration"
-        await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout=10)
-        assert app.services["fake"].calibrations_started == 2
+        assert time.perf_counter() - started < 2.0, "the answer waited for the baseline"
+        await wait_for(pilot, lambda: app.gauges.baseline is not None, timeout=10)
+        assert app.services["fake"].baselines_started == 2
 
 
 async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
@@ -386,7 +386,7 @@ def test_a_scripted_answer_gets_its_figures_from_the_engines_statistics():
 
 
 async def test_esc_while_the_model_is_still_busy_ends_the_answer_and_the_next_message_is_answered():
-    """A question asked while something else holds the model (a calibration that has not
+    """A question asked while something else holds the model (a baseline measurement that has not
     let go yet) waits for it; Esc then must end that answer as stopped, not leave the chat
     "answering…" with no worker behind it and every later message refused."""
     app = make_app()

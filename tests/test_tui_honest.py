@@ -52,29 +52,29 @@ async def test_a_new_temperature_gets_its_own_target_only_measurement():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         service = app.services["fake"]
-        first = app.gauges.calibration
+        first = app.gauges.baseline
         assert first.sampling.temperature == 0.0
         await pilot.press("f12")
-        await wait_for(pilot, lambda: app.gauges.calibration is not None
-                       and app.gauges.calibration.sampling.temperature == 0.1)
-        assert service.calibrations_started == 2
+        await wait_for(pilot, lambda: app.gauges.baseline is not None
+                       and app.gauges.baseline.sampling.temperature == 0.1)
+        assert service.baselines_started == 2
         await ask(pilot)
         assert "T=0.1" in shown(app, "#g-speedup")
 
 
 async def test_an_idle_chat_refines_its_baseline_until_settled_and_then_stops_measuring():
-    config = FakeConfig(name="fake", calibration_passes=3)
+    config = FakeConfig(name="fake", baseline_passes=3)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await wait_for(pilot, lambda: app.gauges.calibration.passes == 3)
+        await wait_for(pilot, lambda: app.gauges.baseline.passes == 3)
         service = app.services["fake"]
-        assert service.calibrations_started == 3
+        assert service.baselines_started == 3
         await wait_for(pilot, lambda: "(3 passes)" in app.gauges.status)
         await ask(pilot)
         assert "3 passes" in shown(app, "#g-speedup")
         await pilot.pause(0.2)
-        assert service.calibrations_started == 3  # settled: an idle chat measures no more
+        assert service.baselines_started == 3  # settled: an idle chat measures no more
 
 
 async def test_the_float32_replay_reports_its_verdict_in_the_transcript():

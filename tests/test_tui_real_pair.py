@@ -35,7 +35,7 @@ def real_app(config_file, pair: str, max_new_tokens: int):
 
 
 async def answer_and_check(app, pilot, timeout: float) -> None:
-    await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout)
+    await wait_for(pilot, lambda: app.gauges.baseline is not None, timeout)
     await pilot.press(*"Say hello", "enter")
     await wait_for(pilot, lambda: answers(app) and not streaming(app), timeout)
     spans = last_answer(app).tokens.spans
@@ -77,7 +77,7 @@ async def test_builtin_pair_answers_in_the_app():
 async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=150)
     async with app.run_test(size=(140, 45)) as pilot:
-        await wait_for(pilot, lambda: app.gauges.calibration is not None, 60)
+        await wait_for(pilot, lambda: app.gauges.baseline is not None, 60)
         palette(app)["Slow motion delay = 100 ms"]()
         await pilot.press(*"Count", "enter")
         await wait_for(pilot, lambda: app.gauges.stats and app.gauges.stats.rounds >= 2, 60)

@@ -75,7 +75,7 @@ def streaming(app) -> bool:
 
 async def ready(pilot) -> None:
     """The pair has loaded and its target-only baseline is on the gauges."""
-    await wait_for(pilot, lambda: any(g.calibration is not None for g in pilot.app.query(Gauges)))
+    await wait_for(pilot, lambda: any(g.baseline is not None for g in pilot.app.query(Gauges)))
 
 
 async def ask(pilot, text: str = "hi") -> None:

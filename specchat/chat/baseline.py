@@ -1,6 +1,6 @@
 """The target-only baseline an answer is compared with, and what it predicts.
 
-A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
+A `Baseline` is measured on the loaded pair (chat/baseline_timing.py): the cost of one
 plain decoding step at several context lengths (the real target-only loop, with the
 answer's sampling settings), fitted as a line (a decoding step reads every weight once
 and attends over the context, so its cost grows linearly with the context), plus the

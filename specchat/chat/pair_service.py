@@ -61,9 +61,9 @@ class PairService:
                         self.description, k_auto=self.k_auto, seed=self.session.seed,
                         engines=engines_text(getattr(pair, "backends", None) or {}))
 
-    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
-        """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
-        return self.session.calibrate(should_stop, needed_context)
+    def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+        """Measure target-only costs at the current sampling settings (chat/baseline_timing.py)."""
+        return self.session.measure_baseline(should_stop, needed_context)
 
     def sampling_params(self) -> SamplingParams:
         return self.session.settings.sampling

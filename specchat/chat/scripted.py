@@ -46,7 +46,7 @@ SCRIPTED_VERIFY_S = 0.065
 """Reported time of a one-token target forward."""
 SCRIPTED_VERIFY_COST = (1.0, 1.3, 1.5, 1.7, 1.9)
 """Cost of a verify of 1, 2, … tokens relative to one token (wider ones cost the last): the
-calibration reports the same for every width up to K_MAX + 1 (none is extended), so
+baseline reports the same for every width up to K_MAX + 1 (none is extended), so
 scripted answers run at load ×1.00 of idle."""
 
 
@@ -115,12 +115,12 @@ class FakeConfig:
     load_error: str | None = None
     fail_at_round: int | None = None
     """Raise RuntimeError before this round (0-based) of every answer."""
-    calibration_tokens_per_s: float | None = 20.0
-    calibrated_at: float | None = None
-    """Reported time of the calibration (None: now)."""
-    calibration_s: float = 0.0
-    """How long calibrating takes (it stops early when asked to)."""
-    calibration_passes: int = 1
+    baseline_tokens_per_s: float | None = 20.0
+    baseline_measured_at: float | None = None
+    """Reported time of the baseline's measurement (None: now)."""
+    baseline_s: float = 0.0
+    """How long measuring the baseline takes (it stops early when asked to)."""
+    baseline_passes: int = 1
     """Passes a baseline takes to settle (a real pair's: 3); scripted timings carry no noise."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
@@ -156,25 +156,26 @@ class ScriptedService:
         return PairInfo(self.name, "cpu", "float32", self.config.memory_bytes, self.k > 0,
                         self.k, self.temperature, 2048, self.config.load_s, "scripted fake pair")
 
-    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
-        self.calibrations_started = getattr(self, "calibrations_started", 0) + 1
-        self.calibrated_for = needed_context
-        deadline = time.perf_counter() + self.config.calibration_s
+    def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+        self.baselines_started = getattr(self, "baselines_started", 0) + 1
+        self.baseline_context = needed_context
+        deadline = time.perf_counter() + self.config.baseline_s
         while time.perf_counter() < deadline:
             if should_stop():
                 return None
             time.sleep(0.01)
-        rate = self.config.calibration_tokens_per_s
-        when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
+        rate = self.config.baseline_tokens_per_s
+        when = self.config.baseline_measured_at
+        when = time.time() if when is None else when
         if rate is None:
             return None
         step = 1.0 / rate
         verify = {n: scripted_verify_s(n) / SCRIPTED_VERIFY_S * step for n in range(1, K_MAX + 2)}
         points = ((64, step), (max(512, needed_context + 256), step))
         return Baseline(self.sampling_params(), points,
-                        Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.calibration_s,
+                        Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.baseline_s,
                         forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,
-                        settled_passes=self.config.calibration_passes)
+                        settled_passes=self.config.baseline_passes)
 
     def sampling_params(self) -> SamplingParams:
         return SamplingParams(float(self.temperature))

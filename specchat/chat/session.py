@@ -71,8 +71,9 @@ class ChatSession:
         """The sampling seed: given, or drawn from the OS (an unseeded Generator always
         starts from the same state, which is not random)."""
         self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
-        self.prior: Costs | None = None
-        """Step costs timed for k = "auto" (by the calibration, or before the first answer)."""
+        self.baseline_costs: Costs | None = None
+        """The step costs of the latest baseline (or timed before the first answer): k = "auto"'s
+        starting point."""
 
     def decoder(self) -> Decoder:
         return decoder_for(self.pair, self.speculate, settings=self.settings)
@@ -92,9 +93,10 @@ class ChatSession:
         known: loading a pair does it (chat/pair_service.py, commands/run.py), so an answer
         waits for it only when k became "auto" after a target-only or fixed-k start."""
         if self.speculate:
-            from specchat.chat.calibrate import start_auto_from_prior
+            from specchat.chat.baseline_timing import start_auto_from_baseline
 
-            self.prior = start_auto_from_prior(self.pair, self.settings, self.prior)
+            self.baseline_costs = start_auto_from_baseline(self.pair, self.settings,
+                                                           self.baseline_costs)
 
     def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
         started = self.clock()  # TTFT counts whatever the answer waits for, k = auto's timing too
@@ -157,20 +159,22 @@ class ChatSession:
     def settings_copy(self) -> Settings:
         """The same k and sampling, with a fresh adaptive policy if k is "auto"."""
         config_k = "auto" if self.settings.k_policy is not None else self.settings.k
-        return settings_for(config_k, self.settings.sampling, prior=self.prior)
+        return settings_for(config_k, self.settings.sampling, prior=self.baseline_costs)
 
-    def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
-        """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
-        covering contexts up to `needed_context`; None if stopped first."""
-        from specchat.chat.calibrate import contexts_for, measure_baseline
+    def measure_baseline(self, should_stop: Callable[[], bool] = lambda: False,
+                         needed_context: int = 0):
+        """Measure the target-only `Baseline` for the current sampling settings
+        (chat/baseline_timing.py), covering contexts up to `needed_context`; None if stopped
+        first. Its step costs become k = "auto"'s starting point."""
+        from specchat.chat.baseline_timing import contexts_for, measure_baseline
 
         contexts = contexts_for(needed_context, self.pair.context_length)
         baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
         if baseline is not None and baseline.costs is not None:
-            self.prior = baseline.costs  # k = "auto"'s starting point
+            self.baseline_costs = baseline.costs
             policy = self.settings.k_policy
             if isinstance(policy, AdaptiveK):
-                policy.use_prior(self.prior)  # the latest timing wins over an older one
+                policy.use_prior(self.baseline_costs)  # the latest timing wins over an older one
         return baseline
 
 

@@ -9,8 +9,8 @@ fixed k, or k = "auto"'s longest draft):
   weight-byte ratio. True on a GPU and on Apple silicon; optimistic on a CPU, whose
   verifies are compute-bound;
 - measured (`--measure`): the pair is loaded, each model warmed up, and its forwards
-  timed in interleaved rounds (engine/costs.time_rounds) at the chat's calibration context
-  (chat/calibrate.py). The machine's load and the spread of the rounds are reported; where
+  timed in interleaved rounds (engine/costs.time_rounds) at the chat's baseline context
+  (chat/baseline_timing.py). The machine's load and the spread of the rounds are reported; where
   the spread is large or c is far from the weight-size ratio, the timing is repeated (a few
   times at most) and, still unsteady, the verdict is withheld rather than given on noise.
 
@@ -70,13 +70,13 @@ def measured_costs(pair: PairConfig, progress: Callable[[str], None], expected_c
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
     why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
     (wider verifies are extended from them, as k = "auto" extends them)."""
-    from specchat.chat.calibrate import prior_context
+    from specchat.chat.baseline_timing import baseline_costs_context
     from specchat.chat.decoding import drafter_for
     from specchat.engine.costs import steady_costs, time_rounds
     from specchat.models.loader import load_pair
 
     loaded = load_pair(pair, progress=progress)
-    context, drafter = prior_context(loaded), drafter_for(loaded)
+    context, drafter = baseline_costs_context(loaded), drafter_for(loaded)
     k = fixed_k(pair)
     widths = range(1, k + 2) if k else PRIOR_WIDTHS
     progress("timing the pair's forwards (a minute on a small CPU)")

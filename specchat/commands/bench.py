@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
 
 PROFILE_KS = ",".join(str(k) for k in range(1, PRIOR_K_MAX + 1))
-"""The fixed k a sweep compares by default: those whose verify the calibration times (k = "auto"
+"""The fixed k a sweep compares by default: those whose verify the chat's baseline times (k = "auto"
 may go on to K_MAX; --ks names longer ones)."""
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

@@ -72,7 +72,7 @@ WINDOW = 9
 """Recent samples kept per cost; an estimate is their median (one slow moment on a busy
 machine moves a median by one rank, a running mean by a fifth of the outlier)."""
 TRUSTED_SAMPLES = 3
-"""Samples of a width before its own median replaces the calibrated prior's shape."""
+"""Samples of a width before its own median replaces the prior's shape."""
 
 
 @dataclass
@@ -95,10 +95,10 @@ class RecentMedian:
 class CostModel:
     """Seconds per draft token and per verify pass of each width, learned from rounds.
 
-    With a prior (`Costs` timed before the answer: the chat's calibration, or `bench`'s
+    With a prior (`Costs` timed before the answer: the chat's baseline, or `bench`'s
     and `run`'s own measurement), a width with fewer than `TRUSTED_SAMPLES` samples of its own
     costs the prior's figure scaled by the median ratio of recent live samples to the
-    prior (any width): the machine's present speed, the calibrated shape. Without one, a
+    prior (any width): the machine's present speed, the prior's shape. Without one, a
     measured width costs its median and the others a line fitted through them. The prior's
     shape (how verify cost grows with width, what a draft step costs beside a target
     step) holds on a machine; the live rounds set the level."""

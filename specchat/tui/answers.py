@@ -65,7 +65,7 @@ class ChatTranscript(VerticalScroll):
     """The transcript, and the answers streaming into it."""
 
     class Idle(Message):
-        """No answer streams any more: a waiting pair may take over, a calibration may run."""
+        """No answer streams any more: a waiting pair may take over, a baseline may be measured."""
 
     def __init__(self, gauges: Gauges, ghosts: bool, slow_motion_ms: int):
         super().__init__(id="transcript")
@@ -169,7 +169,7 @@ class ChatTranscript(VerticalScroll):
         gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
         gauges.status = "racing target-only…" if race else ANSWERING
         gauges.sampling = host.service.sampling_params()
-        gauges.calibration = host.pair.baseline()
+        gauges.baseline = host.pair.baseline()
         self._answer_worker(job)
 
     @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
@@ -236,7 +236,7 @@ class ChatTranscript(VerticalScroll):
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
             if job.speculate:
-                self.last_speculative = (done, self.gauges.calibration)
+                self.last_speculative = (done, self.gauges.baseline)
         self._job_ended()
 
     def on_answer_failed(self, message: AnswerFailed) -> None:

@@ -81,7 +81,7 @@ class BenchApp(SpecchatApp):
         self.asking = False
 
     # Textual calls this handler and then the app's own (each class in the MRO): no super().
-    def on_calibrated(self, message) -> None:
+    def on_baseline_measured(self, message) -> None:
         """The first baseline is measured: start asking (later ones, measured between
         answers for the longer context, start nothing)."""
         if not self.asking:

@@ -53,8 +53,8 @@ def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[],
     for fmt in ("markdown", "json", "html"):
         yield (f"Export conversation as {fmt.upper() if fmt != 'markdown' else 'Markdown'}",
                "write it to the data folder", partial(app.history.export_current, fmt))
-    yield ("Recalibrate target-only speed", "measure the speedup baseline again",
-           app.pair.recalibrate)
+    yield ("Remeasure the baseline", "time target-only speed again: the speedup's baseline",
+           app.pair.remeasure_baseline)
     for title, about, action in palette_actions():
         yield title, about, partial(app.run_action, action)
 

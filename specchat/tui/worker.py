@@ -23,7 +23,7 @@ from textual.message_pump import MessagePump
 
 from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt, RoundUpdate
 from specchat.chat.service import ConversationService, ShouldStop, describe_error
-from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, Calibrated,
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, BaselineMeasured,
                                    ContextNotice, IdentityChecked, LoadFailed, LoadProgress,
                                    PairLoaded, PromptReading, RoundArrived, StatsUpdated)
 
@@ -154,21 +154,22 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
     return True
 
 
-def calibrate_service(load_id: int, service: ConversationService, app: MessagePump,
-                      should_stop: ShouldStop, needed_context: int = 0) -> None:
-    """Measure target-only speed on a loaded pair; always ends with a `Calibrated` message
-    (calibration None when it was stopped because the user asked something, or failed)."""
-    calibration = None
+def measure_service_baseline(load_id: int, service: ConversationService, app: MessagePump,
+                             should_stop: ShouldStop, needed_context: int = 0) -> None:
+    """Measure the target-only baseline of a loaded pair; always ends with a
+    `BaselineMeasured` message (baseline None when it was stopped because the user asked
+    something, or failed)."""
+    baseline = None
     try:
         if _acquire(service.busy, should_stop):
             try:
                 app.post_message(LoadProgress(load_id, "measuring target-only speed…"))
-                calibration = service.calibrate(should_stop, needed_context)
+                baseline = service.measure_baseline(should_stop, needed_context)
             finally:
                 service.busy.release()
     except Exception as error:
-        app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
-    app.post_message(Calibrated(load_id, calibration))
+        app.post_message(LoadProgress(load_id, f"baseline failed: {describe_error(error)}"))
+    app.post_message(BaselineMeasured(load_id, baseline))
 
 
 def check_float32(service: ConversationService, app: MessagePump, should_stop: ShouldStop) -> None:
@@ -189,7 +190,7 @@ def check_float32(service: ConversationService, app: MessagePump, should_stop: S
 
 def load_service(load_id: int, service: ConversationService, app: MessagePump,
                  should_stop: ShouldStop) -> None:
-    """Load a pair and announce it (the app calibrates it once it is idle)."""
+    """Load a pair and announce it (the app measures its baseline once it is idle)."""
     progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
     try:
         info = service.load(progress)

@@ -87,39 +87,41 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
         points.append((length, costs[0]))
         forwards.append((length, costs[1]))
     try:
-        costs = measure_prior(pair, should_stop=should_stop)
+        costs = measure_baseline_costs(pair, should_stop=should_stop)
     except TimingStopped:
         return None  # a question came: it gets the model within one timed step
     return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
                     time.perf_counter() - started, forward_points=tuple(forwards))
 
 
-def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3,
+def measure_baseline_costs(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3,
                   should_stop: ShouldStop = lambda: False) -> Costs:
     """One forward of each width and one draft step (the median of `repeats`), timed at
     `VERIFY_CONTEXT` tokens: the c and v(n) of the theory, and k = "auto"'s starting point
     (engine/adaptive.py). `TimingStopped` (engine/costs.py) where `should_stop` says so."""
     try:
-        return measure_costs(pair.target, drafter_for(pair), prior_context(pair), tuple(widths),
+        return measure_costs(pair.target, drafter_for(pair), baseline_costs_context(pair),
+                             tuple(widths),
                              repeats, no_drafter=None, should_stop=should_stop)
     finally:
         pair.target.reset()
 
 
-def prior_context(pair) -> list[int]:
+def baseline_costs_context(pair) -> list[int]:
     """The `VERIFY_CONTEXT` filler tokens the pair's step costs are timed after."""
     return filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
 
 
-def start_auto_from_prior(pair, settings: Settings, prior: Costs | None = None) -> Costs | None:
-    """Hand a k = "auto" policy in `settings` the pair's step costs before its first round:
-    `prior` if given, else timed now (about a second, so before any answer's clock starts).
-    Returns the prior in use (None where there is no adaptive policy or no draft)."""
+def start_auto_from_baseline(pair, settings: Settings, costs: Costs | None = None) -> Costs | None:
+    """Hand a k = "auto" policy in `settings` the baseline's step costs before its first round
+    (the policy's prior, engine/adaptive.py): `costs` if given, else timed now (about a second,
+    so before any answer's clock starts). Returns the costs in use (None where there is no
+    adaptive policy or no draft)."""
     policy = settings.k_policy
     if not isinstance(policy, AdaptiveK) or not pair.has_draft:
-        return prior
+        return costs
     if policy.has_prior:
         return policy.costs.prior
-    prior = prior or measure_prior(pair)
-    policy.use_prior(prior)
-    return prior
+    costs = costs or measure_baseline_costs(pair)
+    policy.use_prior(costs)
+    return costs
