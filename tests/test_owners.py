@@ -160,3 +160,18 @@ def test_the_float32_greedy_threshold_is_torchs_smallest_normal():
     from specchat.engine.params import MIN_TEMPERATURE
 
     assert MIN_TEMPERATURE == torch.finfo(torch.float32).tiny
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_one_least_squares_fit_serves_every_cost_line():
+    """Verify widths (engine/costs.py, engine/adaptive.py) and context lengths
+    (chat/baseline.py) are fitted by engine/costs.least_squares, not by a copy."""
+    assert defining(r"\(x - mean_x\) \*\* 2") == ["engine/costs.py"]
+    assert defining(r"^def least_squares\(") == ["engine/costs.py"]
+    from specchat.engine.costs import least_squares
+
+    assert least_squares([(1, 2.0), (3, 4.0)]) == pytest.approx((1.0, 1.0))
+    assert least_squares([(2, 1.0), (2, 3.0)]) == (2.0, 0.0)  # one x: flat through the mean
+

@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from specchat.chat.events import StatsSnapshot
-from specchat.engine.costs import Costs
+from specchat.engine.costs import Costs, least_squares
 from specchat.engine.params import SamplingParams
 from specchat.engine.theory import best_k, measured_speedup, speedup_at
 
@@ -169,18 +169,9 @@ def _medians(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], 
 
 
 def _line(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through each context length's median; a
-    flat line through one point."""
-    points = _medians(points)
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if n < 2 or spread == 0:
-        return mean_y, 0.0
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    slope = max(slope, 0.0)
-    return mean_y - slope * mean_x, slope
+    """(intercept, slope) of the least-squares line (engine/costs.py's) through each context
+    length's median; a flat line through one point."""
+    return least_squares(_medians(points))
 
 
 def too_short(stats: StatsSnapshot, baseline: Baseline) -> bool:

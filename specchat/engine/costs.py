@@ -16,7 +16,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.engine.params import K_MAX, PRIOR_K_MAX, SamplingParams
 
@@ -113,16 +113,25 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
     return out
 
 
-def fit_line(points: dict[int, float]):
-    """Least-squares line through (width, seconds) points, as a function of width (its slope
-    never below 0: a wider forward never costs less)."""
+def least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points, its slope never
+    below 0 (a wider forward, or one over a longer context, never costs less); a flat line
+    through the mean where the points share one x. The one fit of every cost line: verify
+    widths here and in engine/adaptive.py, context lengths in chat/baseline.py."""
     n = len(points)
-    mean_x = sum(points) / n
-    mean_y = sum(points.values()) / n
-    spread = sum((x - mean_x) ** 2 for x in points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
-    slope = max(slope, 0.0)
-    return lambda x: mean_y + slope * (x - mean_x)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return mean_y, 0.0
+    slope = max(sum((x - mean_x) * (y - mean_y) for x, y in points) / spread, 0.0)
+    return mean_y - slope * mean_x, slope
+
+
+def fit_line(points: dict[int, float]) -> Callable[[float], float]:
+    """The least-squares line through (width, seconds) points, as a function of width."""
+    intercept, slope = least_squares(list(points.items()))
+    return lambda x: intercept + slope * x
 
 
 def extended(points: dict[int, float], width: int) -> float:
