@@ -175,3 +175,7 @@ def test_one_least_squares_fit_serves_every_cost_line():
     assert least_squares([(1, 2.0), (3, 4.0)]) == pytest.approx((1.0, 1.0))
     assert least_squares([(2, 1.0), (2, 3.0)]) == (2.0, 0.0)  # one x: flat through the mean
 
+
+def test_per_position_acceptance_has_one_definition():
+    assert defining(r"def per_position_\w+") == ["engine/stats.py"]
+

@@ -121,6 +121,8 @@ class SpecStats:
 
     @property
     def per_position_acceptance(self) -> list[float]:
+        """The one definition: at each draft position i, the rounds that kept draft i over
+        the rounds that drafted it (a position after a rejection counts as not kept)."""
         return [a / d for a, d in zip(_padded(self.position_accepted, len(self.position_drafted)),
                                       self.position_drafted)]
 
