@@ -179,3 +179,15 @@ def test_one_least_squares_fit_serves_every_cost_line():
 def test_per_position_acceptance_has_one_definition():
     assert defining(r"def per_position_\w+") == ["engine/stats.py"]
 
+
+def test_gguf_tensor_names_and_rope_order_have_one_owner():
+    """HF→GGUF tensor names and the Q/K rope row order are models/gguf/export.py's; the tests'
+    tiny GGUF writers (tests/tiny_gguf.py, tests/gguf_tiny.py) import them."""
+    texts = sources() | {f"tests/{f.name}": f.read_text() for f in sorted(TESTS.glob("*.py"))
+                         if f.name != "test_owners.py"}
+    permuting = [name for name, text in texts.items() if re.search(r"swapaxes\(1,\s*2\)", text)]
+    hf = r"[\"'](self_attn|mlp|input_layernorm|post_attention)[\w.]*[\"']"
+    gguf = r"[\"'](attn|ffn)_\w+[\"']"
+    naming = [name for name, text in texts.items()
+              if re.search(rf"{hf}\s*:\s*{gguf}|{gguf}\s*:\s*{hf}", text)]
+    assert permuting == ["models/gguf/export.py"] and naming == []
