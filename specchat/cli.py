@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from specchat import __version__
-from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.commands.options import (config_from, config_option, k_option, pair_option,
+                                       theme_option)
 from specchat.errors import SpecchatError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -48,11 +49,6 @@ class Group(click.Group):
         except Exception:
             log.exception("unexpected error")
             raise
-
-
-config_option = click.option(
-    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-    help="A models.toml whose pairs win over the user's and the built-in ones.")
 
 
 @click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT)
@@ -102,11 +98,6 @@ def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -
     return (f"{opening}, and `specchat {command}` has no {both(missing)}: open the chat with "
             f"`specchat {given[0]} ...` alone, or give {it} to a command that takes {it} "
             f"({', '.join(takers)})")
-
-
-def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
-    """A command's own --config wins over the group's."""
-    return config_file or (ctx.obj or {}).get("config")
 
 
 @main.command(context_settings=CONTEXT)

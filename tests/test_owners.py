@@ -191,3 +191,15 @@ def test_gguf_tensor_names_and_rope_order_have_one_owner():
     naming = [name for name, text in texts.items()
               if re.search(rf"{hf}\s*:\s*{gguf}|{gguf}\s*:\s*{hf}", text)]
     assert permuting == ["models/gguf/export.py"] and naming == []
+
+
+def test_config_resolution_is_one_function_every_command_calls():
+    """`--config` on a command wins over the group's: commands/options.config_from says so
+    once, and run, chat, serve, bench and pairs call it rather than repeating it."""
+    assert defining(r"ctx\.obj or \{\}\)\.get\([\"']config[\"']\)") == ["commands/options.py"]
+    own = [m for m in defining(r"[\"']--config[\"'],\s*[\"']config_file[\"']")
+           if m != "commands/bench_gpu.py"]  # the GPU campaign's: an existing file, its own
+    assert own == ["commands/options.py"]
+    callers = defining(r"\bconfig_from\(ctx, config_file\)")
+    assert {"cli.py", "commands/run.py", "commands/chat.py", "commands/serve.py",
+            "commands/bench.py"} <= set(callers)

@@ -62,6 +62,17 @@ def pair_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> l
     return [name for name in names if name.startswith(incomplete)]
 
 
+config_option = click.option(
+    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="A models.toml whose pairs win over the user's and the built-in ones.")
+"""--config, on the group and on every command that loads pairs (resolved by `config_from`)."""
+
+
+def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
+    """The models.toml a command reads: its own --config wins over the group's."""
+    return config_file or (ctx.obj or {}).get("config")
+
+
 def pair_option(function: Callable):
     return click.option("--pair", "pair_name", metavar="NAME", shell_complete=pair_names,
                         help="Pair from models.toml (default: the file's `default`).")(function)

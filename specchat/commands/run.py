@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-from specchat.commands.options import (apply_overrides, argument_text, backend_option, decoded,
-                                       dtype_option, k_option, load_pair_config,
+from specchat.commands.options import (apply_overrides, argument_text, backend_option,
+                                       config_from, config_option, decoded, dtype_option,
+                                       k_option, load_pair_config,
                                        max_new_tokens_option, pair_option, system_option,
                                        temperature_option, top_k_option, top_p_option)
 from specchat.errors import SpecchatError, UsageError
@@ -49,7 +50,7 @@ class AnswerFailed(SpecchatError):
 @backend_option
 @system_option
 @click.option("--jsonl", is_flag=True, help="One JSON object per round, then a `done` object.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
+@config_option
 @click.argument("prompt", nargs=-1)
 @click.pass_context
 def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str | None,
@@ -58,9 +59,8 @@ def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str |
         jsonl: bool, config_file: Path | None, prompt: tuple[str, ...]):
     """Answer PROMPT once (- or no PROMPT with piped input: read it from stdin)."""
     text = read_prompt(prompt)
-    config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature, top_p, top_k,
-                                  backend)
+    pair_config = apply_overrides(load_pair_config(config_from(ctx, config_file), pair_name), k,
+                                  temperature, top_p, top_k, backend)
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
