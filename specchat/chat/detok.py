@@ -34,7 +34,6 @@ class IncrementalDetokenizer:
         self.tokenizer = tokenizer
         ids = tuple(context[-CONTEXT_TOKENS:])
         self.state = DetokState(ids, 0, len(ids))
-        self._start = len(ids)
 
     def _decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
@@ -71,7 +70,3 @@ class IncrementalDetokenizer:
         text = self._pending_text(self.state)
         self.state = replace(self.state, read_offset=len(self.state.ids))
         return text
-
-    @property
-    def generated_ids(self) -> tuple[int, ...]:
-        return self.state.ids[self._start:]

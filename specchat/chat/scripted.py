@@ -93,11 +93,6 @@ def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATT
         index += 1
 
 
-def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[ScriptedRound]:
-    """The whole script for `text` at a fixed k."""
-    return list(live_script(words(text), lambda: k, pattern))
-
-
 @dataclass
 class FakeConfig:
     """How the scripted service behaves; every field has a harmless default."""
@@ -144,7 +139,6 @@ class ScriptedService:
         self.system: str | None = None
         self._turns: list[Turn] = []
         self.k_auto = self.config.k_auto
-        self.answers_started = 0
 
     def load(self, progress: Progress) -> PairInfo:
         progress(f"loading scripted pair {self.name}")
@@ -158,7 +152,6 @@ class ScriptedService:
 
     def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         self.baselines_started = getattr(self, "baselines_started", 0) + 1
-        self.baseline_context = needed_context
         deadline = time.perf_counter() + self.config.baseline_s
         while time.perf_counter() < deadline:
             if should_stop():
@@ -186,7 +179,6 @@ class ScriptedService:
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         self._turns.append(Turn("user", text))
-        self.answers_started += 1
         if self.config.trim_every_answer:
             yield ContextTrimmed(1, 2048)
         if self.config.prompt_tokens:

@@ -32,10 +32,6 @@ def converted_folder(gguf: Path) -> Path:
     return paths.cache_dir() / "converted" / cache_key(gguf)
 
 
-def is_converted(gguf: Path) -> bool:
-    return is_built(converted_folder(gguf))
-
-
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The converted folder for `gguf`, converting it first if needed."""
     target = converted_folder(gguf)
