@@ -93,7 +93,10 @@ class Baseline:
         return None if self.costs is None else self.costs.draft_step_s
 
     def v(self, width: int) -> float:
-        """Verify cost of `width` tokens relative to a one-token forward (`Costs.v`)."""
+        """Verify cost of `width` tokens relative to a one-token forward (`Costs.v`); only
+        where the costs were timed (`c` is not None)."""
+        if self.costs is None:
+            raise ValueError("this baseline timed no verify costs")
         return self.costs.v(width)
 
     @property
@@ -148,11 +151,17 @@ def merged(older: Baseline, newer: Baseline) -> Baseline:
             return new if old is None else old
         return (old * older.passes + new * newer.passes) / total
 
+    def pooled_seconds(old: float | None, new: float | None) -> float:
+        """`pooled` of a verify width, which one pass at least timed."""
+        seconds = pooled(old, new)
+        assert seconds is not None, "a width comes from one of the passes"
+        return seconds
+
     costs = None
     if older.costs is not None or newer.costs is not None:
         old_verify = older.costs.verify_s if older.costs is not None else {}
         new_verify = newer.costs.verify_s if newer.costs is not None else {}
-        verify = {n: pooled(old_verify.get(n), new_verify.get(n))
+        verify = {n: pooled_seconds(old_verify.get(n), new_verify.get(n))
                   for n in sorted(set(old_verify) | set(new_verify))}
         costs = Costs.of(verify, pooled(older.draft_step_s, newer.draft_step_s))
     return replace(newer, step_points=tuple(sorted(older.step_points + newer.step_points)),

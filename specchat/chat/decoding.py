@@ -18,7 +18,8 @@ from typing import Any, Callable
 from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
 
 
-def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
+def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
+                adaptive_k: bool = False) -> ModelDrafter | NgramDrafter | None:
     """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, an
     `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which

@@ -13,6 +13,7 @@ Works with any tokenizer that has `decode(ids, skip_special_tokens=...)`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 CONTEXT_TOKENS = 6
@@ -30,13 +31,13 @@ class DetokState:
 class IncrementalDetokenizer:
     """Turns a stream of token ids into per-token text deltas."""
 
-    def __init__(self, tokenizer, context: list[int] | tuple[int, ...] = ()):
+    def __init__(self, tokenizer: Any, context: list[int] | tuple[int, ...] = ()):
         self.tokenizer = tokenizer
         ids = tuple(context[-CONTEXT_TOKENS:])
         self.state = DetokState(ids, 0, len(ids))
 
-    def _decode(self, ids) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+    def _decode(self, ids: tuple[int, ...]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def _step(self, state: DetokState, token: int) -> tuple[DetokState, str]:
         ids = state.ids + (token,)

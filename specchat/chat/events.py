@@ -69,7 +69,7 @@ class StatsSnapshot:
     """Each round's draft plus verify time in ms, in order: in the answer's last snapshot
     only (`AnswerDone.stats`), where the charts read each round's tokens/s."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         """The documented `done.stats` keys of `specchat run --jsonl`."""
         return {"tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "ttft_s": self.ttft_s,
                 "rounds": self.rounds, "drafted": self.drafted, "accepted": self.accepted,

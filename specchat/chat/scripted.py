@@ -19,7 +19,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Generator, Iterator
 
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
                                   RoundUpdate, StatsSnapshot, TokenSpan)
@@ -27,7 +27,7 @@ from specchat.chat.baseline import Baseline, Costs, SamplingParams
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.verdict import IdentityCheck
 from specchat.chat.service import PairInfo, Progress, ShouldStop
-from specchat.engine.events import Round
+from specchat.engine.events import Round, TokenKind
 from specchat.engine.params import K_MAX
 from specchat.turn import Turn
 
@@ -61,7 +61,7 @@ class ScriptedRound:
     accepted: tuple[str, ...]
     rejected: tuple[str, ...]
     token: str | None
-    kind: str = "resampled"
+    kind: TokenKind = "resampled"
 
 
 def token_id(word: str) -> int:
@@ -77,7 +77,8 @@ def words(text: str) -> list[str]:
     return [w for w in out if w]
 
 
-def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATTERN):
+def live_script(tokens: list[str], k_now: Callable[[], int],
+                pattern: tuple[int, ...] = ACCEPT_PATTERN) -> Iterator[ScriptedRound]:
     """Rounds that commit exactly `tokens`, reading k before each round (so a change
     applies from the next round), accepting pattern[i] of k drafts in round i."""
     i = index = 0
@@ -87,7 +88,7 @@ def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATT
         full = n == k
         rejected = () if full or k == 0 else tuple(GHOSTS[(i + j) % len(GHOSTS)]
                                                     for j in range(k - n))
-        kind = "target" if k == 0 else ("bonus" if full else "resampled")
+        kind: TokenKind = "target" if k == 0 else ("bonus" if full else "resampled")
         yield ScriptedRound(tuple(tokens[i:i + n]), rejected, tokens[i + n], kind)
         i += n + 1
         index += 1
@@ -201,12 +202,13 @@ class ScriptedService:
         done = yield from self._play(False, should_stop)
         yield done
 
-    def _rounds(self, speculate: bool):
+    def _rounds(self, speculate: bool) -> Iterator[ScriptedRound]:
         if self.config.rounds is not None and speculate:
             return iter(self.config.rounds)
         return live_script(words(self.config.answer), (lambda: self.k) if speculate else (lambda: 0))
 
-    def _play(self, speculate: bool, should_stop: ShouldStop):
+    def _play(self, speculate: bool,
+              should_stop: ShouldStop) -> Generator[RoundUpdate, None, AnswerDone]:
         metrics = AnswerMetrics(self.config.clock)
         spans: list[TokenSpan] = []
         started = time.perf_counter()
@@ -267,7 +269,8 @@ def engine_round(scripted: ScriptedRound, k: int) -> Round:
                  scripted_verify_s(drafted + 1), k, fed=drafted + 1)
 
 
-def round_spans(scripted: ScriptedRound) -> tuple:
+def round_spans(scripted: ScriptedRound,
+                ) -> tuple[tuple[TokenSpan, ...], tuple[TokenSpan, ...], TokenSpan | None]:
     """(accepted, rejected, token) spans of a scripted round: the words as their own text."""
     accepted = tuple(TokenSpan(t, "accepted", token_id(t)) for t in scripted.accepted)
     rejected = tuple(TokenSpan(t, "rejected", token_id(t)) for t in scripted.rejected)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from specchat.chat.baseline import Baseline
 from specchat.chat.conversation import Conversation, fit_prompt
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
@@ -24,7 +25,7 @@ from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, Reading
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
-from specchat.engine import Decoder, Finished, Round, Settings
+from specchat.engine import Decoder, Event, Finished, Round, Settings
 from specchat.engine.adaptive import AdaptiveK, settings_for
 from specchat.engine.costs import Costs
 from specchat.errors import ContextFull
@@ -98,7 +99,8 @@ class ChatSession:
             self.baseline_costs = start_auto_from_baseline(self.pair, self.settings,
                                                            self.baseline_costs)
 
-    def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
+    def _stream(self, max_new_tokens: int,
+                should_stop: Callable[[], bool]) -> Iterator[ChatEvent]:
         started = self.clock()  # TTFT counts whatever the answer waits for, k = auto's timing too
         self.start_auto()
         context = self.pair.context_length
@@ -117,10 +119,10 @@ class ChatSession:
         events = self.decoder().generate(prompt, self.settings, budget, self.generator, should_stop)
         for event in survive_failure(events):
             if isinstance(event, Finished):
-                yield self._finish(event, detok, spans, metrics)
+                yield self._finish(event.stop_reason, detok, spans, metrics)
                 return
             if isinstance(event, RoundFailed):
-                yield self._finish(Finished("failed", 0), detok, spans, metrics, event.error)
+                yield self._finish("failed", detok, spans, metrics, event.error)
                 return
             metrics.record(event)
             text = spans_of_round(event, detok)
@@ -131,15 +133,15 @@ class ChatSession:
             yield update
             metrics.hold(self.clock() - held_from)  # pauses are not decoding time
 
-    def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics,
-                error: str = "") -> AnswerDone:
+    def _finish(self, stop_reason: str, detok: IncrementalDetokenizer, spans: list[TokenSpan],
+                metrics: AnswerMetrics, error: str = "") -> AnswerDone:
         tail = detok.flush()
         if tail and spans:
             last = max(i for i, s in enumerate(spans) if s.kind != "rejected")
             spans[last] = dataclasses.replace(spans[last], text=spans[last].text + tail)
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
-        return AnswerDone(text, event.stop_reason, metrics.snapshot(final=True), tuple(spans), error)
+        return AnswerDone(text, stop_reason, metrics.snapshot(final=True), tuple(spans), error)
 
     # ----- the conversation service's other jobs ------------------------------------------
 
@@ -162,7 +164,7 @@ class ChatSession:
         return settings_for(config_k, self.settings.sampling, prior=self.baseline_costs)
 
     def measure_baseline(self, should_stop: Callable[[], bool] = lambda: False,
-                         needed_context: int = 0):
+                         needed_context: int = 0) -> Baseline | None:
         """Measure the target-only `Baseline` for the current sampling settings
         (chat/baseline_timing.py), covering contexts up to `needed_context`; None if stopped
         first. Its step costs become k = "auto"'s starting point."""
@@ -185,7 +187,7 @@ class RoundFailed:
     error: str
 
 
-def survive_failure(events):
+def survive_failure(events: Iterator[Event]) -> Iterator[Event | RoundFailed]:
     """The engine's events, ending in a `RoundFailed` where a round runs out of GPU memory
     or of KV cache (both recoverable: the next answer starts from empty caches)."""
     try:
