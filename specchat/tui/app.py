@@ -150,8 +150,8 @@ class SpecchatApp(App):
     def _theme_changed(self, theme) -> None:
         for widget in self.query(TokenText):
             widget.restyle()
-        for widget in self.query("#legend"):
-            widget.refresh()
+        for legend in self.query("#legend"):
+            legend.refresh()
 
     def remember(self, **preferences) -> None:
         """Change preferences and save them."""

@@ -33,7 +33,7 @@ def fmt(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
-def fmt_bytes(count: int) -> str:
+def fmt_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -183,7 +183,7 @@ class Gauges(VerticalScroll):
         if isinstance(child, Static):
             width = child.content_size.width
             child.update(value, layout=before is None or _height(before, width) != _height(value, width))
-        else:
+        elif isinstance(child, Digits):
             child.update(value)
 
     def start_job(self, job_id: int) -> None:

@@ -11,12 +11,15 @@ imports models or torch.
 from __future__ import annotations
 
 import gc
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specchat.chat.baseline import Baseline
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.messages import BaselineMeasured, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import PairLoading, ServiceFactory
+
+if TYPE_CHECKING:  # the app's other part, as the host protocol names it
+    from specchat.tui.answers import ChatTranscript
 
 
 class PairHost(Protocol):
@@ -26,11 +29,11 @@ class PairHost(Protocol):
     info: PairInfo | None
     pair_name: str
     sub_title: str
-    conversation: Any
+    transcript: ChatTranscript
     settings: Any
     gauges: Any
 
-    def notify(self, message: str, **options) -> None: ...
+    def notify(self, message: str, **options: Any) -> None: ...
 
 
 class PairSwitch:

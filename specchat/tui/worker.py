@@ -191,7 +191,9 @@ def check_float32(service: ConversationService, app: MessagePump, should_stop: S
 def load_service(load_id: int, service: ConversationService, app: MessagePump,
                  should_stop: ShouldStop) -> None:
     """Load a pair and announce it (the app measures its baseline once it is idle)."""
-    progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
+    def progress(text: str) -> None:
+        app.post_message(LoadProgress(load_id, text))
+
     try:
         info = service.load(progress)
     except Exception as error:
