@@ -109,6 +109,6 @@ def _convert(gguf: Path, out: Path) -> None:
     # the weights are plain float32 now: drop the GGUF marker so they can be saved
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __setattr__ typing
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

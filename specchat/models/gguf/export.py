@@ -187,7 +187,7 @@ def copy_metadata(reader, writer, spec: DraftSpec, gguf_type: str) -> None:
         writer.add_string(KEY_PREFIX + "outside_vocab_rows", "mean of the vocab rows")
 
 
-def raw(tensor) -> tuple[np.ndarray, object]:
+def raw(tensor: Any) -> tuple[np.ndarray, Any]:
     """A reader tensor's stored data and type, to be written unchanged."""
     return np.array(tensor.data), tensor.tensor_type
 
@@ -235,7 +235,7 @@ def rope_row_order(rows: int, heads: int) -> np.ndarray:
     return index.reshape(heads, 2, rows // heads // 2).swapaxes(1, 2).reshape(rows)
 
 
-def encode(rows: np.ndarray, scale: np.ndarray | None, qtype) -> tuple[np.ndarray, object]:
+def encode(rows: np.ndarray, scale: np.ndarray | None, qtype: Any) -> tuple[np.ndarray, Any]:
     """A weight as stored in the file: vectors in F32; matrices in `qtype`."""
     import gguf
 
