@@ -71,18 +71,26 @@ def main(ctx: click.Context, config_file: Path | None, pair_name: str | None,
     ctx.obj["config"] = config_file
     chat_options = {"pair_name": pair_name, "theme": theme, "k": k}
     if ctx.invoked_subcommand is None:
-        ctx.invoke(main.get_command(ctx, "chat"), **chat_options)
+        ctx.invoke(command_named(ctx, "chat"), **chat_options)
     elif any(value is not None for value in chat_options.values()):
         given = [flag for flag, value in zip(("--pair", "--theme", "-k"), chat_options.values())
                  if value is not None]
         raise click.UsageError(misplaced_options_hint(ctx, ctx.invoked_subcommand, given))
 
 
+def command_named(ctx: click.Context, name: str) -> click.Command:
+    """One of the group's commands (every name asked for here is one of them)."""
+    command = main.get_command(ctx, name)
+    if command is None:
+        raise click.UsageError(f"no such command: {name}")
+    return command
+
+
 def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -> str:
     """Where chat options given before another command go: after it where it takes them,
     else the commands that do."""
     def flags(name: str) -> set[str]:
-        return {opt for param in main.get_command(ctx, name).params for opt in param.opts}
+        return {opt for param in command_named(ctx, name).params for opt in param.opts}
 
     def both(items: list[str]) -> str:
         return " and ".join(items)

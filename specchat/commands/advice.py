@@ -177,7 +177,8 @@ def one_step_lines(target: ModelFacts, draft: ModelFacts | None, alphas: Alphas,
     """What the pair would gain where a verify costs about one step (the same cost model,
     v(n) = 1 and c from weight bytes)."""
     costs = predicted_costs(target, draft, k_max)
-    cheapest = cheapest_break_even(costs.c, costs.v, k_max)
+    c = costs.c if costs.c is not None else 0.0  # predicted costs always price the draft step
+    cheapest = cheapest_break_even(c, costs.v, k_max)
     lines = [f"where a verify costs about one step (a GPU, Apple silicon): v(n) = 1, "
              f"c = {costs.c:.2f} from weight bytes"
              + (f"; {pays_text(*cheapest)}" if cheapest else "; no k pays")]
@@ -244,6 +245,8 @@ def memory_lines(pair: PairConfig, facts: PairFacts) -> list[str]:
              f"tokens); available: {describe(automatic_limits(inventory))}"]
     if facts.gguf_placement:
         return lines + [f"placement: {facts.gguf_placement}"]
+    if facts.target is None:  # check_lines stops at an unknown size before it asks
+        return lines
     try:
         place = plan_placement(facts.target.weight_bytes, pair.device, inventory, pair.max_memory,
                                name=f"target {pair.target}")

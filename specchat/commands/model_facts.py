@@ -106,6 +106,8 @@ def draft_facts(pair: PairConfig, backend: str | None, dtype: torch.dtype, progr
 
     from specchat.models.adapters import GGUF_BACKENDS
 
+    if pair.draft is None:
+        return None, None
     if backend in GGUF_BACKENDS:
         return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress,
                           int8=backend == "int8")[0], None

@@ -160,15 +160,16 @@ def backend_option(function: Callable):
                              "can offload, else on the CPU).")(function)
 
 
-def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
+def apply_overrides(pair: PairConfig, k: int | str | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
     """The pair with command-line values in place of its own (None: the pair's own). The
     values come range-checked by their click types (`WholeNumber`, `RealNumber`)."""
-    sampling = {name: value for name, value in
-                (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
-                if value is not None}
-    changes = {name: value for name, value in (("k", k), ("backend", backend)) if value is not None}
+    sampling: dict[str, Any] = {
+        name: value for name, value in
+        (("temperature", temperature), ("top_p", top_p), ("top_k", top_k)) if value is not None}
+    changes: dict[str, Any] = {name: value for name, value in (("k", k), ("backend", backend))
+                               if value is not None}
     return dataclasses.replace(pair, sampling=dataclasses.replace(pair.sampling, **sampling),
                                **changes)
 

@@ -28,8 +28,10 @@ from specchat.commands.options import (apply_overrides, argument_text, backend_o
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
-    from specchat.chat.events import StatsSnapshot, TokenSpan
-    from specchat.chat.pair import Pair
+    from rich.console import Console
+
+    from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+    from specchat.models.loader import LoadedPair
 
 
 class AnswerFailed(SpecchatError):
@@ -167,7 +169,7 @@ class TextPrinter:
         self.console = console
         self.colour = console.is_terminal
         self.colours = token_colours() if self.colour else {}
-        self.done = None
+        self.done: AnswerDone | None = None
 
     def handle(self, event: Any) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
@@ -192,7 +194,7 @@ class TextPrinter:
             sys.stdout.write("".join(s.text for s in spans if s.kind != "rejected"))
         self.console.file.flush()
 
-    def finish(self, pair: Pair, session: Any) -> None:
+    def finish(self, pair: LoadedPair, session: Any) -> None:
         from specchat.commands.render import stats_block
 
         sys.stdout.write("\n")
@@ -216,7 +218,7 @@ def k_text(session: Any, stats: StatsSnapshot) -> str:
     return f"auto (mostly {stats.k_in_use})" if stats.k_in_use else "auto"
 
 
-def backend_rows(pair: Pair) -> list[tuple[str, str]]:
+def backend_rows(pair: LoadedPair) -> list[tuple[str, str]]:
     """What computes each model's logits, and why the target's backend was chosen."""
     rows = [("target backend", f"{pair.backends['target']} ({pair.reasons['backend']})")]
     if "draft" in pair.backends:
@@ -245,7 +247,7 @@ class JsonlPrinter:
             if event.error:
                 self.done["error"] = event.error
 
-    def finish(self, pair: Pair, session: Any) -> None:
+    def finish(self, pair: LoadedPair, session: Any) -> None:
         if self.done is not None:
             memory = pair.memory() if hasattr(pair, "memory") else None
             if memory is not None:
@@ -253,7 +255,7 @@ class JsonlPrinter:
             emit(self.done)
 
 
-def memory_rows(pair: Pair) -> list[tuple[str, str]]:
+def memory_rows(pair: LoadedPair) -> list[tuple[str, str]]:
     """Placement and memory lines of the stats block (weights, KV cache, CUDA peak)."""
     rows = [("placement", pair.placement)] if getattr(pair, "placement", "") else []
     return rows + (pair.memory().rows() if hasattr(pair, "memory") else [])
