@@ -132,8 +132,8 @@ class SpecchatArm:
 class TransformersArm:
     """transformers `generate` on the pair's own model objects."""
 
-    def __init__(self, key: str, label: str, pair: Pair, sampling: SamplingParams, seed: int = 0,
-                 speculation: Any=None):
+    def __init__(self, key: str, label: str, pair: Pair, sampling: SamplingParams,
+                 seed: int = 0, speculation: Any = None):
         self.key, self.label, self.pair = key, label, pair
         self.sampling, self.seed = sampling, seed
         self.speculation = speculation
