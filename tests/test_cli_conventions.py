@@ -135,7 +135,7 @@ def test_history_show_prints_the_committed_text_and_export_writes_the_coloured_p
     tokens = json.loads(invoke("history", "show", "1", "--json", "--history-file", str(path)).stdout)
     assert [t["kind"] for t in tokens["turns"][1]["tokens"]] == ["accepted", "rejected", "resampled",
                                                                 "bonus"]
-    page = tmp_path / "out" / "sea.html"
+    page = tmp_path / "sea.html"
     exported = invoke("history", "--history-file", str(path), "export", "1", "-o", str(page))
     assert exported.exit_code == 0, exported.output
     html = page.read_text()
@@ -153,6 +153,17 @@ def test_history_mistakes_are_one_line_errors(tmp_path, args, fragment):
     result = invoke("history", args[0], *args[1:], "--history-file", str(path))
     assert result.exit_code == 2 and fragment in result.output
     assert "Traceback" not in result.output
+
+
+def test_history_export_into_a_missing_folder_is_refused_and_creates_nothing(tmp_path):
+    """Issue 40: it created the whole folder tree, where `bench --html` refuses the mistake."""
+    path = saved_history(tmp_path)
+    page = tmp_path / "no" / "such" / "x.html"
+    result = invoke("history", "export", "1", "-o", str(page), "--history-file", str(path))
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        f"specchat: error: -o {page}: folder {page.parent} does not exist: create it first, "
+        "or write somewhere else"]
+    assert not (tmp_path / "no").exists()
 
 
 def test_history_without_a_file_or_with_a_newer_one_names_the_file(tmp_path):

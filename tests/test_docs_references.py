@@ -2,7 +2,8 @@
 
 Every module README.md and docs/*.md name, as a path (`specchat/models/loader.py`, or
 `models/loader.py` inside the package) or dotted (`specchat.models.gguf.export.outside_row_error`),
-is a file of the package, and a dotted name's last part is defined there. Every file under
+is a file of the package, and a dotted name's last part is defined there; the same for the
+developer tools' modules (`devtools/gpu/campaign.py`). Every file under
 results/ is named by the doc that reports it (docs/benchmarks.md or docs/distill.md), by its
 name or a pattern (`results/cpu-2026-11-23/*.json`, `llama_bench_{1,2,3}.json`), so a raw
 dump nothing reports cannot stay (issue 25)."""
@@ -53,6 +54,16 @@ def test_every_module_path_the_docs_name_exists():
     assert missing == []
 
 
+def named_devtools_paths(text: str) -> set[str]:
+    return set(re.findall(r"\b(devtools/[\w/]+\.py)\b", text))
+
+
+def test_every_devtools_module_the_docs_name_exists():
+    named = named_devtools_paths(doc_text(DOCS))
+    assert named and sorted(p for p in named if not (ROOT / p).is_file()) == []
+    assert named_devtools_paths("moved: `devtools/gpu/campain.py`") == {"devtools/gpu/campain.py"}
+
+
 def test_every_dotted_specchat_name_the_docs_use_exists():
     found = re.findall(r"\bspecchat(?:\.\w+)+\*?", doc_text(DOCS))
     names = {n for n in found if n.split(".")[1] in LAYERS.split("|")}  # not specchat.log
@@ -64,7 +75,8 @@ def test_every_file_the_readmes_layout_names_exists():
     readme = (ROOT / "README.md").read_text()
     layout = readme[readme.index("## Layout"):]
     layout = layout[:layout.find("\n## ", 1)]
-    files = {p.name for folder in ("specchat", "scripts", "tests") for p in (ROOT / folder).rglob("*.py")}
+    files = {p.name for folder in ("specchat", "devtools", "scripts", "tests")
+             for p in (ROOT / folder).rglob("*.py")}
     named = set(re.findall(r"(?<![\w/.])(\w+\.py)\b", layout))
     assert len(named) > 20 and sorted(named - files) == []
 
@@ -113,7 +125,7 @@ RESULT_FOLDERS = (ROOT / "results", ROOT / "docs" / "gpu")
                                         if f.is_file() and f.name != "README.md"),
                          ids=lambda f: f.relative_to(ROOT).as_posix())
 def test_every_result_file_is_named_by_the_doc_that_reports_it(file):
-    names = reported_names(doc_text([ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "distill.md"]))
+    names = reported_names(doc_text(sorted((ROOT / "docs").glob("*.md"))))
     assert reported(file, names), f"{file.relative_to(ROOT)}: no doc reports it; name it or drop it"
 
 

@@ -110,7 +110,8 @@ def test_a_speculative_round_syncs_the_host_once(cuda_pairs):
                 next(events)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    # the mode's own notice ("... debug mode is a prototype feature ...") is not a sync
+    syncs = [w for w in caught if "called a synchronizing" in str(w.message)]
     assert len(syncs) <= 5, [str(w.message) for w in syncs]
 
 

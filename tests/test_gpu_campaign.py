@@ -1,5 +1,5 @@
 """The GPU measurement cannot rot: scripts/gpu_measure.sh's dry run runs every phase of
-`specchat bench campaign` (scale, pair, llama) on this CPU with tiny models and publishes the
+`python -m devtools campaign` (scale, pair, llama) on this CPU with tiny models and publishes the
 tables, so a renamed option or a removed module fails here, not on a lent GPU. Also: the
 real plan measures what the GPU issue asks (bf16, pytest -m gpu, quantized and spread
 targets, llama.cpp with a GGUF draft), and the published tables mark each target."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.gpu.campaign import STEPS, Plan, campaign_pairs, dry_plan, step_record
-from specchat.bench.gpu.publish import step_sections, verdict
+from devtools.gpu.campaign import STEPS, Plan, campaign_pairs, dry_plan, step_record
+from devtools.gpu.publish import step_sections, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,27 +155,31 @@ def test_the_real_plan_measures_bf16_the_gpu_tests_and_every_target_variant(tmp_
 
 
 def test_the_real_plan_fits_the_device_time_a_lent_gpu_gives_and_no_step_is_killed_empty(tmp_path):
-    """15 minutes of device time, the machine's start (up to 2) and three calls' transfers
-    and probes included: the phases' budgets must leave that room. Each prompt-set step stops
-    starting prompts (`--budget-s`) well before its limit, so a slow GPU step still reports
-    what it answered instead of being killed with nothing."""
-    from specchat.bench.gpu.campaign import DEVICE_MINUTES, PHASE_BUDGET_S
+    """15 minutes of device time, the machine's start and every call to its limit included:
+    the plan uses at most 11, so that its largest call can be run once more. Each phase fits
+    the call that runs it, and each prompt-set step stops starting prompts (`--budget-s`)
+    before its limit, so a slow GPU step still reports what it answered."""
+    from devtools.gpu.campaign import (DEVICE_MINUTES, LEASE_CALLS, LEASE_TARGET_S,
+                                      PHASE_BUDGET_S, lease_s)
 
-    start_s, per_call_s = 120, 40  # a machine's start; a call's transfer, probe and gap
-    assert sum(PHASE_BUDGET_S.values()) + start_s + 3 * per_call_s <= DEVICE_MINUTES * 60 - 60
+    assert lease_s() <= LEASE_TARGET_S <= 11 * 60
+    assert DEVICE_MINUTES * 60 - lease_s() >= max(c.timeout_s for c in LEASE_CALLS)  # a rerun
+    assert "llama" not in {p for c in LEASE_CALLS for p in c.phases}  # never beside a build
+    planned = [p for c in LEASE_CALLS for p in c.phases]
+    assert sorted(planned) == ["check", "pair", "scale"]
     plan = Plan(tmp_path)
     for phase, steps in STEPS.items():
         for step in steps(plan):
             assert step.limit_s <= PHASE_BUDGET_S[phase]
             if "--budget-s" in step.argv and step.argv[1] == "bench":
-                assert float(step.argv[step.argv.index("--budget-s") + 1]) <= step.limit_s - 15
+                assert float(step.argv[step.argv.index("--budget-s") + 1]) <= step.limit_s - 10
     names = [s.name for s in STEPS["pair"](plan)]
     assert names[:3] == ["standard-smollm2-135m-torch", "overhead-smollm2-135m-torch",
                          "sweep-profile-smollm2-135m-torch"]  # the issue's targets go first
 
 
 def test_the_prompt_set_is_interleaved_by_category_so_a_cut_run_covers_every_category():
-    from specchat.bench.gpu.campaign import interleaved_by_category
+    from devtools.gpu.campaign import interleaved_by_category
 
     lines = [json.dumps({"id": f"{c}{i}", "category": c, "prompt": "x"})
              for c, n in (("chat", 3), ("code", 2), ("math", 1)) for i in range(n)]
@@ -200,7 +204,7 @@ def test_the_campaign_pairs_derive_quantized_spread_and_gguf_variants_of_the_bui
 def test_a_step_record_keeps_the_json_report_or_the_tail_of_the_output():
     from subprocess import CompletedProcess
 
-    from specchat.bench.gpu.campaign import Step
+    from devtools.gpu.campaign import Step
 
     step = Step("x", ("specchat", "bench", "run"), 10)
     report = step_record(step, CompletedProcess([], 0, '{"total": {"ratios": {}}}', ""), 1.0, "gpu")
@@ -234,7 +238,7 @@ def test_publish_writes_the_raw_objects_under_docs_gpu_and_the_tables_name_that_
                                                                                     monkeypatch):
     from click.testing import CliRunner
 
-    from specchat.cli import main
+    from devtools.cli import main
 
     returned = tmp_path / "out1"
     returned.mkdir()
@@ -246,7 +250,7 @@ def test_publish_writes_the_raw_objects_under_docs_gpu_and_the_tables_name_that_
     (repo / "docs").mkdir(parents=True)
     (repo / "docs" / "benchmarks.md").write_text("# Benchmarks\n\n## UI\n")
     monkeypatch.chdir(repo)
-    done = CliRunner().invoke(main, ["bench", "publish", str(returned)])
+    done = CliRunner().invoke(main, ["publish", str(returned)])
     assert done.exit_code == 0, done.output
     [raw] = (repo / "docs" / "gpu").glob("*-nvidia-h100-80gb-hbm3.jsonl")
     assert read(raw)[0]["step"] == "overhead"
@@ -258,15 +262,15 @@ def test_publish_refuses_a_folder_without_results_and_a_missing_doc_with_one_lin
                                                                                   monkeypatch):
     from click.testing import CliRunner
 
-    from specchat.cli import main
+    from devtools.cli import main
 
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.chdir(tmp_path)  # no docs/benchmarks.md here: not the repository's root
-    done = CliRunner().invoke(main, ["bench", "publish", str(empty)])
+    done = CliRunner().invoke(main, ["publish", str(empty)])
     assert done.exit_code == 2 and "'--benchmarks'" in done.output and "does not exist" in done.output
     (tmp_path / "bench.md").write_text("# Benchmarks\n")
-    done = CliRunner().invoke(main, ["bench", "publish", str(empty), "--benchmarks", "bench.md"])
+    done = CliRunner().invoke(main, ["publish", str(empty), "--benchmarks", "bench.md"])
     assert done.exit_code == 2 and "no campaign results in" in done.output
     assert "Traceback" not in done.output and not (tmp_path / "docs").exists()
     assert (tmp_path / "bench.md").read_text() == "# Benchmarks\n"
@@ -356,7 +360,7 @@ def test_prepare_and_each_phase_move_the_files_where_the_next_one_looks(tmp_path
     env = dict(os.environ, PYTHON=sys.executable, PATH=f"{bin_dir}:{os.environ['PATH']}",
                PREPARE_TO=str(work), STASH=str(tmp_path / "stash"), SITE=str(tmp_path / "site"),
                OUT=str(tmp_path / "out"), FAKE_CMAKE_LOG=str(tmp_path / "cmake.log"),
-               BUILD_WAIT_S="30", **stand_ins(tmp_path))
+               BUILD_WAIT_S="30", WITH_LLAMA="1", **stand_ins(tmp_path))
     tree = int(shell("tree_bytes", env, ROOT).stdout)
     env["CARRY_LIMIT"] = str(tree + 3_000_000 + 150_000)  # the margin, and 150 kB a call
 
@@ -416,7 +420,7 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
     """What a GPU call can bring back: a step cut by its limit, a step that failed, a model
     that errored, quantized models on transformers' eager forward, a spec run with figures
     it could not measure. The tables still get written, each gap named."""
-    from specchat.bench.gpu.publish import publish
+    from devtools.gpu.publish import publish
 
     model = {"kind": "model", "shape": "8b", "layers": 32, "weight_bytes_per_token": 16e9,
              "gpu_memory_bytes": 17e9, "step_ms": 8.0, "bandwidth_bytes_per_s": 2e12,

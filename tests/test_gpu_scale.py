@@ -1,5 +1,5 @@
-"""`bench scale`'s choices that only a GPU run would otherwise exercise, checked on the CPU
-with tiny shapes: 8-bit and 4-bit weights are timed on the forward the chat runs for them
+"""`python -m devtools scale`'s choices that only a GPU run would otherwise exercise, checked on
+the CPU with tiny shapes: 8-bit and 4-bit weights are timed on the forward the chat runs for them
 (transformers' eager one; neither static forward takes quantized weights), and the
 speculative runs capture every step they time before the clock starts."""
 
@@ -9,8 +9,8 @@ import io
 
 import torch
 
-from specchat.bench.gpu import scale
-from specchat.bench.gpu.scale import Recorder, ScaleSettings, measure_model
+from devtools.gpu import scale
+from devtools.gpu.scale import Recorder, ScaleSettings, measure_model
 from specchat.models.torch_backend import synthetic
 from specchat.models.torch_backend.static_llama import StaticLlama
 
@@ -78,16 +78,16 @@ def test_the_speculative_runs_time_only_steps_captured_before_the_clock(monkeypa
 def test_the_gpu_commands_refuse_what_this_machine_or_the_options_cannot_do_in_one_line(tmp_path):
     from click.testing import CliRunner
 
-    from specchat.cli import main
+    from devtools.cli import main
 
     out = str(tmp_path / "s.jsonl")
-    cases = {("bench", "scale", "--shapes", "70b", "--out", out): "--shapes 70b: choose from 1b, 3b, 8b",
-             ("bench", "scale", "--quant", "3bit", "--out", out): "--quant 3bit: choose from none",
-             ("bench", "scale", "--device", "gpu", "--out", out): "--device 'gpu': choose cuda",
-             ("bench", "scale", "--tiny", "--out", str(tmp_path / "no" / "s.jsonl")): "does not exist"}
+    cases = {("scale", "--shapes", "70b", "--out", out): "--shapes 70b: choose from 1b, 3b, 8b",
+             ("scale", "--quant", "3bit", "--out", out): "--quant 3bit: choose from none",
+             ("scale", "--device", "gpu", "--out", out): "--device 'gpu': choose cuda",
+             ("scale", "--tiny", "--out", str(tmp_path / "no" / "s.jsonl")): "does not exist"}
     if not torch.cuda.is_available():
-        cases[("bench", "scale", "--device", "cuda", "--out", out)] = "no CUDA GPU is visible here"
-        cases[("bench", "campaign", "scale", "--out", str(tmp_path / "c"))] = "--dry-run runs every phase"
+        cases[("scale", "--device", "cuda", "--out", out)] = "no CUDA GPU is visible here"
+        cases[("campaign", "scale", "--out", str(tmp_path / "c"))] = "--dry-run runs every phase"
     for args, message in cases.items():
         done = CliRunner().invoke(main, list(args))
         assert done.exit_code == 2 and message in done.output, (args, done.output)

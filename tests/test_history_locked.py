@@ -1,7 +1,9 @@
 """A history file that another program holds locked (issue 24): it is never taken for a
 broken one and moved aside; the chat never freezes while it waits (a save waits a quarter of
 a second at most, then pauses); what could not be saved lands once the lock goes, or, if the
-chat quits or its terminal goes first, is written beside the database and named on stderr.
+chat quits or its terminal goes first, is written beside the database and named on stderr
+(its folder made again if it went missing, an earlier copy never replaced; the temporary
+folder only where the database's folder cannot be written, and the note says why).
 The locks are real, held by a second process."""
 
 from __future__ import annotations
@@ -207,3 +209,47 @@ def test_a_hung_up_chat_on_a_locked_file_still_ends_within_two_seconds_and_keeps
         os.close(master)  # the terminal goes away
         assert seconds_to_exit(chat) < 2.0
     the_unsaved_copy(path)
+
+
+def words_kept():
+    """A conversation of one message, as the recorder holds it in memory."""
+    from specchat.history.store import SavedConversation, SavedTurn
+
+    return SavedConversation(0, "t", "p", None, 0.0, 0.0, [SavedTurn("user", "keep my words")])
+
+
+def test_an_unsaved_copy_goes_beside_the_database_even_where_its_folder_went_missing(tmp_path,
+                                                                                    monkeypatch):
+    """Issue 40: a data folder removed while the chat ran sent the copy to the temporary folder."""
+    from specchat.tui.recorder import write_unsaved_copy
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    copy = write_unsaved_copy(words_kept(), tmp_path / "gone" / "history.sqlite3")
+    assert copy is not None and copy.parent == tmp_path / "gone"
+    assert "keep my words" in copy.read_text()
+
+
+def test_two_unsaved_copies_in_the_same_second_are_both_kept(tmp_path, monkeypatch):
+    from specchat.tui.recorder import write_unsaved_copy
+
+    monkeypatch.setattr("time.strftime", lambda *_: "20261126-120000")
+    copies = [write_unsaved_copy(words_kept(), tmp_path / "history.sqlite3") for _ in range(2)]
+    assert [c.name for c in copies] == ["history.sqlite3.unsaved-20261126-120000.md",
+                                        "history.sqlite3.unsaved-20261126-120000-2.md"]
+
+
+async def test_only_a_folder_that_cannot_be_written_sends_the_copy_to_the_temporary_folder(
+        tmp_path, monkeypatch):
+    """The history's folder cannot exist (a file has its name): the copy goes to the temporary
+    folder, named as specchat's, and the note on stderr says where and why."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "blocked").write_text("a file where the history's folder should be")
+    app = make_app(history_path=tmp_path / "blocked" / "history.sqlite3")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await ask(pilot, "keep my words")
+    copy, = (tmp_path / "tmp").glob("specchat-history.sqlite3.unsaved-*.md")
+    assert "keep my words" in copy.read_text()
+    assert app.history.unsaved_note().endswith(
+        f"this conversation is in {copy} (its folder {tmp_path / 'blocked'} cannot be written)")

@@ -3,23 +3,27 @@ a verify row's logits equal the single step's bit for bit at every batch size an
 (and would not without the pinned range), the forward computes the model's function (the
 same logits as transformers where the weights are exactly int8), the conversion is cached
 and a damaged cache is rebuilt, and speculative decoding on it is lossless (greedy identity,
-χ² on sampled first tokens). Skipped where this torch has no fbgemm kernels (not x86)."""
+χ² on sampled first tokens). Skipped where this torch has no fbgemm kernels (not x86; on x86
+in CI that skip is a failure: tests/ci_strict.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
+from ci_strict import X86
 
 from specchat.models.backend_int8 import int8_support
 
-pytestmark = pytest.mark.skipif(not int8_support().usable, reason=int8_support().why)
+pytestmark = [pytest.mark.skipif(not int8_support().usable, reason=int8_support().why),
+              pytest.mark.required_in_ci(when=X86)]
 
 from specchat.chat.decoding import drafter_for  # noqa: E402
 from specchat.engine import Decoder, ModelDrafter, Round, SamplingParams, Settings  # noqa: E402
-from specchat.models.int8 import convert, linear  # noqa: E402
+from specchat.models.int8 import convert, linear, scripted  # noqa: E402
 from specchat.models.int8 import model as int8_model  # noqa: E402
 from specchat.models.int8.model import Int8Model  # noqa: E402
 
@@ -31,7 +35,8 @@ def files(tmp_path_factory) -> dict:
     """A 2-layer Llama GGUF with a 1-layer draft of it, a Qwen2 GGUF, and their float models."""
     from test_llamacpp import truncated
     from tiny import build_tokenizer
-    from tiny_gguf import build_qwen2, save_tiny_gguf, write_gguf, write_qwen2_gguf
+    from tiny_gguf import (build_llama3, build_qwen2, save_tiny_gguf, write_gguf,
+                           write_llama3_gguf, write_qwen2_gguf)
 
     root = tmp_path_factory.mktemp("int8")
     tokenizer = build_tokenizer()
@@ -39,8 +44,11 @@ def files(tmp_path_factory) -> dict:
     draft = write_gguf(truncated(llama_model), tokenizer, root / "draft.gguf")
     qwen_model = build_qwen2(len(tokenizer), eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     qwen = write_qwen2_gguf(qwen_model, tokenizer, root / "qwen2.gguf")
+    llama3_model = build_llama3(len(tokenizer))
+    llama3 = write_llama3_gguf(llama3_model, tokenizer, root / "llama3.gguf")
     return {"llama": llama, "llama_model": llama_model, "draft": draft, "qwen2": qwen,
-            "qwen2_model": qwen_model, "root": root, "tokenizer": tokenizer}
+            "qwen2_model": qwen_model, "llama3": llama3, "llama3_model": llama3_model,
+            "root": root, "tokenizer": tokenizer}
 
 
 def int8(path: Path, **options) -> Int8Model:
@@ -86,16 +94,23 @@ def test_without_the_pinned_range_a_verify_parts_from_single_steps(files, monkey
 # --- the right function ----------------------------------------------------------------
 
 
-def float_linears(monkeypatch):
-    """Every `FlatLinear` multiplies by its own int8 weights de-quantized, in float32: the
-    forward then differs from the float model only by the weights' rounding."""
-    def call(self, x, residual=None):
-        weight = torch.ops.quantized.linear_unpack(self.packed)[0].dequantize()[:, : self.inputs]
-        y = x @ weight.T
-        y = y if self.bias is None else y + self.bias
-        return y if residual is None else y + residual
+def float_flat_linear(x: torch.Tensor, buffer: torch.Tensor, view: torch.Tensor,
+                      packed: torch.classes.quantized.LinearPackedParamsBase,
+                      base: Optional[torch.Tensor], reduce_range: bool) -> torch.Tensor:
+    """`scripted.flat_linear`, but multiplying by the int8 weights de-quantized, in float32."""
+    weight = torch.ops.quantized.linear_unpack(packed)[0].dequantize()
+    y = torch.matmul(x, weight[:, : x.size(1)].t())
+    if base is None:
+        return y
+    return y + base
 
-    monkeypatch.setattr(linear.FlatLinear, "__call__", call)
+
+def float_linears(monkeypatch):
+    """Every int8 product multiplies by its own int8 weights de-quantized, in float32 (the
+    layers run as Python, calling it): the forward then differs from the float model only
+    by the weights' rounding."""
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    monkeypatch.setattr(scripted, "flat_linear", float_flat_linear)
 
 
 def int8_exact(model):
@@ -110,19 +125,27 @@ def int8_exact(model):
     return model
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "llama3"])
 def test_the_forward_is_the_models_own_function(files, monkeypatch, tmp_path, name):
-    """Rope order, q/k/v biases, grouped heads, tied embeddings: with weights that int8 holds
-    exactly and float matmuls, the logits are transformers' own."""
-    from tiny_gguf import write_gguf, write_qwen2_gguf
+    """Rope order, llama 3's rope factors, q/k/v biases, grouped heads, tied embeddings: with
+    weights that int8 holds exactly and float matmuls, the logits are transformers' own."""
+    from tiny_gguf import write_gguf, write_llama3_gguf, write_qwen2_gguf
 
     model = int8_exact(files[f"{name}_model"])
-    write = write_qwen2_gguf if name == "qwen2" else write_gguf
+    write = {"qwen2": write_qwen2_gguf, "llama3": write_llama3_gguf}.get(name, write_gguf)
     path = write(model, files["tokenizer"], tmp_path / f"{name}-exact.gguf")
     float_linears(monkeypatch)
     got = int8(path).forward(torch.tensor(PROMPT), keep=len(PROMPT))
     want = model(torch.tensor([PROMPT])).logits[0].float()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_torchscript_computes_the_python_layers_bit_for_bit(files, monkeypatch, name):
+    ids = torch.arange(10, 40)
+    compiled = int8(files[name]).forward(ids, keep=len(ids))
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    assert torch.equal(int8(files[name]).forward(ids, keep=len(ids)), compiled)
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
@@ -154,6 +177,27 @@ def test_the_conversion_is_cached_and_a_damaged_cache_is_converted_again(files, 
     again = convert.converted(path, notes.append)
     assert len(calls) == 2 and torch.equal(again.tensors["0.qkv.rows"], first)
     assert any("damaged" in note for note in notes)
+
+
+@pytest.mark.parametrize("metadata, words", [
+    ({"rope_scaling_type": "yarn"}, "rope scaling 'yarn'"),
+    ({"rope_dimension_count": 8}, "rope on 8 of each head's 16 dimensions")])
+def test_a_rope_int8_cannot_compute_stays_on_llamacpp_and_is_named(files, metadata, words):
+    """Header facts decide before anything converts: `auto` keeps such a file on llama.cpp,
+    and asking for int8 is a one-line error naming the rope."""
+    import dataclasses
+
+    from specchat.errors import PairError
+    from specchat.models import adapters
+    from specchat.models.config.pairs import PairConfig
+    from tiny_gguf import write_gguf
+
+    path = files["root"] / f"{words.split()[2]}.gguf"
+    write_gguf(files["llama_model"], files["tokenizer"], path, **metadata)
+    pair = PairConfig(name="r", target=str(path), draft="ngram", k=3)
+    assert adapters.choose_backends(pair, "cpu").target in ("llama.cpp", "torch")
+    with pytest.raises(PairError, match=words):
+        adapters.choose_backends(dataclasses.replace(pair, backend="int8"), "cpu")
 
 
 def test_a_file_int8_cannot_read_is_one_line_naming_it(files):

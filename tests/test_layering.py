@@ -8,13 +8,16 @@
 Each layer may import only the specchat layers listed in ALLOWED (and itself), and
 no third-party package in FORBIDDEN_PACKAGES; the engine imports torch and the
 standard library only; the TUI never imports models, and its startup pulls in no
-torch. And no import circles anywhere in specchat/ or scripts/ (a script imports another
-by its bare name, as it does when run from scripts/).
+torch. The developer tools (devtools/, not in the wheel) sit above it all: they may import
+specchat, and specchat never imports or names them. And no import circles anywhere in
+specchat/, devtools/ or scripts/ (a script imports another by its bare name, as it does
+when run from scripts/).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +26,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
 SCRIPTS = PACKAGE.parent / "scripts"
+DEVTOOLS = PACKAGE.parent / "devtools"
 
-BASE = {"errors", "fate_colours", "logs", "paths", "theme_files", "token_kinds", "turn"}
+BASE = {"control_chars", "errors", "fate_colours", "logs", "paths", "theme_files", "token_kinds",
+        "turn"}
 """Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
 
 ALLOWED: dict[str, set[str]] = {
@@ -195,10 +200,55 @@ def package_parents(graph: dict[str, set[str]]) -> dict[str, set[str]]:
             for module, targets in graph.items()}
 
 
-def test_no_import_circles_anywhere_in_specchat_or_scripts():
-    graph = package_parents(module_graph()) | script_graph()
+def devtools_graph() -> dict[str, set[str]]:
+    """devtools module -> the devtools and specchat modules it imports."""
+    files = sorted(DEVTOOLS.rglob("*.py"))
+    modules = {module_name(f) for f in source_files() + files}
+    return {module_name(file): {known_module(name, modules) for name in imported_modules(file)}
+            - {None, module_name(file)} for file in files}
+
+
+def test_no_import_circles_anywhere_in_specchat_devtools_or_scripts():
+    graph = package_parents(module_graph() | devtools_graph()) | script_graph()
     assert set(script_graph()) == {f"scripts.{f.stem}" for f in SCRIPTS.glob("*.py")} != set()
-    assert circles(graph) == []
+    assert "devtools.gpu.campaign" in graph and circles(graph) == []
+
+
+def names_in_code(file: Path) -> set[str]:
+    """The string constants of a file that are not docstrings (what the code runs with)."""
+    tree = ast.parse(file.read_text())
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree) if isinstance(node, owners)
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def upward_ties(files: list[Path]) -> list[str]:
+    """Where specchat's files import devtools, or name it in a string they run with (`python
+    -m devtools`, import_module): the product reaching up into what it does not ship."""
+    found = []
+    for file in files:
+        found += [f"{file.name} imports {name}" for name in sorted(imported_modules(file))
+                  if name.split(".")[0] == "devtools"]
+        found += [f"{file.name} names {text!r}" for text in sorted(names_in_code(file))
+                  if re.search(r"\bdevtools\b", text)]
+    return found
+
+
+def test_specchat_never_imports_or_runs_the_developer_tools():
+    assert (DEVTOOLS / "__init__.py").is_file()
+    assert upward_ties(source_files()) == []
+
+
+def test_the_upward_check_sees_an_import_and_a_subprocess_of_devtools(tmp_path):
+    tool = tmp_path / "x.py"
+    tool.write_text('"""Runs devtools (a docstring may say so)."""\n'
+                    'from devtools.gpu import campaign\nimport subprocess\n'
+                    'subprocess.run(["python", "-m", "devtools", "publish"])\n')
+    assert upward_ties([tool]) == ["x.py imports devtools.gpu", "x.py names 'devtools'"]
+    tool.write_text('"""Knows nothing of the developer tools, devtools."""\nimport json\n')
+    assert upward_ties([tool]) == []
 
 
 def test_the_circle_finder_sees_two_scripts_importing_each_other(tmp_path, monkeypatch):

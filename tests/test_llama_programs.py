@@ -1,5 +1,5 @@
 """llama.cpp's own programs as bench arms (bench/llama_programs.py), their build
-(bench/llama_build.py), and MT-bench / Spec-Bench questions as prompts: the command lines the
+(devtools/llama_build.py), and MT-bench / Spec-Bench questions as prompts: the command lines the
 arms run, the parsing of the programs' output (fake programs that print what the real ones
 print), the runner handing llama-bench the reference answer's length and later turns their
 conversation, and the build's CMake steps with a fake cmake. No real llama.cpp program runs."""
@@ -235,7 +235,7 @@ def test_a_missing_llama_bin_folder_is_an_error_and_an_unbuilt_default_a_note(tm
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
     setup = CommandSetup(None, [], tmp_path)
     assert setup.programs() is None  # nothing built in the test's cache
-    assert "specchat bench build-llama" in capsys.readouterr().err
+    assert "`make llama-tools`" in capsys.readouterr().err
     setup.llama_bin = tmp_path / "nowhere"
     with pytest.raises(UsageError, match="lacks llama-speculative-simple, llama-bench: build them"):
         setup.programs()
@@ -243,7 +243,8 @@ def test_a_missing_llama_bin_folder_is_an_error_and_an_unbuilt_default_a_note(tm
 
 def test_build_llama_configures_once_builds_the_two_programs_and_installs_them(tmp_path,
                                                                                monkeypatch):
-    from specchat.bench import llama_build
+    from devtools import llama_build
+    from specchat.bench.llama_programs import default_folder
 
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(llama_build, "bindings_version", lambda: "9.9.9")
@@ -263,7 +264,7 @@ def test_build_llama_configures_once_builds_the_two_programs_and_installs_them(t
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CMAKE_ARGS", "-DGGML_CUDA=on")
     out = llama_build.build(jobs=3)
-    assert out == llama_build.default_folder()
+    assert out == default_folder("9.9.9") == llama_build.root() / "bin-9.9.9"
     assert {p.name for p in out.iterdir()} == {"llama-bench", "llama-speculative-simple"}
     configure, compile_ = calls(tools, "cmake")
     assert configure[:2] == ["-S", str(vendored)] and "-DCMAKE_BUILD_TYPE=Release" in configure

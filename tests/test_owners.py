@@ -1,6 +1,7 @@
 """One owner per number (issue 25): step costs and their timing (engine/costs.py), the
 theory's formulas and the measured speedup (engine/theory.py), the k bounds and the
-sampling settings (engine/params.py), the token kinds (specchat/token_kinds.py). Every
+sampling settings (engine/params.py), the token kinds (specchat/token_kinds.py), and the
+rendering of control characters (specchat/control_chars.py, issue 40). Every
 other module imports them; these tests fail when a second copy creeps back."""
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ from specchat.engine.params import AUTO_K_MAX, K_MAX, SamplingParams
 from specchat.token_kinds import TOKEN_KINDS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
+DEVTOOLS = PACKAGE.parent / "devtools"
 
 
 def sources() -> dict[str, str]:
-    """specchat's modules by path relative to the package, with their text."""
-    return {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    """specchat's modules by path relative to the package, and the developer tools' (which
+    use the same owners) as devtools/..., with their text."""
+    own = {str(f.relative_to(PACKAGE)): f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    tools = {str(f.relative_to(PACKAGE.parent)): f.read_text()
+             for f in sorted(DEVTOOLS.rglob("*.py"))}
+    return own | tools
 
 
 def defining(pattern: str) -> list[str]:
@@ -38,6 +44,7 @@ def defining(pattern: str) -> list[str]:
     ("time_rounds", "engine/costs.py"), ("steady_costs", "engine/costs.py"),
     ("size_label", "models/device/estimate.py"), ("params_label", "models/device/estimate.py"),
     ("file_type_name", "models/device/estimate.py"),
+    ("visible", "control_chars.py"), ("json_text", "control_chars.py"),
 ])
 def test_each_formula_and_timer_is_defined_once_by_its_owner(name, owner):
     assert defining(rf"^def {name}\(") == [owner]
@@ -78,9 +85,9 @@ def test_no_module_writes_a_verify_width_or_a_k_limit_as_a_number():
 def test_the_gpu_scale_command_bounds_k_by_the_engines_k_max():
     from click.testing import CliRunner
 
-    from specchat.cli import main
+    from devtools.cli import main
 
-    refused = CliRunner().invoke(main, ["bench", "scale", "--out", "x.jsonl", "--tiny",
+    refused = CliRunner().invoke(main, ["scale", "--out", "x.jsonl", "--tiny",
                                         "--k", str(K_MAX + 1)])
     assert refused.exit_code == 2 and f"1<=x<={K_MAX}" in refused.output
 
@@ -91,7 +98,8 @@ def test_bench_statistics_and_costs_come_from_their_owners():
     scale records take them from there, and no bench or command module divides accepted by
     drafted, tokens by rounds, or one step time by another."""
     owned = r"accepted\w*\)?\s*/\s*\(?[\w.]*drafted|tokens\w*\s*/\s*[\w.]*rounds\b|step_(ms|s)\W*\s*/\s*[A-Za-z_]"
-    assert [m for m in defining(owned) if m.startswith(("bench/", "commands/", "chat/"))] == []
+    assert [m for m in defining(owned)
+            if m.startswith(("bench/", "commands/", "chat/", "devtools/"))] == []
     assert defining(r"^def synchronize\(") == ["engine/costs.py"]
 
 
@@ -197,9 +205,15 @@ def test_config_resolution_is_one_function_every_command_calls():
     """`--config` on a command wins over the group's: commands/options.config_from says so
     once, and run, chat, serve, bench and pairs call it rather than repeating it."""
     assert defining(r"ctx\.obj or \{\}\)\.get\([\"']config[\"']\)") == ["commands/options.py"]
-    own = [m for m in defining(r"[\"']--config[\"'],\s*[\"']config_file[\"']")
-           if m != "commands/bench_gpu.py"]  # the GPU campaign's: an existing file, its own
+    own = defining(r"[\"']--config[\"'],\s*[\"']config_file[\"']")
     assert own == ["commands/options.py"]
     callers = defining(r"\bconfig_from\(ctx, config_file\)")
     assert {"cli.py", "commands/run.py", "commands/chat.py", "commands/serve.py",
             "commands/bench.py"} <= set(callers)
+
+
+def test_no_module_but_the_owner_writes_json_that_leaves_c1_controls_raw():
+    """Model text in JSON goes through control_chars.json_text: `json.dumps(ensure_ascii=False)`
+    leaves U+0080..U+009F raw, which a terminal may obey (issue 40)."""
+    model_text = ("commands/run.py", "commands/history.py", "history/export.py")
+    assert [name for name in model_text if "ensure_ascii=False" in sources()[name]] == []

@@ -149,6 +149,7 @@ def test_an_int8_target_is_sized_a_byte_a_parameter_and_measures_a_flat_verify(g
     assert "target on int8 (fbgemm, one int8 row per output), draft on int8" in result.output
     assert "placement: the int8 backend computes on the CPU" in result.output
     assert re.search(rf"target .*: \S+ parameters, weights {count / (1 << 20):.1f} MiB", result.output)
+    assert "about what the int8 backend's verify costs on a CPU" in result.output
     measured = check(gguf_config, "g-int8", "--measure")
     assert measured.exit_code == 0, measured.output
     assert len(row(measured.output, "v(n)")) >= 2

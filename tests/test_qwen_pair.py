@@ -1,9 +1,11 @@
-"""The built-in Qwen2.5-Coder pair (slow: the 1.5B target and its 0.5B draft, Q4_K_M GGUF on
-llama.cpp, from the qwen-coder extra's part wheels): greedy speculation is the target's own
-greedy output on three prompts, or parts from it only at a near-tie the race verdict names
-(llama.cpp computes a several-token verify with other kernels than a one-token step); the
-chat answers with accepted draft tokens in their colour. Skipped, saying why, only where the
-extra is not installed (`make test` installs it)."""
+"""The built-in Qwen2.5-Coder pair (slow: the 1.5B target and its 0.5B draft, Q4_K_M GGUF files
+from the qwen-coder extra's part wheels). On the int8 backend (what `auto` runs it on, on a
+CPU where fbgemm runs), greedy speculation is the target's own greedy output on three prompts,
+token for token: a verify row equals the single step by construction. On llama.cpp it is the
+same or parts only at a near-tie the race verdict names (llama.cpp computes a several-token
+verify with other kernels than a one-token step). The chat answers with accepted draft tokens
+in their colour. Skipped, saying why, only where the extra is not installed (`make test`
+installs it; in CI its absence fails: tests/ci_strict.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ def extra_missing() -> str | None:
     return None
 
 
-if extra_missing():
-    pytest.skip(extra_missing(), allow_module_level=True)
+pytestmark = [pytest.mark.slow, pytest.mark.required_in_ci,  # CI's make test installs it
+              pytest.mark.skipif(extra_missing() is not None, reason=str(extra_missing()))]
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",
@@ -42,14 +44,27 @@ PROMPTS = [
 TOKENS = 64
 
 
-@pytest.fixture(scope="module")
-def qwen():
-    """The pair at a fixed k = 3 (k = "auto" does not draft on a 2-core CPU, where a verify
-    of several tokens costs too much: then there would be nothing to compare)."""
+def pair_on(backend: str):
+    """The pair at a fixed k = 3 on `backend` (k = "auto" does not draft on llama.cpp on a
+    2-core CPU, where a verify of several tokens costs too much: nothing to compare)."""
     from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
-    return load_pair(dataclasses.replace(load_catalog().get("qwen2.5-coder"), k=3))
+    return load_pair(dataclasses.replace(load_catalog().get("qwen2.5-coder"), k=3, backend=backend))
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return pair_on("llama.cpp")
+
+
+@pytest.fixture(scope="module")
+def qwen_int8():
+    from specchat.models.backend_int8 import int8_support
+
+    if not int8_support().usable:
+        pytest.skip(int8_support().why)
+    return pair_on("int8")
 
 
 def last(events):
@@ -72,6 +87,19 @@ def test_greedy_speculation_is_the_targets_output_or_parts_at_a_named_near_tie(q
     assert verdict.parting is None or (verdict.parting.near_tie and "a near-tie" in text), text
 
 
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_speculation_on_int8_is_the_targets_own_output_token_for_token(qwen_int8, prompt):
+    from specchat.chat.session import ChatSession
+    from specchat.chat.verdict import first_parting
+
+    assert qwen_int8.dtype == "int8" and qwen_int8.backends["draft"].startswith("int8 (qwen2 0.5B")
+    session = ChatSession(qwen_int8, seed=0)
+    spec = last(session.answer(prompt, TOKENS))
+    plain = last(session.replay_last(TOKENS))
+    assert spec.stats.accepted > 0, "the 0.5B draft agrees with its target often"
+    assert first_parting(spec, plain) is None and spec.text == plain.text
+
+
 async def test_the_chat_answers_on_the_qwen_pair_with_accepted_tokens_in_their_colour(tmp_path):
     from tui_support import answers, drawn, last_answer, streaming, wait_for
 
@@ -92,4 +120,4 @@ async def test_the_chat_answers_on_the_qwen_pair_with_accepted_tokens_in_their_c
         accepted = app.theme_variables["spec-accepted"].lower()
         runs = drawn(last_answer(app).tokens)
         assert any(colour == accepted and text.strip() for text, colour, _ in runs), runs
-        assert "Q4_K_M" in str(app.gauges.query_one("#g-pair").render())
+        assert "int8" in str(app.gauges.query_one("#g-pair").render())  # auto: a speculating pair

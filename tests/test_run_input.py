@@ -1,7 +1,8 @@
 """`specchat run`'s input and interruption (issues 24 and 26): a prompt piped on stdin is
 read without `-`; stdin that is not UTF-8 is read with U+FFFD and said on stderr, before
 anything loads; Ctrl-C keeps the text so far on stdout, ends --jsonl with a `done` object
-whose stop_reason is "stopped", and exits 130 (a real process and a real SIGINT)."""
+whose stop_reason is "stopped", and exits 130 (a real process and a real SIGINT); SIGTERM
+does the same and exits 143 (issue 40: it ended at once, with no statistics and no `done`)."""
 
 from __future__ import annotations
 
@@ -46,24 +47,30 @@ def test_no_prompt_at_a_terminal_is_a_one_line_usage_error(monkeypatch):
         read_prompt(())
 
 
-def interrupted_run(tiny_config, *options: str) -> tuple[int, str, str]:
-    """A real `specchat run` sent SIGINT once its first output lines are out."""
+def interrupted_run(tiny_config, *options: str,
+                    signum: int = signal.SIGINT) -> tuple[int, str, str]:
+    """A real `specchat run` sent `signum` once its first output lines are out."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     process = subprocess.Popen([sys.executable, "-m", "specchat", "run", "--config", str(tiny_config),
                                 "--pair", "tiny", "--no-spec", "--max-new-tokens", "100000",
                                 *options, "Tell me a long story"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = process.stdout.read1(64) if "--jsonl" not in options else process.stdout.readline()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     rest, err = process.communicate(timeout=60)
     return process.returncode, (first + rest).decode("utf-8", "replace"), err.decode()
 
 
-def test_ctrl_c_in_jsonl_ends_with_a_stopped_done_object_and_exit_130(tiny_config):
-    code, out, err = interrupted_run(tiny_config, "--jsonl")
+STOPS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")]
+
+
+@pytest.mark.parametrize("signum, status, said", STOPS, ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_in_jsonl_ends_with_a_stopped_done_object_and_its_exit_status(
+        tiny_config, signum, status, said):
+    code, out, err = interrupted_run(tiny_config, "--jsonl", signum=signum)
     objects = [json.loads(line) for line in out.splitlines()]
     rounds, done = objects[:-1], objects[-1]
-    assert code == 130, err
+    assert code == status, err
     assert done["type"] == "done" and done["stop_reason"] == "stopped"
     text = "".join(o["accepted_text"] + o["token_text"] for o in rounds)
     # a stop inside a multi-byte character leaves its bytes as U+FFFD, as the token limit does
@@ -71,10 +78,13 @@ def test_ctrl_c_in_jsonl_ends_with_a_stopped_done_object_and_exit_130(tiny_confi
     assert 0 < len(rounds) < done["stats"]["tokens"] + 1 and "Traceback" not in err
 
 
-def test_ctrl_c_keeps_the_text_so_far_on_stdout_and_the_statistics_on_stderr(tiny_config):
-    code, out, err = interrupted_run(tiny_config)
-    assert code == 130 and out.strip()
-    assert "stop reason:" in err and "stopped" in err and "interrupted" in err
+@pytest.mark.parametrize("signum, status, said", STOPS, ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_keeps_the_text_so_far_on_stdout_and_the_statistics_on_stderr(
+        tiny_config, signum, status, said):
+    code, out, err = interrupted_run(tiny_config, signum=signum)
+    assert code == status and out.strip()
+    assert "stop reason:" in err and "stopped" in err
+    assert err.rstrip().endswith(f"specchat: {said}: the answer so far is above")
     assert "Traceback" not in err
 
 

@@ -70,8 +70,14 @@ async def test_gauges_show_the_scripted_statistics():
         assert "τ 2.00" in text("#g-acceptance")
         assert "pos 1" in text("#g-positions") and "0.67" in text("#g-positions")
         assert "0.33" in text("#g-positions")
+        # Worked by hand: the StepClock reads 0.00, 0.01, 0.02, ... once when the answer starts,
+        # then once per round recorded and once per snapshot; the first round ends at 0.01 with
+        # 2 tokens ("Hello", " world"), the final snapshot reads 0.07. So 4 decode tokens
+        # (" a b c done.") in 0.06 s = 66.7 tokens/s, against the scripted baseline's
+        # 20 tokens/s at every context length and load ×1.00: 3.33×.
         stats = app.gauges.stats
-        assert f"{stats.tokens_per_s / 20.0:.2f}×" in text("#g-speedup")
+        assert (stats.decode_tokens, round(stats.decode_s, 9)) == (4, 0.06)
+        assert "speedup: 3.33× (" in text("#g-speedup")
         assert "target-only at the same context lengths" in text("#g-speedup")
         assert "α 0.60" in text("#g-theory") and "ideal" in text("#g-theory")
         assert "k 2" in text("#g-controls")

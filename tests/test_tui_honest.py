@@ -4,7 +4,7 @@ beside its own ratio; the float32 replay reports its verdict."""
 
 from __future__ import annotations
 
-from tui_support import ask, last_answer, make_app, pick_pair, ready, wait_for
+from tui_support import StepClock, ask, last_answer, make_app, pick_pair, ready, wait_for
 
 from specchat.chat.scripted import FakeConfig
 from specchat.tui.transcript import Notice
@@ -28,23 +28,32 @@ async def test_a_target_only_answer_shows_no_speedup_and_says_speculation_is_off
 
 
 async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_beside_its_ratio():
-    config = FakeConfig(name="fake", answer="one two three four five six " * 3, tokens_per_s=12)
+    """Worked by hand, on a clock that reads 0.00, 0.01, ... once as an answer starts and once
+    per round recorded and per snapshot. The answer's 18 word tokens at k = 4 come in rounds of
+    5, 3, 1, 4 and 5 (ACCEPT_PATTERN 4, 2, 0, 3, 4: a full accept adds the bonus): the first
+    ends at 0.01, the final snapshot reads 0.11, so 13 decode tokens in 0.10 s = 130.0 tok/s,
+    against the scripted baseline's 20 tok/s at load ×1.00: the gauge says 6.50×. The
+    race's target-only answer (18 rounds of one token) starts at 0.12, ends its first round
+    at 0.13 and its last snapshot reads 0.49: 17 tokens in 0.36 s = 47.2 tok/s, and
+    130.0 / 47.2 = 2.75×."""
+    config = FakeConfig(name="fake", answer=" ".join(["one two three four five six"] * 3),
+                        tokens_per_s=12, clock=StepClock())
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await ask(pilot)
         committed = [s for s in last_answer(app).tokens.spans if s.kind != "rejected"]
-        await wait_for(pilot, lambda: app.gauges.stats.tokens == len(committed))  # the whole answer
-        gauge = app.gauges.speedup()
-        assert gauge is not None
+        await wait_for(pilot, lambda: app.gauges.stats.tokens == len(committed) == 18)
+        assert f"{app.gauges.speedup():.2f}" == "6.50"
         await pilot.press("f5")
         await wait_for(pilot, lambda: app.query(Notice))
         # the panel shows the race's own figures, and no speedup for them
         assert "race: target only" in shown(app, "#g-speedup")
         assert app.gauges.query_one("#g-speedup-big").value == "-"
         notice = str(app.query(Notice).last().render())
-        assert f"the gauge estimated {gauge:.2f}×" in notice and "identical ✓" in notice
-        assert "the race ran at ×" in notice  # both runs' loads, against the gauge's baseline
+        assert ("race: speculative 130.0 tok/s vs target-only 47.2 tok/s → 2.75× (the gauge "
+                "estimated 6.50× at load ×1.00 of idle; the race ran at ×1.00)") in notice
+        assert "identical ✓" in notice
 
 
 async def test_a_new_temperature_gets_its_own_target_only_measurement():

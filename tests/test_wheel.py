@@ -1,6 +1,8 @@
 """The built wheel is the whole product: installed into a fresh virtual environment
 outside the repository, `specchat pairs`, `run`, `bench --limit 1` and the chat work
-with only what is inside the wheel (models.toml, themes, the prompt set, the draft).
+with only what is inside the wheel (models.toml, themes, the prompt set, the draft). And
+nothing more: the developer tools (devtools/: the GPU campaign, publish, the UI benchmark's
+driver, llama.cpp's build) are not in it.
 
 The fresh environment has no pip and no system site-packages; specchat's
 dependencies (torch, transformers, ...) come from this test run's environment
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,10 +46,15 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> Path:
+    """The wheel of the checkout."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def installed(built) -> Path:
     """A fresh virtual environment (outside the repository) with the built wheel."""
-    root = tmp_path_factory.mktemp("wheel")
-    return fresh_venv(root / "venv", build_wheel(root))
+    return fresh_venv(built.parent / "venv", built)
 
 
 def run_in(env_root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -63,6 +71,31 @@ def test_wheel_imports_specchat_from_itself_not_the_checkout(installed):
     found = run_in(installed, installed / "bin" / "python", "-c",
                    "import specchat; print(specchat.__file__)").stdout.strip()
     assert Path(found).is_relative_to(installed) and not Path(found).is_relative_to(REPO)
+
+
+DEVELOPER_ONLY = ("devtools/", "specchat/bench/gpu/", "specchat/bench/llama_build.py",
+                  "specchat/commands/bench_gpu.py", "specchat/tui/bench.py",
+                  "specchat/tui/bench_child.py")
+"""What the wheel must not hold: the developer tools, and where they lived before."""
+
+
+def test_the_wheel_holds_no_developer_tools(built):
+    with zipfile.ZipFile(built) as wheel:
+        names = wheel.namelist()
+        sources = {name: wheel.read(name) for name in names if name.endswith(".py")}
+    assert "specchat/bench/modes.py" in names and "specchat/commands/bench.py" in names
+    assert [n for n in names if n.startswith(DEVELOPER_ONLY)] == []
+    budgets = [n for n, text in sources.items() if b"DEVICE_MINUTES" in text]  # a lent GPU's
+    assert budgets == []
+
+
+def test_the_installed_wheel_has_the_users_bench_and_no_developer_commands(installed):
+    assert run_in(installed, installed / "bin" / "python", "-c", "import devtools").returncode != 0
+    listed = specchat(installed, "bench", "-h").stdout
+    assert all(name in listed for name in ("run", "sweep", "profile", "overhead"))
+    assert not any(name in listed for name in ("campaign", "publish", "scale", "build-llama"))
+    refused = specchat(installed, "bench-ui")
+    assert refused.returncode == 2 and "No such command 'bench-ui'" in refused.stderr
 
 
 def test_wheel_ships_the_built_in_pairs(installed):

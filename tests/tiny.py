@@ -106,3 +106,40 @@ k = 0
 dtype = "float32"
 ''')
     return toml
+
+
+CONTROL_WORDS = ["\x1b]0;PWNED\x07", "\x1b[2J", "\x1b[31m", "\x9b1;1H", "\x07", "\x1b",
+                 "\x9d8;;x\x9c", "\r", "\x7f", " ok", " go", "\n", "\t"]
+"""A vocabulary of terminal escapes (OSC title, CSI clear screen and colour, a C1 CSI and OSC,
+BEL, ESC, CR, DEL) and a few words: whatever a model over it writes carries them."""
+
+
+def build_control_tokenizer():
+    """A word-level tokenizer whose tokens are CONTROL_WORDS, decoded by joining them as
+    they are (no spaces added)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {word: n for n, word in enumerate(SPECIALS + ["<unk>"] + CONTROL_WORDS)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    alternatives = "|".join(sorted((w.replace("[", r"\[") for w in CONTROL_WORDS), key=len,
+                                   reverse=True))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(alternatives), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
+                                        bos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                                        unk_token="<unk>")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def write_control_pair(root: Path, seed: int = 3) -> Path:
+    """models.toml with the pair `controls`: a tiny random target over CONTROL_WORDS and its
+    one-layer copy as the draft (greedy, k = 3), whose answers and rejected drafts are
+    terminal escapes; returns the toml path."""
+    target = save_tiny(root / "target", build_control_tokenizer(), layers=2, hidden=64, seed=seed)
+    draft = save_truncated(target, root / "draft")
+    toml = root / "models.toml"
+    toml.write_text(f'default = "controls"\n\n[pairs.controls]\ntarget = "{target}"\n'
+                    f'draft = "{draft}"\nk = 3\ntemperature = 0.0\ndtype = "float32"\n')
+    return toml

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Sequence
 
 from specchat.models.gguf.export import llama_cpp_name, rope_heads, rope_row_order
 
 
-def write_gguf(model, tokenizer, path: Path, architecture: str = "llama") -> Path:
-    """`model` (a transformers Llama) and `tokenizer` as one float32 GGUF file at `path`."""
+def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
+               rope_scaling_type: str | None = None, rope_dimension_count: int | None = None,
+               extra: Sequence[tuple[str, Any]] = ()) -> Path:
+    """`model` (a transformers Llama or Qwen2) and `tokenizer` as one float32 GGUF file at
+    `path`, with `extra` (name, array) tensors after the model's; the rope keys can claim other
+    ropes than the weights' (for checks that read the header)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_name("tiny-random-llama")
-    add_hyperparameters(writer, model.config)
+    add_hyperparameters(writer, model.config, rope_dimension_count)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if rope_scaling_type is not None:
+        writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling_type))
     add_tokenizer(writer, tokenizer)
-    for name, weight in tensors(model):
+    for name, weight in [*tensors(model), *extra]:
         writer.add_tensor(name, weight)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -31,7 +38,7 @@ def write_gguf(model, tokenizer, path: Path, architecture: str = "llama") -> Pat
     return path
 
 
-def add_hyperparameters(writer, config) -> None:
+def add_hyperparameters(writer, config, rope_dimension_count: int | None = None) -> None:
     """The model's shape as GGUF metadata (its name and file type are the caller's)."""
     head_dim = config.hidden_size // config.num_attention_heads
     rope = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
@@ -43,7 +50,7 @@ def add_hyperparameters(writer, config) -> None:
     writer.add_head_count_kv(config.num_key_value_heads)
     writer.add_rope_freq_base(float(rope))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_dimension_count(rope_dimension_count or head_dim)
     writer.add_vocab_size(config.vocab_size)
 
 
@@ -117,3 +124,33 @@ def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 
 def write_qwen2_gguf(model, tokenizer, path: Path) -> Path:
     """A transformers Qwen2 and its tokenizer as one float32 GGUF file of architecture qwen2."""
     return write_gguf(model, tokenizer, path, architecture="qwen2")
+
+
+def write_llama3_gguf(model, tokenizer, path: Path) -> Path:
+    """A transformers Llama with llama 3's rope scaling as a GGUF file: the weights of
+    `write_gguf`, and its frequency factors as `rope_freqs.weight` (what llama.cpp's
+    converter writes: the default inverse frequencies over llama 3's)."""
+    import torch
+
+    head_dim = model.config.hidden_size // model.config.num_attention_heads
+    base = model.config.rope_parameters["rope_theta"]
+    default = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    factors = (default / model.model.rotary_emb.inv_freq.double()).float()
+    return write_gguf(model, tokenizer, path, extra=[("rope_freqs.weight", factors.numpy())])
+
+
+def build_llama3(vocab_size: int, seed: int = 4, eos_token_id: int = 2):
+    """A tiny random Llama with llama 3's rope scaling (every frequency band in play)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, eos_token_id=eos_token_id,
+                         initializer_range=0.3, tie_word_embeddings=False,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
+                                          "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 16})
+    return LlamaForCausalLM(config).eval()

@@ -36,13 +36,15 @@ def torch_comparison(pair: Pair, settings: Settings, seed: int = 0,
     return standard_arms(pair, settings, seed)
 
 
-COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": torch_comparison, "llama.cpp": llamacpp_comparison}
+COMPARISON_ARMS: dict[str, ArmsFactory] = {"torch": torch_comparison, "llama.cpp": llamacpp_comparison,
+                                           "int8": llamacpp_comparison}
 """The arms of `bench run`, per backend that computes the pair's target: a new backend adds
 its own list of arms here."""
 
 
 def target_backend(pair: Pair) -> str:
-    """"llama.cpp" or "torch": what computed the loaded target's logits."""
+    """"llama.cpp", "int8" or "torch": what computed the loaded target's logits (an int8
+    target runs a GGUF file, so it races llama.cpp's own decoding of that file)."""
     label = (getattr(pair, "backends", None) or {}).get("target", "torch")
     return label.split(" ", 1)[0]
 

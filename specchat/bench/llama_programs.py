@@ -10,8 +10,9 @@
   (`-pg P,N-1`: the prompt's P tokens in one batch, then N-1 one-token steps, the work of an
   answer of N tokens), for as many tokens as specchat target-only answered.
 
-They are built from the llama.cpp that llama-cpp-python vendors (bench/llama_build.py,
-`specchat bench build-llama`); where they are is configuration (`bench --llama-bin DIR`).
+They are built from the llama.cpp that llama-cpp-python vendors (by the repository's developer
+tools: `make llama-tools`) into `default_folder`, where `bench` looks for them; elsewhere is
+configuration (`bench --llama-bin DIR`).
 Each arm builds its command line (`command`) and parses the program's output
 (`parse_speculative`, `parse_bench`). Knows nothing about reports.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from specchat import paths
 from specchat.bench.arms import ArmRun
 from specchat.errors import UsageError
 
@@ -44,6 +46,24 @@ TIMEOUT_S = 900
 TIMED = re.compile(r"(encoded|decoded)\s+(\d+) tokens in\s+([\d.]+) seconds")
 COUNTED = re.compile(r"(?:^|\s)(n_drafted|n_accept)\s*=\s*(\d+)", re.MULTILINE)
 """Counts as the program logs them, bare or after llama.cpp's log prefix ("0.17.376.237 I ")."""
+
+
+def programs_root() -> Path:
+    """The user cache's llama.cpp folder: sources, builds and the built programs."""
+    return paths.cache_dir() / "llama.cpp"
+
+
+def default_folder(version: str | None = None) -> Path:
+    """Where the programs built from llama-cpp-python `version` (default: the installed one)
+    live, and where `bench` looks for them unless given --llama-bin."""
+    if version is None:
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("llama-cpp-python")
+        except importlib.metadata.PackageNotFoundError:
+            return programs_root() / "bin"
+    return programs_root() / f"bin-{version}"
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,14 @@ class LlamaCppArm:
         return ArmRun(tokens, time.perf_counter() - started)
 
 
+GGUF_TARGETS = ("specchat.models.llamacpp.", "specchat.models.int8.")
+"""Modules of the models that run a GGUF file (llama.cpp's, the int8 backend's)."""
+
+
 def is_llamacpp_pair(pair: Pair) -> bool:
-    """Whether the pair's target decodes through the llama.cpp backend (models/llamacpp/model.py)."""
-    return type(pair.target).__module__.startswith("specchat.models.llamacpp.")
+    """Whether the pair's target runs a GGUF file (on llama.cpp or the int8 backend): then
+    llama.cpp's own decoding of that file is what a user could run instead."""
+    return type(pair.target).__module__.startswith(GGUF_TARGETS)
 
 
 def gguf_path(ref: str) -> Path | None:
@@ -124,7 +129,10 @@ def program_setup(pair: Pair, seed: int = 0):
     """The target file, threads, context and GPU layers of the pair's llama.cpp target, for
     llama.cpp's own programs."""
     from specchat.bench.llama_programs import Setup
+    from specchat.models.llamacpp.model import MAX_CONTEXT
 
     target = pair.target
-    return Setup(Path(target.path), target.threads, target.context_length, seed,
+    path = getattr(target, "path", None) or gguf_path(pair.config.target)
+    context = getattr(target, "context_length", None) or min(target.context_limit, MAX_CONTEXT)
+    return Setup(Path(path), target.threads, context, seed,
                  getattr(target, "gpu_layers", 0), getattr(target, "main_gpu", None))

@@ -13,14 +13,18 @@ Knows nothing about text or about how the pair was loaded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from specchat.engine import Decoder, ModelDrafter, NgramDrafter, Settings
+from specchat.engine import Decoder, LookupFirstDrafter, ModelDrafter, NgramDrafter, Settings
+
+if TYPE_CHECKING:
+    from specchat.engine.decoder import Drafter
 
 
 def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
-                adaptive_k: bool = False) -> ModelDrafter | NgramDrafter | None:
-    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, an
+                adaptive_k: bool = False) -> Drafter | None:
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model (inside
+    a `LookupFirstDrafter` where the pair's `lookup` key asks for prompt lookup too), an
     `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
     weighed the measured verify costs: its own window would only cut that shorter."""
@@ -30,7 +34,13 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
-    return ModelDrafter(wrap(draft) if wrap else draft)
+    drafter = ModelDrafter(wrap(draft) if wrap else draft)
+    config = getattr(pair, "config", None)
+    if not getattr(config, "lookup", False):
+        return drafter
+    n = config.ngram_n
+    return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),
+                                                    window=not adaptive_k))
 
 
 def decoder_for(pair: Any, speculate: bool = True, wrap: Callable[[Any], Any] | None = None,

@@ -7,6 +7,7 @@ loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from specchat.token_kinds import TokenKind
 
@@ -103,6 +104,11 @@ class RoundUpdate:
         return "".join(s.text for s in self.spans if s.kind != "rejected")
 
 
+def spans_of(updates: Sequence[RoundUpdate]) -> tuple[TokenSpan, ...]:
+    """The spans of consecutive rounds, in order."""
+    return tuple(span for update in updates for span in update.spans)
+
+
 @dataclass(frozen=True)
 class ContextTrimmed:
     """Oldest exchanges were left out of the prompt to fit the model's context."""
@@ -125,7 +131,9 @@ class AnswerDone:
 
     text: str
     stop_reason: str
-    """eos, max_tokens, stopped, or failed (out of memory or context mid-answer: `error`)."""
+    """eos, max_tokens (the length asked for), context_full (the model's context had no room
+    for more, long before that length), stopped, or failed (out of memory or context
+    mid-answer: `error`)."""
     stats: StatsSnapshot
     spans: tuple[TokenSpan, ...] = field(default=(), repr=False)
     error: str = ""

@@ -125,6 +125,8 @@ class FakeConfig:
     reading_s: float = 0.0
     """How long reading that prompt takes (it stops early when asked to)."""
     memory_bytes: int = 270_000_000
+    stop_reason: str = "eos"
+    """Why a scripted answer that plays to its end ended (context_full: the model's context)."""
     rounds: list[ScriptedRound] | None = field(default=None, repr=False)
 
 
@@ -224,7 +226,7 @@ class ScriptedService:
             self._pace(started, metrics.spec.tokens)
             spans.extend(update.spans)
             yield update
-        return self._done(spans, "eos", metrics)
+        return self._done(spans, self.config.stop_reason, metrics)
 
     def _pace(self, started: float, tokens: int) -> None:
         """Sleep until the absolute time this many tokens are due (never drifts)."""

@@ -24,7 +24,7 @@ from specchat.engine.params import FIXED_DRAFT_LENGTH, K_MAX
 from specchat.turn import Turn
 
 __all__ = ["ConversationService", "FIXED_DRAFT_LENGTH", "K_MAX", "PairInfo", "Progress",
-           "SamplingParams", "ShouldStop", "describe_error"]
+           "SamplingParams", "ShouldStop", "answer_mode", "describe_error"]
 """The engine's k bound passes through here: the TUI's keys and palette, which may not
 import the engine, use the one maximum (engine/params.py)."""
 
@@ -102,14 +102,21 @@ class ConversationService(Protocol):
         ...
 
 
+def answer_mode(service: ConversationService) -> str:
+    """How a speculative answer was asked for, as its label and history say it: the fixed
+    k, or "auto" (under k = auto the service's k is only where the next round starts)."""
+    return f"speculative k={'auto' if service.k_auto else service.k}"
+
+
 def describe_error(error: BaseException) -> str:
     """A one-line message for a notification, naming what to do where we can."""
     logging.getLogger(__name__).error("error shown to the user", exc_info=error)
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    from specchat.errors import SpecchatError, one_line
+
+    text = one_line(error)
     if "out of memory" in text.lower() or type(error).__name__ == "OutOfMemoryError":
         return ("out of memory: pick a smaller pair (F3), lower the answer length, "
-                f"or use a smaller dtype ({text[:120]})")
-    from specchat.errors import SpecchatError
+                f"or use a smaller dtype ({one_line(error, 120)})")
 
     if isinstance(error, SpecchatError):
         return text

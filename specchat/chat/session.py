@@ -28,7 +28,7 @@ from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Event, Finished, Round, Settings
 from specchat.engine.adaptive import AdaptiveK, settings_for
 from specchat.engine.costs import Costs
-from specchat.errors import ContextFull
+from specchat.errors import ContextFull, one_line
 from specchat.token_kinds import TokenKind
 
 
@@ -119,7 +119,8 @@ class ChatSession:
         events = self.decoder().generate(prompt, self.settings, budget, self.generator, should_stop)
         for event in survive_failure(events):
             if isinstance(event, Finished):
-                yield self._finish(event.stop_reason, detok, spans, metrics)
+                yield self._finish(context_bound(event, budget, max_new_tokens), detok, spans,
+                                   metrics)
                 return
             if isinstance(event, RoundFailed):
                 yield self._finish("failed", detok, spans, metrics, event.error)
@@ -180,6 +181,14 @@ class ChatSession:
         return baseline
 
 
+def context_bound(event: Finished, budget: int, max_new_tokens: int) -> str:
+    """The answer's stop reason. The engine stops at the budget it is given; where the
+    context's room, not the length asked for, set that budget, the context was full."""
+    if event.stop_reason == "max_tokens" and budget < max_new_tokens:
+        return "context_full"
+    return event.stop_reason
+
+
 @dataclass(frozen=True)
 class RoundFailed:
     """A round ran out of memory or context: the answer ends there, the chat goes on."""
@@ -194,7 +203,7 @@ def survive_failure(events: Iterator[Event]) -> Iterator[Event | RoundFailed]:
         yield from events
     except torch.OutOfMemoryError as error:
         release_cached_memory()
-        yield RoundFailed(f"out of GPU memory during a round ({first_line(error)}): "
+        yield RoundFailed(f"out of GPU memory during a round ({one_line(error, 200)}): "
                           "shorten the conversation, lower k, or use a smaller or 4bit model")
     except ContextFull as error:
         yield RoundFailed(str(error))
@@ -204,7 +213,3 @@ def release_cached_memory() -> None:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
-
-def first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
 PREDICTED = "predicted from weight bytes: v(n) = 1 as on a GPU or Apple silicon; optimistic on a CPU"
+PREDICTED_INT8 = ("predicted from weight bytes: v(n) = 1, about what the int8 backend's verify "
+                  "costs on a CPU for a few tokens (it grows past about 8); --measure times it")
+
+
+def predicted_how(facts: PairFacts) -> str:
+    """How the predicted costs were made, and how far to trust them for this backend."""
+    return PREDICTED_INT8 if facts.target_backend == "int8" else PREDICTED
 MEASURE_ROUNDS, MEASURE_REPEATS, MEASURE_ATTEMPTS = 5, 3, 3
 """With --measure: interleaved rounds, timed forwards per width in each (their median
 counts), and timings at most until they are steady."""
@@ -209,7 +216,7 @@ def check_lines(pair: PairConfig, measure: bool = False, progress: Callable[[str
     alphas = alphas_for(facts.alpha, facts.alpha_why)
     if not measure:
         costs = predicted_costs(facts.target, facts.draft, k_max)
-        return lines + cost_lines(costs, PREDICTED) + verdict_lines(pair, costs, alphas, k_max)
+        return lines + cost_lines(costs, predicted_how(facts)) + verdict_lines(pair, costs, alphas, k_max)
     timed, problem = measured_costs(pair, progress, weight_ratio(facts), clock)
     lines += [load_line()] + cost_lines(timed.costs, measured_how(facts.device, timed))
     if problem:

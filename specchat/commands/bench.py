@@ -7,9 +7,10 @@ programs where built) on the same models and prompts, alternating their order wi
 one run. `sweep` compares fixed k with k = "auto" and transformers' heuristic (and
 llama-speculative-simple at each k); `profile` adds the measured cost model (c, v(n), α,
 ideal vs measured speedup); `overhead` times the loop outside model forwards;
-`synthetic` profiles random models of real Llama shapes; `build-llama` builds llama.cpp's
-programs. Tables go to stdout (or one JSON object with --json); progress goes to stderr.
-The measuring is in specchat.bench.modes.
+`synthetic` profiles random models of real Llama shapes. Tables go to stdout (or one JSON
+object with --json); progress goes to stderr. The measuring is in specchat.bench.modes.
+(The GPU campaign, the UI benchmark and llama.cpp's programs' build are the repository's
+developer tools, devtools/, which are not part of specchat.)
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from specchat.commands.options import (apply_overrides, backend_option, config_from,
-                                       config_option, dtype_option, k_option, load_pair_config,
-                                       max_new_tokens_option, pair_option, temperature_option)
+from specchat.commands.options import (apply_overrides, backend_option, check_output_file,
+                                       config_from, config_option, dtype_option, k_option,
+                                       load_pair_config, max_new_tokens_option, pair_option,
+                                       temperature_option)
 from specchat.engine.params import PRIOR_K_MAX
 from specchat.errors import UsageError
 
@@ -36,6 +38,8 @@ PROFILE_KS = ",".join(str(k) for k in range(1, PRIOR_K_MAX + 1))
 """The fixed k a sweep compares by default: those whose verify the chat's baseline times (k = "auto"
 may go on to K_MAX; --ks names longer ones)."""
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+BUILD_HINT = "`make llama-tools` in a clone of specchat's repository"
+"""How llama.cpp's own programs get built: by the repository's developer tools, not the wheel."""
 
 
 class DefaultToRun(click.Group):
@@ -74,8 +78,9 @@ def common_options(command: Callable):
                           "conversation so far (default: the first turn only)."),
         click.option("--llama-bin", type=click.Path(path_type=Path, file_okay=False), default=None,
                      help="Folder of llama.cpp's own llama-bench and llama-speculative-simple, "
-                          "run as arms for a llama.cpp pair (default: where `specchat bench "
-                          "build-llama` puts them; skipped with a note if they are not there)."),
+                          "run as arms for a llama.cpp pair (default: where the repository's "
+                          "`make llama-tools` puts them; skipped with a note if they are not "
+                          "there)."),
         config_option,
         click.pass_context]):
         command = option(command)
@@ -145,17 +150,16 @@ class Setup:
     def programs(self):
         """llama.cpp's own programs for the arms, or None (with a note) where they are not
         built; a folder given with --llama-bin must hold them."""
-        from specchat.bench.llama_build import default_folder
-        from specchat.bench.llama_programs import Programs
+        from specchat.bench.llama_programs import Programs, default_folder
 
         programs = Programs(self.llama_bin or default_folder())
         missing = programs.missing()
         if missing and self.llama_bin is not None:
             raise UsageError(f"--llama-bin {self.llama_bin} lacks {', '.join(missing)}: build "
-                             "them with `specchat bench build-llama` (or point to their folder)")
+                             f"them with {BUILD_HINT} (or point to their folder)")
         if missing:
             click.echo(f"note: llama.cpp's own programs are not built ({programs.folder}): "
-                       "`specchat bench build-llama` adds them as arms", err=True)
+                       f"{BUILD_HINT} adds them as arms", err=True)
             return None
         return programs
 
@@ -225,20 +229,6 @@ def synthetic_command(sizes: str, dtype: str | None, layers: int | None, threads
 
     set_threads(threads)
     print_report(run_synthetic(sizes, dtype, layers), as_json)
-
-
-@bench.command("build-llama", context_settings=CONTEXT)
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Parallel compile jobs (default: every core).")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Where to put the programs (default: where bench looks for them).")
-def build_llama_command(jobs: int | None, out: Path | None):
-    """Build llama.cpp's llama-bench and llama-speculative-simple from the llama.cpp that
-    llama-cpp-python vendors (CMAKE_ARGS adds CMake flags, e.g. -DGGML_CUDA=on)."""
-    from specchat.bench.llama_build import build
-
-    folder = build(lambda text: click.echo(text, err=True), jobs, out)
-    click.echo(f"built into {folder} (bench uses them for llama.cpp pairs)")
 
 
 def sweep(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str, profile: bool):
@@ -313,13 +303,8 @@ def print_report(report: Any, as_json: bool, html_file: Path | None = None) -> N
 
 def check_writable(html_file: Path | None) -> None:
     """--html's folder exists and takes a file: said before the run, not after an hour of it."""
-    if html_file is None:
-        return
-    folder = html_file.parent if str(html_file.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--html {html_file}: folder {folder} does not exist")
-    if html_file.exists() and not html_file.is_file():
-        raise UsageError(f"--html {html_file} is not a file")
+    if html_file is not None:
+        check_output_file("--html", html_file)
 
 
 def write_html(report: dict, html_file: Path) -> None:

@@ -123,18 +123,3 @@ def leave(code: int, note: str | None = None) -> None:
     sys.stderr.flush()
     os._exit(code)
 
-
-@click.command("bench-ui", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--tokens-per-s", "rate", type=float, default=2000.0, show_default=True,
-              help="Pace of the scripted stream.")
-@click.option("--tokens", type=click.IntRange(min=10), default=4000, show_default=True,
-              help="Tokens per answer.")
-@click.option("--answers", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--startup/--no-startup", default=True,
-              help="Also time opening the real app in tmux until it accepts typing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_ui(rate: float, tokens: int, answers: int, startup: bool, as_json: bool):
-    """UI benchmark: the app against a scripted pair streaming at RATE tokens/s."""
-    from specchat.tui.bench import main as bench_main
-
-    bench_main(rate, tokens, answers, startup, as_json)

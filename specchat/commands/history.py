@@ -2,20 +2,24 @@
 
 `history` (or `history list`) lists the newest conversations, `history show ID` prints
 one as Markdown (or JSON), `history export ID` writes Markdown, JSON or the coloured
-HTML page to a file or stdout. `ID` may be `last`. The history file is opened the way
-the chat opens it (history/store.py), so a newer specchat's file or a folder that
-cannot be read is one line naming the file; nothing here writes to the file.
+HTML page to a file or stdout (into a folder that exists: a missing one is refused, never
+created). `ID` may be `last`. The history file is opened the way the chat opens it
+(history/store.py), so a newer specchat's file or a folder that cannot be read is one line
+naming the file; nothing here writes to the file. Saved text is untrusted: what reaches a
+terminal or a text file shows its control characters (specchat/control_chars.py); JSON
+keeps them, escaped.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from specchat.commands.options import check_output_file
+from specchat.control_chars import json_text, visible
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
@@ -60,7 +64,7 @@ def list_command(ctx: click.Context, history_file: Path | None, count: int,
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        click.echo(json_text(rows, indent=2))
         return
     if not rows:
         click.echo(f"no conversations yet in {store.path}")
@@ -96,12 +100,13 @@ def export(ctx: click.Context, conversation: str, history_file: Path | None, fmt
     """Export a conversation as Markdown, JSON, or an HTML page with every token in its
     fate's colour."""
     fmt = fmt or SUFFIX_FORMATS.get(output.suffix.lower() if output else "", "markdown")
+    if output is not None:
+        check_output_file("-o", output)
     text = render(load(conversation, history_file or _group_file(ctx)), fmt, theme)
     if output is None:
         click.echo(text, nl=False)
         return
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
@@ -178,5 +183,5 @@ def listing(conversation: SavedConversation, counts: dict[str, int]) -> dict:
 
 def listing_line(row: dict) -> str:
     when = datetime.fromtimestamp(row["updated"]).strftime("%Y-%m-%d %H:%M")
-    return (f"{row['id']:>5}  {when}  {row['pair'] or '?':<22} {row['answers']:>3} answers  "
-            f"{row['title']}")
+    return visible(f"{row['id']:>5}  {when}  {row['pair'] or '?':<22} {row['answers']:>3} answers  "
+                   f"{row['title']}")

@@ -54,6 +54,8 @@ class PairFacts:
     alpha_why: str = ""
     why_unknown: str = ""
     """Why the target's size is unknown (target None)."""
+    target_backend: str = "torch"
+    """"torch", "llama.cpp" or "int8": what computes the target's logits."""
 
 
 def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
@@ -79,7 +81,7 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
     unknown = "" if target is not None else ("an unreadable GGUF header" if gguf
                                              else "no safetensors or config.json")
     return PairFacts(header, device, target, draft, context, why if gguf else None, alpha,
-                     alpha_why, unknown)
+                     alpha_why, unknown, backends.target)
 
 
 def target_facts(pair: PairConfig, backend: str, dtype: torch.dtype, device: str,

@@ -5,7 +5,8 @@ bounds (those models/config/pairs.py checks models.toml's keys against), so a ba
 reads the same whether it came from models.toml or the command line, names the flag and the
 allowed range, and is refused before anything runs. Text the user hands over (the
 prompt, --system, stdin) is made valid UTF-8 here: bytes that are not become U+FFFD, and
-stderr says so before anything loads.
+stderr says so before anything loads. A file a command writes (`--html`, `--out`, `-o`)
+goes into a folder that exists: `check_output_file` refuses a missing one (never created).
 """
 
 from __future__ import annotations
@@ -19,8 +20,20 @@ import click
 
 from specchat.engine.params import (DRAFT_LENGTH, MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, Bound,
                                     RealBound)
+from specchat.errors import UsageError
 from specchat.models.config.pairs import BACKENDS, DTYPES, PairConfig
 
+
+
+def check_output_file(flag: str, path: Path) -> None:
+    """A file a command will write: its folder must exist (a mistyped path is refused, not
+    created) and the path must not be a folder; one line naming the flag and the folder."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: folder {folder} does not exist: create it first, "
+                         "or write somewhere else")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{flag} {path} is not a file")
 
 
 def decoded(data: bytes, what: str) -> str:
@@ -155,9 +168,9 @@ def top_p_option(function: Callable):
 
 def backend_option(function: Callable):
     return click.option("--backend", type=click.Choice(BACKENDS), default=None,
-                        help="Override the pair's backend (auto: llama.cpp for a GGUF target "
-                             "when llama-cpp-python is installed, on the GPU where its build "
-                             "can offload, else on the CPU).")(function)
+                        help="Override the pair's backend (auto: for a GGUF target, int8 on a "
+                             "CPU where fbgemm runs and the pair speculates, else llama.cpp "
+                             "when installed, on the GPU where its build can offload).")(function)
 
 
 def apply_overrides(pair: PairConfig, k: int | str | None = None, temperature: float | None = None,

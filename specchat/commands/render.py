@@ -2,7 +2,8 @@
 
 Tokens are coloured by kind with the default theme's variables as rich styles;
 rich's console turns them into what the terminal can show (24-bit, 256 or 16
-colours, none under NO_COLOR). Rejected drafts print dim and struck through.
+colours, none under NO_COLOR). Rejected drafts print dim and struck through. Model text is
+untrusted: its control characters print visibly (specchat/control_chars.py), never raw.
 The stats block follows `ollama run --verbose`. Pure formatting: spans in, rich
 text or strings out; knows nothing about where they are printed.
 """
@@ -13,6 +14,7 @@ from rich.style import Style
 from rich.text import Text
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
+from specchat.control_chars import visible
 
 
 def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text:
@@ -20,8 +22,8 @@ def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text
     if span.kind == "rejected":
         if not ghosts or not span.text:
             return Text("")
-        return Text(span.text, Style(color=colours["rejected"], dim=True, strike=True))
-    return Text(span.text, Style(color=colours[span.kind]))
+        return Text(visible(span.text), Style(color=colours["rejected"], dim=True, strike=True))
+    return Text(visible(span.text), Style(color=colours[span.kind]))
 
 
 def _pct(value: float | None) -> str:

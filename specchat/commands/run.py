@@ -3,16 +3,17 @@
 Coloured by token kind when stdout is a terminal, plain text otherwise; with
 --jsonl, one JSON object per verify round and a final `done` object (schema in
 the README). The prompt is the arguments, or stdin (`-`, or no argument while stdin is
-not a terminal), decoded as UTF-8 with U+FFFD for bytes that are not. Ctrl-C stops the
-answer within one round: the text so far stays on stdout, the statistics (or the `done`
-object, stop_reason "stopped") follow, and the exit status is 130; a second Ctrl-C
-ends it at once.
+not a terminal), decoded as UTF-8 with U+FFFD for bytes that are not. Ctrl-C (or SIGTERM)
+stops the answer within one round: the text so far stays on stdout, the statistics (or the
+`done` object, stop_reason "stopped") follow, and the exit status is 130 (143); a second
+one ends it at once. Model text is untrusted: the coloured and the plain output show its
+control characters visibly (specchat/control_chars.py); `--jsonl` keeps the exact text,
+escaped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import signal
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from specchat.commands.options import (apply_overrides, argument_text, backend_o
                                        k_option, load_pair_config,
                                        max_new_tokens_option, pair_option, system_option,
                                        temperature_option, top_k_option, top_p_option)
+from specchat.control_chars import json_text, visible
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
@@ -86,29 +88,49 @@ def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str |
     if failed:  # the answer so far is printed; the failure is the exit status
         raise AnswerFailed(f"the answer ended early: {failed}")
     if interrupt.requested:
-        click.echo("specchat: interrupted: the answer so far is above", err=True)
-        ctx.exit(130)
+        click.echo(f"specchat: {interrupt.said()}: the answer so far is above", err=True)
+        ctx.exit(interrupt.status)
 
 
 class Interrupt:
-    """Ctrl-C while the answer streams: the first one stops it within a round (what was
-    answered stays), a second one ends the program at once."""
+    """Ctrl-C or SIGTERM while the answer streams: the first stops it within a round (what was
+    answered stays, the statistics or the `done` object follow, and the exit status is 128 +
+    the signal's number: 130 or 143); a second one ends the program at once."""
+
+    SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 
     def __init__(self):
-        self.requested = False
-        self.previous = None
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> "Interrupt":
-        self.previous = signal.signal(signal.SIGINT, self._handle)
+        self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
+        if self.signum is None:
+            self.signum = signum
+        elif signum == signal.SIGINT:
             raise KeyboardInterrupt
-        self.requested = True
+        else:
+            raise SystemExit(128 + signum)
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def status(self) -> int:
+        """The exit status a shell reports for the signal: 130 (Ctrl-C), 143 (SIGTERM)."""
+        return 128 + (self.signum or 0)
+
+    def said(self) -> str:
+        """What the last stderr line says happened: "interrupted", "terminated (SIGTERM)"."""
+        return self.SIGNALS[self.signum]
 
     def __call__(self) -> bool:
         return self.requested
@@ -191,7 +213,7 @@ class TextPrinter:
             text = Text.assemble(*(paint(s, self.colours) for s in spans))
             self.console.print(text, end="", soft_wrap=True)
         else:
-            sys.stdout.write("".join(s.text for s in spans if s.kind != "rejected"))
+            sys.stdout.write(visible("".join(s.text for s in spans if s.kind != "rejected")))
         self.console.file.flush()
 
     def finish(self, pair: LoadedPair, session: Any) -> None:
@@ -275,7 +297,7 @@ def round_object(event: Any) -> dict:
 
 
 def emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(obj) + "\n")
     sys.stdout.flush()
 
 

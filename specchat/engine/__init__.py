@@ -17,15 +17,20 @@ _WHERE = {
     "CausalModel": "protocol", "Decoder": "decoder", "EngineInvariantError": "decoder",
     "Event": "events", "Finished": "events", "Round": "events", "Settings": "decoder",
     "ModelDrafter": "drafters", "NgramDrafter": "drafters", "Proposal": "drafters",
+    "LookupFirstDrafter": "drafters",
     "SamplingParams": "params", "SpecStats": "stats",
 }
 
 __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:
-    from specchat.engine.decoder import Decoder as Decoder, EngineInvariantError as EngineInvariantError, Settings as Settings
+    from specchat.engine.decoder import (Decoder as Decoder,
+                                         EngineInvariantError as EngineInvariantError,
+                                         Settings as Settings)
+    from specchat.engine.drafters import (LookupFirstDrafter as LookupFirstDrafter,
+                                          ModelDrafter as ModelDrafter,
+                                          NgramDrafter as NgramDrafter, Proposal as Proposal)
     from specchat.engine.events import Event as Event, Finished as Finished, Round as Round
-    from specchat.engine.drafters import ModelDrafter as ModelDrafter, NgramDrafter as NgramDrafter, Proposal as Proposal
     from specchat.engine.params import SamplingParams as SamplingParams
     from specchat.engine.protocol import CausalModel as CausalModel
     from specchat.engine.stats import SpecStats as SpecStats

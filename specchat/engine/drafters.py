@@ -7,6 +7,8 @@ and is told the committed length after each round so it can roll back.
 - `ModelDrafter`: a small causal model sampled autoregressively.
 - `NgramDrafter`: prompt lookup: match the last n tokens earlier in the sequence
   and propose what followed there. No model, no distribution.
+- `LookupFirstDrafter`: both: the lookup where text is being copied (free), the model
+  elsewhere.
 
 They know nothing about text, tokenizers or how models are loaded.
 """
@@ -136,14 +138,19 @@ class NgramDrafter:
                 should_stop: Callable[[], bool] = lambda: False,
                 committed: list[int] | None = None) -> Proposal:
         ids = sequence.tolist() if committed is None else committed
-        match = find_match(ids, self.max_ngram, self.min_ngram)
+        return self.propose_match(find_match(ids, self.max_ngram, self.min_ngram), ids, k,
+                                  sequence.device)
+
+    def propose_match(self, match: "Match | None", ids: list[int], k: int,
+                      device: torch.device) -> Proposal:
+        """The proposal of a match already looked up in `ids` (None: nothing to propose)."""
         length = min(k, max(self.length, match.span - match.n + 1)) if match else 0
         found = ids[match.start:match.start + length] if match else []
         self._proposed, self._base = len(found), len(ids)
         if not found:
-            return empty_proposal(sequence.device)
+            return empty_proposal(device)
         # not waiting for the device: a blocking copy from the host would be a sync a round
-        return Proposal(torch.tensor(found, dtype=torch.long).to(sequence.device, non_blocking=True),
+        return Proposal(torch.tensor(found, dtype=torch.long).to(device, non_blocking=True),
                         None)
 
     def rollback(self, committed_length: int) -> None:
@@ -155,6 +162,55 @@ class NgramDrafter:
         if self.window:
             self.length = min(self.MAX_LENGTH, 2 * self.length if full else accepted + 1)
         self._proposed = 0
+
+
+class LookupFirstDrafter:
+    """Prompt lookup where the answer is copying text, the draft model everywhere else.
+
+    Each round looks the sequence's end up first: a match whose common run reaches
+    `COPY_SPAN` tokens means text is being copied (an edit, an extraction), and its
+    continuation is proposed for nothing; otherwise the model drafts. Which one proposes
+    depends only on the committed tokens, never on the round being decided, so sampling
+    stays lossless (each round's proposal comes with its own q: the model's, or none for
+    the lookup's deterministic tokens). The model's cache may fall behind through lookup
+    rounds; its next proposal feeds what it lacks.
+    """
+
+    COPY_SPAN = 4
+    CATCHES_UP = 1 << 30
+    """The model's cache lag after a lookup round: any (it catches up when it next drafts)."""
+
+    def __init__(self, drafter: ModelDrafter, lookup: NgramDrafter):
+        self.drafter, self.lookup = drafter, lookup
+        self.by_lookup = False
+        """Whether the last proposal was the lookup's."""
+
+    @property
+    def model(self) -> CausalModel:
+        return self.drafter.model
+
+    @property
+    def max_cache_lag(self) -> int:
+        return self.CATCHES_UP if self.by_lookup else self.drafter.max_cache_lag
+
+    def reset(self) -> None:
+        self.drafter.reset()
+        self.lookup.reset()
+
+    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
+                generator: torch.Generator | None,
+                should_stop: Callable[[], bool] = lambda: False,
+                committed: list[int] | None = None) -> Proposal:
+        ids = sequence.tolist() if committed is None else committed
+        match = find_match(ids, self.lookup.max_ngram, self.lookup.min_ngram)
+        self.by_lookup = match is not None and match.span >= self.COPY_SPAN
+        if self.by_lookup:
+            return self.lookup.propose_match(match, ids, k, sequence.device)
+        return self.drafter.propose(sequence, k, params, generator, should_stop, committed)
+
+    def rollback(self, committed_length: int) -> None:
+        self.drafter.rollback(committed_length)
+        self.lookup.rollback(committed_length)
 
 
 @dataclass(frozen=True)

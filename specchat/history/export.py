@@ -6,15 +6,18 @@ The Markdown text and every `text` field are the committed answer: rejected
 drafts never appear in them. JSON lists each token with its kind (rejected ones
 labelled as such); the HTML page draws rejected drafts as struck-through ghosts,
 hidden until a checkbox shows them, and not selectable, so copying the page's
-text never picks them up. Strings in, strings out: no file system, no Textual.
+text never picks them up. Markdown and the HTML page are text a terminal may show (printed
+to stdout, or `cat` later): their control characters are made visible, as ^[ or <U+009B>
+(specchat/control_chars.py); JSON keeps the exact text, escaped. Strings in, strings out:
+no file system, no Textual.
 """
 
 from __future__ import annotations
 
 import html
-import json
 from datetime import datetime, timezone
 
+from specchat.control_chars import json_text, visible
 from specchat.history.chart_svg import charts_html
 from specchat.history.charts import saved_series
 from specchat.history.store import SavedConversation, SavedTurn
@@ -52,7 +55,7 @@ def to_markdown(conversation: SavedConversation) -> str:
             summary = _stats_line(turn)
             if summary:
                 lines += [f"*{summary}*", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return visible("\n".join(lines).rstrip() + "\n")
 
 
 def to_json(conversation: SavedConversation) -> str:
@@ -62,7 +65,7 @@ def to_json(conversation: SavedConversation) -> str:
                        "stats": t.stats,
                        "tokens": [{"text": tok.text, "kind": tok.kind, "id": tok.token_id}
                                   for tok in t.tokens]} for t in conversation.turns]}
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    return json_text(data, indent=2) + "\n"
 
 
 def _css(colours: dict[str, str]) -> str:
@@ -83,30 +86,36 @@ def _css(colours: dict[str, str]) -> str:
         + "".join(rules))
 
 
+def _h(text: str) -> str:
+    """Text for the page: controls made visible (before escaping: <U+009B> is no tag)."""
+    return html.escape(visible(text))
+
+
 def _turn_html(turn: SavedTurn) -> str:
     if turn.role == "user":
-        return f'<h3>You</h3><div class="user">{html.escape(turn.text)}</div>'
+        return f'<h3>You</h3><div class="user">{_h(turn.text)}</div>'
     if turn.tokens:
-        body = "".join(f'<span class="{html.escape(t.kind)}">{html.escape(t.text)}</span>'
+        body = "".join(f'<span class="{_h(t.kind)}">{_h(t.text)}</span>'
                        for t in turn.tokens)
     else:
-        body = html.escape(turn.text)
+        body = _h(turn.text)
     meta = _stats_line(turn)
     return (f'<h3>Assistant</h3><div class="answer">{body}</div>'
-            + (f'<p class="meta">{html.escape(meta)}</p>' if meta else ""))
+            + (f'<p class="meta">{_h(meta)}</p>' if meta else ""))
 
 
 def to_html(conversation: SavedConversation, colours: dict[str, str]) -> str:
     """A standalone page; `colours` maps token kinds (and foreground/background) to CSS colours."""
     legend = "".join(f'<span class="{k}">■ {k}</span>' for k in TOKEN_KINDS)
-    system = (f'<p class="meta">System: {html.escape(conversation.system)}</p>'
+    system = (f'<p class="meta">System: {_h(conversation.system)}</p>'
               if conversation.system else "")
     turns = "".join(_turn_html(turn) for turn in conversation.turns)
     charts = charts_html(saved_series(conversation), colours)
-    title = html.escape(conversation.title)
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
-            f"<style>{_css(colours)}</style></head><body>"
-            f'<input type="checkbox" id="ghosts"><label for="ghosts"> show rejected drafts</label>'
-            f"<main><h1>{title}</h1><p class=\"meta\">{_when(conversation.created)} · pair "
-            f"{html.escape(conversation.pair or 'unknown')}</p>"
-            f'<p class="legend">{legend}</p>{system}{turns}{charts}</main></body></html>\n')
+    title = _h(conversation.title)
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_css(colours)}</style></head><body>"
+        f'<input type="checkbox" id="ghosts"><label for="ghosts"> show rejected drafts</label>'
+        f"<main><h1>{title}</h1><p class=\"meta\">{_when(conversation.created)} · pair "
+        f"{_h(conversation.pair or 'unknown')}</p>"
+        f'<p class="legend">{legend}</p>{system}{turns}{charts}</main></body></html>\n')

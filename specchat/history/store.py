@@ -12,7 +12,7 @@ another's write (WAL lets readers go on meanwhile). The schema carries its versi
 that is not a database or is corrupt is moved aside under a timestamped name by
 `open_history`, which starts a fresh one and says so. A healthy file that another program
 holds locked is never moved: that is an error for the caller, who tries again later. What
-cannot be saved at all has a place beside the database (`unsaved_copy_path`). Standard
+cannot be saved at all has a place beside the database (`unsaved_copy_places`, `write_new`). Standard
 library only; knows nothing about Textual or the engine.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,8 @@ MIGRATIONS: dict[int, str] = {0: SCHEMA}
 tables are version 1's: `CREATE TABLE IF NOT EXISTS` leaves them as they are)."""
 BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another chat's write to the same file."""
+SAME_NAME_MAX = 100
+"""Copies `write_new` numbers under one name (one a second is the stamp's resolution)."""
 
 
 CORRUPT_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
@@ -92,9 +95,33 @@ def stamped(path: Path, what: str, suffix: str = "") -> Path:
     return path.with_name(f"{path.name}.{what}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
 
 
-def unsaved_copy_path(path: Path) -> Path:
-    """Where a conversation the history file could not take is written instead."""
-    return stamped(path, "unsaved", ".md")
+def unsaved_copy_places(path: Path) -> tuple[Path, Path]:
+    """Where a conversation the history file could not take is written instead: beside the
+    database (its folder made again if it went missing), or, only where that folder cannot
+    be written, in the system's temporary folder, named as specchat's."""
+    beside = stamped(path, "unsaved", ".md")
+    return beside, Path(tempfile.gettempdir()) / f"specchat-{beside.name}"
+
+
+def write_new(place: Path, text: str) -> Path | None:
+    """`text` in a new file at `place`, its folder made if missing; a file already there is
+    never replaced (-2, -3, ... before the suffix: two chats quitting in the same second keep
+    both copies). Where it was written, or None where it cannot be."""
+    try:
+        place.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    numbered = (place.with_name(f"{place.stem}-{n}{place.suffix}") for n in range(2, SAME_NAME_MAX))
+    for candidate in (place, *numbered):
+        try:
+            with open(candidate, "x", encoding="utf-8") as file:
+                file.write(text)
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+    return None
 
 
 def moved_aside(path: Path) -> Path:
@@ -151,7 +178,8 @@ class SavedTurn:
     role: str
     text: str
     status: str = "done"
-    """done, stopped, error, or interrupted (the app died while it streamed)."""
+    """done, stopped, context_full (the model's context had no room for more), error, or
+    interrupted (the app died while it streamed)."""
     mode: str = ""
     """For answers: "speculative k=4", "speculative k=auto", "target only", ..."""
     stats: dict | None = None

@@ -137,19 +137,22 @@ def int8_choice(pair: PairConfig, device: str) -> str | None:
 
 
 def int8_problem(target: str) -> str | None:
-    """Why the GGUF file a target names cannot run on int8 (its architecture), or None; a file
-    whose architecture cannot be read yet (not on disk) is "an unknown architecture"."""
+    """Why the GGUF file a target names cannot run on int8 (its architecture, its rope), or
+    None; a file whose header cannot be read yet (not on disk) is "an unknown architecture"."""
     from pathlib import Path
 
     from specchat.models.config.refs import builtin_architecture
-    from specchat.models.gguf.integrity import architecture_name
-    from specchat.models.int8.convert import architecture_problem
+    from specchat.models.gguf.integrity import leading_metadata
+    from specchat.models.int8.convert import architecture_problem, metadata_problem
 
     ref = parse_ref(target)
     name = builtin_architecture(ref.value) if ref.kind == "builtin" else None
-    if name is None and ref.kind == "gguf":
-        name = architecture_name(Path(ref.value))
-    return architecture_problem(name) if name is not None else "an unknown architecture"
+    if name is not None:
+        return architecture_problem(name)
+    metadata = leading_metadata(Path(ref.value)) if ref.kind == "gguf" else {}
+    if "general.architecture" not in metadata:
+        return "an unknown architecture"
+    return metadata_problem(metadata)
 
 
 def require_int8(pair: PairConfig, gguf: bool, device: str) -> None:

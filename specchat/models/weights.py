@@ -16,7 +16,8 @@ from typing import Any, Callable
 import torch
 
 from specchat import paths
-from specchat.errors import ModelNotFound, OutOfMemory, PairError
+from specchat.errors import ModelNotFound, OutOfMemory, PairError, one_line
+from specchat.models.config.folders import folder_problem, is_draft_folder
 from specchat.models.config.hub import hub_folder, hub_model_folder
 from specchat.models.config.refs import (GGUF_KINDS, ModelRef, builtin_draft, builtin_draft_gguf,
                                          builtin_gguf, gguf_path, parse_ref)
@@ -46,14 +47,13 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
     if ref.kind == "builtin" or ref.kind in GGUF_KINDS:
         return gguf_cache.ensure_converted(gguf_file_of(ref, progress), progress)
     if ref.kind == "folder":
-        if not Path(ref.value).is_dir():
-            raise ModelNotFound(f"model folder {ref.value} does not exist: check the path in models.toml")
-        if is_shipped_draft(Path(ref.value)):
-            return assembled_draft(Path(ref.value), progress)
-        if not (Path(ref.value) / "config.json").is_file():
-            raise ModelNotFound(f"model folder {ref.value} has no config.json: "
-                                "point to a folder saved with save_pretrained")
-        return Path(ref.value)
+        folder = Path(ref.value)
+        if folder.is_dir() and is_draft_folder(folder):
+            return assembled_draft(folder, progress)
+        problem = folder_problem(folder)
+        if problem:
+            raise ModelNotFound(problem)
+        return folder
     if ref.kind == "hf":
         return hub_model_folder(ref.value, progress)
     return hub_folder(ref.value, progress)
@@ -62,11 +62,6 @@ def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | s
 def gguf_file_of(ref: ModelRef, progress: Progress = lambda _: None) -> Path:
     """The GGUF file of a built-in model or a GGUF reference (an unknown built-in name fails)."""
     return gguf_path(ref, progress) or builtin_gguf(ref.value)
-
-
-def is_shipped_draft(folder: Path) -> bool:
-    """A `specchat distill` output: own weights + spec, no full model of its own."""
-    return (folder / "specchat-draft.json").is_file() and not (folder / "config.json").is_file()
 
 
 def assembled_draft(folder: Path, progress: Progress = lambda _: None) -> Path:
@@ -98,7 +93,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except (OSError, ValueError) as error:
-        raise ModelNotFound(f"cannot load model {ref} from {folder}: {first_line(error)}") from None
+        raise ModelNotFound(f"cannot load model {ref} from {folder}: {one_line(error)}") from None
     except torch.OutOfMemoryError:
         raise OutOfMemory(f"model {ref} does not fit in {device}'s free memory: use "
                           "quantization = \"4bit\", device = \"auto\" or a smaller model") from None
@@ -134,11 +129,6 @@ def bnb_config(quantization: str, compute_dtype: torch.dtype, cpu_offload: bool 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=compute,
                               bnb_4bit_quant_type="nf4",
                               llm_int8_enable_fp32_cpu_offload=cpu_offload)
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
 
 
 def context_tokens(folder: Path | str, device: str) -> int:

@@ -2,8 +2,10 @@
 
 `ChatTranscript` is the transcript widget and the one owner of the answer that
 streams: it runs jobs (answer, race, float32 replay) in its own thread workers,
-which post to it; it holds the prompt queued until a pair has loaded, the round held
-in step mode, and what regenerate, copy and the replays need. Its keys are its actions;
+which post to it; it holds the prompt queued until a pair has loaded (answered with the
+reason if that load fails; while no pair answers after a failed load, a message is refused
+and stays in the input), the round held in step mode, and what regenerate, copy and the
+replays need. Its keys are its actions;
 the pacing keys are `PacingControls`' (tui/pacing_controls.py) and the race and the
 float32 replay are `Replays`' (tui/replays.py).
 It reaches the pair's service, the recorder and the settings through the app
@@ -21,14 +23,14 @@ from textual.message import Message
 from textual.worker import get_current_worker
 
 from specchat.chat.baseline import Baseline
-from specchat.chat.events import AnswerDone, RoundUpdate, TokenSpan
-from specchat.chat.service import ConversationService, PairInfo
+from specchat.chat.events import AnswerDone, RoundUpdate, spans_of
+from specchat.chat.service import ConversationService, PairInfo, answer_mode
 from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, ContextNotice,
                                    IdentityChecked, PromptReading, RoundArrived)
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
-from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn
+from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn, answer_status
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
 from specchat.turn import Turn
 
@@ -115,7 +117,10 @@ class ChatTranscript(VerticalScroll):
         if self.job is not None:
             self.notify("an answer is streaming: Esc stops it", severity="warning")
             return False
-        host = self.host
+        host, refusal = self.host, self.host.pair.refusal()
+        if refusal:  # no pair answers: the text stays in the input, nothing is saved
+            self.notify(refusal, severity="error", timeout=12)
+            return False
         self.mount(UserTurn(text))
         self.recorder.user(text, host.pair_name)
         if host.service is None:
@@ -138,11 +143,16 @@ class ChatTranscript(VerticalScroll):
         self.mount(Notice("■ stopped: your message will not be answered", "warning"))
         self.gauges.status = f"loading {self.host.pair_name}…"
 
-    def pair_failed(self) -> None:
-        """The first pair did not load: the queued message will not be answered."""
+    def pair_failed(self, reason: str) -> None:
+        """No pair answers and the one picked did not load: a message waiting for it is
+        answered with why, as a failed answer (regenerate asks it again once one loads)."""
         if self.host.service is None and self.queued_prompt is not None:
-            self.queued_prompt = None
-            self.mount(Notice("the model did not load: your message was not answered", "error"))
+            view = AnswerView(f"{self.host.pair_name} · not loaded", self.ghosts)
+            self.mount(view)
+            view.call_after_refresh(view.finish, None, "error", reason)
+            self.recorder.start_answer("not loaded", self.host.pair_name)
+            self.recorder.finish(None, "error", "")
+            self.failed, self.queued_prompt = (view, self.queued_prompt), None
 
     def _start_answer(self, text: str) -> None:
         host = self.host
@@ -221,10 +231,10 @@ class ChatTranscript(VerticalScroll):
         self.gauges.push_rounds([len(u.accepted) + (1 if u.token else 0) for u in updates])
         last = updates[-1]
         if self.pacing.step and last.accepted + last.rejected:
-            view.tokens.append(_spans(updates[:-1]), pending=last.accepted + last.rejected)
+            view.tokens.append(spans_of(updates[:-1]), pending=last.accepted + last.rejected)
             self.held_round = last
             return
-        view.tokens.append(_spans(updates))
+        view.tokens.append(spans_of(updates))
 
     def on_context_notice(self, message: ContextNotice) -> None:
         if self._current(message.job_id) is None:
@@ -241,7 +251,7 @@ class ChatTranscript(VerticalScroll):
             return
         (job, view), done = current, message.done
         self._release_held()
-        status = {"stopped": "stopped", "failed": "error"}.get(done.stop_reason, "done")
+        status = answer_status(done.stop_reason)
         view.finish(done.stats, status, done.error or None)
         if done.error:
             self.notify(f"answer ended early: {done.error} — the text so far is kept",
@@ -408,13 +418,3 @@ class ChatTranscript(VerticalScroll):
         self.pending_turns = saved_turns(conversation)
         return True
 
-
-def _spans(updates: tuple[RoundUpdate, ...]) -> tuple[TokenSpan, ...]:
-    """The spans of consecutive rounds, in order."""
-    return tuple(span for update in updates for span in update.spans)
-
-
-def answer_mode(service: ConversationService) -> str:
-    """How a speculative answer was asked for, as its label and history say it: the fixed
-    k, or "auto" (under k = auto the service's k is only where the next round starts)."""
-    return f"speculative k={'auto' if service.k_auto else service.k}"

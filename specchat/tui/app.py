@@ -74,6 +74,8 @@ class SpecchatApp(App):
         self.problems: list[str] = [str(problem) for problem in theme_problems]
         """What went wrong that the user must fix (a theme file, the history database):
         shown on the chat screen until the app closes, never as a toast that fades."""
+        self.load_failure: str | None = None
+        """Why the pair picked last did not load: shown with the problems until another is picked."""
         self.skipped_themes = {problem.name for problem in theme_problems if problem.skipped}
         self.user_keymap: dict[str, str] = {}
         """The keymap.toml entries in effect (binding id -> keys)."""
@@ -106,7 +108,7 @@ class SpecchatApp(App):
         self.set_keymap(self.user_keymap)
         for problem in keymap_problems:
             self.report_problem(problem)
-        self.chat_screen.problems.show(self.problems)
+        self._show_problems()
         HangupWatch(self).start()
 
     def on_ready(self) -> None:
@@ -144,8 +146,17 @@ class SpecchatApp(App):
         if text not in self.problems:
             self.problems.append(text)
             logging.getLogger(__name__).warning("problem on screen: %s", text)
+        self._show_problems()
+
+    def show_load_failure(self, text: str | None) -> None:
+        """A pair that did not load (None: another pair was picked), on the problem lines."""
+        self.load_failure = text
+        self._show_problems()
+
+    def _show_problems(self) -> None:
         if self.chat_screen.is_mounted:
-            self.chat_screen.problems.show(self.problems)
+            failed = [self.load_failure] if self.load_failure else []
+            self.chat_screen.problems.show(self.problems + failed)
 
     def _theme_changed(self, theme) -> None:
         for widget in self.query(TokenText):

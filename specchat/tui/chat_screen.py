@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.style import Style
 from textual.widgets import Footer, Static, TextArea
 
+from specchat.control_chars import visible
 from specchat.token_kinds import TOKEN_KINDS
 from specchat.tui.answers import ChatTranscript
 from specchat.tui.gauges import Gauges
@@ -84,7 +85,7 @@ class Problems(Static):
         self.display = False
 
     def show(self, problems: list[str]) -> None:
-        self.update("\n".join(f"⚠ {problem}" for problem in problems))
+        self.update(visible("\n".join(f"⚠ {problem}" for problem in problems)))
         self.display = bool(problems)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.notifications import SeverityLevel
 
-from specchat.history.store import SavedConversation
+from specchat.history.store import SavedConversation, default_path
 from specchat.tui.recorder import HistoryRecorder
 
 if TYPE_CHECKING:  # the app's other part, as the host protocol names it
@@ -81,8 +81,10 @@ class HistoryActions:
         if self.recorder is None or self.recorder.unsaved_copy is None:
             return None
         copy = self.recorder.unsaved_copy
+        folder = (self.path or default_path()).parent
+        elsewhere = "" if copy.parent == folder else f" (its folder {folder} cannot be written)"
         return (f"the history file could not be written ({self.recorder.failing}); "
-                f"this conversation is in {copy}")
+                f"this conversation is in {copy}{elsewhere}")
 
     def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen

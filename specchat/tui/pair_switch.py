@@ -4,7 +4,9 @@ ends, carrying the conversation over).
 
 `PairSwitch` starts loads through `PairLoading` and decides on the messages its
 workers post (the app hands them over); it sets the app's `service`, `info` and
-`pair_name`, the one place they change. Reaches the app through `PairHost`; never
+`pair_name`, the one place they change. A load that fails stays on screen (the problem
+lines) until the user picks another pair; while no pair answers, a message is refused in
+the input with the reason (`refusal`), never taken and left unanswered. Reaches the app through `PairHost`; never
 imports models or torch.
 """
 
@@ -34,6 +36,7 @@ class PairHost(Protocol):
     gauges: Any
 
     def notify(self, message: str, **options: Any) -> None: ...
+    def show_load_failure(self, text: str | None) -> None: ...
 
 
 class PairSwitch:
@@ -43,12 +46,16 @@ class PairSwitch:
         self.app, self.loading = app, loading
         self.waiting: PairLoaded | None = None
         """A pair that loaded while an answer streamed: it takes over when the answer ends."""
+        self.failure: str | None = None
+        """Why the pair picked last did not load: on screen until the user picks another."""
 
     @classmethod
     def over(cls, app, factory: ServiceFactory) -> PairSwitch:
         return cls(app, PairLoading(app, factory))
 
     def start(self, pair_name: str) -> None:
+        self.failure = None
+        self.app.show_load_failure(None)
         self.app.gauges.status = f"loading {pair_name}…"
         self.loading.start(pair_name)
 
@@ -70,10 +77,18 @@ class PairSwitch:
             return
         app = self.app
         usable = "the current pair keeps working" if app.service else "pick another pair with F3"
+        self.failure = f"cannot load pair '{message.pair}': {message.error} ({usable})"
         app.gauges.status = f"load failed: {message.pair}"
-        app.notify(f"cannot load pair '{message.pair}': {message.error} ({usable})",
-                   severity="error", timeout=12)
-        app.transcript.pair_failed()
+        app.notify(self.failure, severity="error", timeout=12)
+        app.show_load_failure(self.failure)
+        app.transcript.pair_failed(self.failure)
+
+    def refusal(self) -> str | None:
+        """Why a message cannot be sent now (no pair answers, and the one picked did not
+        load), or None: it is sent, or waits for the pair that loads."""
+        if self.app.service is None and self.failure is not None:
+            return f"not sent: {self.failure}"
+        return None
 
     def loaded(self, message: PairLoaded) -> None:
         if message.load_id != self.loading.load_id:

@@ -14,15 +14,17 @@ never the store's own busy timeout: a locked file slows a round by that much onc
 retry and never freezes the screen. A file that is not a database was already moved aside
 and a fresh one started by `open_history`; the user is told that too. On closing, what is
 still unsaved gets one last try, then the conversation held in memory is written beside the
-database (`unsaved_copy`) for the caller to name. It never stops the chat. `saved_spans`,
+database (`unsaved_copy`; its folder made again if it went missing, a copy already there never
+replaced; the temporary folder only where the database's folder cannot be written) for the
+caller to name, and logged. It never stops the chat. `saved_spans`,
 `saved_stats` and `saved_turns` turn a saved conversation back into what the screen and
 the service take.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +32,8 @@ from typing import Any, Callable
 
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.history.store import (HistoryStore, SavedConversation, SavedToken, SavedTurn,
-                                    default_path, kept_text, open_history, unsaved_copy_path)
+                                    default_path, kept_text, open_history, unsaved_copy_places,
+                                    write_new)
 from specchat.token_kinds import TOKEN_KINDS, TokenKind
 from specchat.turn import Turn
 
@@ -252,20 +255,21 @@ def blank_conversation(system: str | None) -> SavedConversation:
 
 
 def write_unsaved_copy(conversation: SavedConversation, path: Path | None) -> Path | None:
-    """The conversation as Markdown beside the history file (else in the temporary folder):
-    where its words go when the history file cannot take them. None if there were none."""
+    """The conversation as Markdown beside the history file (in the temporary folder only where
+    that folder cannot be written): where its words go when the history file cannot take
+    them. None if there were none, or nowhere took them."""
     from specchat.history.export import to_markdown
 
     conversation = replace(conversation, turns=[streamed_text(turn) for turn in conversation.turns])
     if not any(turn.text for turn in conversation.turns):
         return None
-    target = unsaved_copy_path(Path(path) if path else default_path())
-    for place in (target, Path(tempfile.gettempdir()) / target.name):
-        try:
-            place.write_text(to_markdown(conversation), encoding="utf-8")
-            return place
-        except OSError:
-            continue
+    text = to_markdown(conversation)
+    for place in unsaved_copy_places(Path(path) if path else default_path()):
+        written = write_new(place, text)
+        if written is not None:
+            logging.getLogger(__name__).warning("the history file could not take the "
+                                                "conversation: it is in %s", written)
+            return written
     return None
 
 

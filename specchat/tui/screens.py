@@ -1,7 +1,9 @@
 """Modal screens: system prompt, pair picker, history browser, a yes/no question, and the
 key help.
 
-Each returns its result through `dismiss`; none knows about backends or models.
+Each returns its result through `dismiss`; none knows about backends or models. Saved
+titles and models.toml's descriptions show their control characters visibly
+(specchat/control_chars.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
+from specchat.control_chars import visible
 from specchat.history.store import SavedConversation
 from specchat.tui.keys import dialog_bindings, dialog_hint, help_markdown, keymap_of
 
@@ -75,8 +78,8 @@ class PairPickerScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Static("Switch pair — it loads in the background; the current one keeps "
                          "working · " + dialog_hint("pair picker", keymap_of(self)))
-            options = [Option(Text(f"{'● ' if name == self.current else '  '}{name}  {about}"),
-                              id=name)
+            options = [Option(Text(visible(f"{'● ' if name == self.current else '  '}{name}  "
+                                           f"{about}")), id=name)
                        for name, about in self.pairs]
             yield OptionList(*options, id="pair-list")
 
@@ -96,8 +99,8 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static("History — Enter reopens · " + dialog_hint("history", keymap_of(self)))
-            options = [Option(Text(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(c.updated))}  "
-                                   f"{c.title}  [{c.pair}]"), id=str(c.id))
+            options = [Option(Text(visible(f"{when(c.updated)}  {c.title}  [{c.pair}]")),
+                              id=str(c.id))
                        for c in self.conversations]
             if not options:
                 options = [Option("no saved conversations yet", disabled=True)]
@@ -130,3 +133,7 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(classes="dialog"):
             yield Static(Text(self.question), id="confirm-question")
             yield Static(dialog_hint("confirm", keymap_of(self)), classes="dialog-hint")
+
+
+def when(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))

@@ -2,7 +2,11 @@
 rejected drafts as dim struck-through ghosts, notices.
 
 Every colour comes from the app's theme variables (`spec-accepted`, ...), read
-when the text is styled and again whenever the theme changes. Textual only.
+when the text is styled and again whenever the theme changes. Model and saved text is
+untrusted, and Textual writes ESC, CSI and OSC sequences and C1 controls through to the
+terminal as they are (it drops only BEL, BS, VT, FF and CR): every text drawn here shows its
+control characters visibly (specchat/control_chars.py), while `plain_text` (what copy
+takes) keeps the exact text. Textual only.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
+from specchat.control_chars import visible
 from specchat.token_kinds import TOKEN_KINDS
 
 KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
@@ -109,8 +114,9 @@ class TokenText(Widget):
         for span in spans:
             if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
                 continue
-            end = self._length + len(span.text)
-            pieces.append(span.text)
+            text = visible(span.text)
+            end = self._length + len(text)
+            pieces.append(text)
             self._styled.append(ContentSpan(self._length, end, styles.get(span.kind, styles["target"])))
             self._length = end
 
@@ -126,9 +132,10 @@ class TokenText(Widget):
         pieces, styled, length = list(self._pieces), list(self._styled), self._length
         pending = self.styles_by_kind["pending"]
         for span in self.pending:
-            pieces.append(span.text)
-            styled.append(ContentSpan(length, length + len(span.text), pending))
-            length += len(span.text)
+            text = visible(span.text)
+            pieces.append(text)
+            styled.append(ContentSpan(length, length + len(text), pending))
+            length += len(text)
         text = "".join(pieces)
         if self.chunk_ended and text.endswith("\n"):
             text = text[:-1]
@@ -218,14 +225,14 @@ class UserTurn(Static):
     """A message the user sent."""
 
     def __init__(self, text: str):
-        super().__init__(text, markup=False, classes="user-turn")
+        super().__init__(visible(text), markup=False, classes="user-turn")
 
 
 class Notice(Static):
     """A line of information in the transcript (context trimmed, race result...)."""
 
     def __init__(self, text: str, kind: str = "info"):
-        super().__init__(text, markup=False, classes=f"notice -{kind}")
+        super().__init__(visible(text), markup=False, classes=f"notice -{kind}")
 
 
 class AnswerView(Vertical):
@@ -245,7 +252,7 @@ class AnswerView(Vertical):
         self._markdown: Markdown | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(self.label, classes="answer-label", markup=False)
+        yield Static(visible(self.label), classes="answer-label", markup=False)
         yield self.tokens
         yield self.status
 
@@ -257,18 +264,26 @@ class AnswerView(Vertical):
         self.finished = True
         self.stats = stats
         self.tokens.resolve_pending()
-        self.status.update(summary_line(stats, status, error))
+        self.status.update(visible(summary_line(stats, status, error)))
         self.set_class(status != "done", "-incomplete")
 
     def toggle_markdown(self) -> bool:
         """Switch between coloured tokens and rendered Markdown; True if Markdown is shown."""
         if self._markdown is None:
-            self._markdown = Markdown(self.text, classes="answer-markdown")
+            self._markdown = Markdown(visible(self.text), classes="answer-markdown")
             self.mount(self._markdown, after=self.tokens)
         self.markdown_shown = not self.markdown_shown
         self._markdown.display = self.markdown_shown
         self.tokens.display = not self.markdown_shown
         return self.markdown_shown
+
+
+STATUS_OF_STOP = {"stopped": "stopped", "failed": "error", "context_full": "context_full"}
+"""How an answer that ended for a reason is marked and saved; "done" for the others."""
+
+
+def answer_status(stop_reason: str) -> str:
+    return STATUS_OF_STOP.get(stop_reason, "done")
 
 
 def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = None) -> str:
@@ -281,7 +296,9 @@ def summary_line(stats: StatsSnapshot | None, status: str, error: str | None = N
             parts.append(f"acceptance {stats.acceptance_rate:.0%}")
         if stats.mean_acceptance_length:
             parts.append(f"τ {stats.mean_acceptance_length:.2f}")
-    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)"}
+    marks = {"stopped": "■ stopped", "error": "✗ failed", "interrupted": "✗ interrupted (app closed)",
+             "context_full": "⚠ context full: the model has no room for more; start a new chat "
+                             "(Ctrl+N) to go on"}
     if status in marks:
         parts.append(marks[status])
     if error:

@@ -12,28 +12,40 @@ FIRST_CAPACITY = 256
 
 
 class KVBuffer:
-    """Keys and values of every layer, [layers, kv_heads, capacity, head_dim]; doubles when full."""
+    """Keys and values of every layer, [layers, kv_heads, capacity, head_dim] (head-major: each
+    head's positions contiguous), or [layers, capacity, kv_heads, head_dim] with `token_major`
+    (each position's heads contiguous: a forward writes its new positions in one copy);
+    doubles when full (`make_room` says whether it did)."""
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device):
-        self.shape = (layers, kv_heads, FIRST_CAPACITY, head_dim)
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device,
+                 token_major: bool = False):
+        self.axis = 1 if token_major else 2
+        """The dimension of positions."""
+        shape = [layers, kv_heads, head_dim]
+        shape.insert(self.axis, FIRST_CAPACITY)
+        self.shape = tuple(shape)
         self.keys = torch.zeros(self.shape, dtype=dtype, device=device)
         self.values = torch.zeros_like(self.keys)
 
     @property
     def capacity(self) -> int:
-        return self.keys.shape[2]
+        return self.keys.shape[self.axis]
 
-    def make_room(self, length: int) -> None:
+    def make_room(self, length: int) -> bool:
+        """Room for `length` positions; True when the buffers grew (new tensors)."""
         if length <= self.capacity:
-            return
+            return False
         capacity = self.capacity
         while capacity < length:
             capacity *= 2
-        self.keys = grown(self.keys, capacity)
-        self.values = grown(self.values, capacity)
+        self.keys = grown(self.keys, capacity, self.axis)
+        self.values = grown(self.values, capacity, self.axis)
+        return True
 
 
-def grown(buffer: torch.Tensor, capacity: int) -> torch.Tensor:
-    bigger = buffer.new_zeros(buffer.shape[:2] + (capacity,) + buffer.shape[3:])
-    bigger[:, :, : buffer.shape[2]] = buffer
+def grown(buffer: torch.Tensor, capacity: int, axis: int = 2) -> torch.Tensor:
+    shape = list(buffer.shape)
+    shape[axis] = capacity
+    bigger = buffer.new_zeros(shape)
+    bigger.narrow(axis, 0, buffer.shape[axis]).copy_(buffer)
     return bigger

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from specchat.errors import ModelNotFound
+from specchat.errors import ModelNotFound, one_line
 
 Progress = Callable[[str], None]
 
@@ -155,6 +155,6 @@ def fetch(download: Callable[[], str], ref: str) -> str:
     try:
         return download()
     except Exception as error:  # noqa: BLE001 - huggingface_hub raises many kinds
-        detail = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        detail = one_line(error, 200)
         raise ModelNotFound(f"{ref} cannot be downloaded ({detail}): check the owner, repository "
                             "and file name on huggingface.co") from None

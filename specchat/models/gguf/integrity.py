@@ -133,26 +133,29 @@ def check_gguf_file(path: Path) -> None:
     check_whole(where, needed, actual)
 
 
-def architecture_name(path: Path) -> str | None:
-    """The file's `general.architecture` ("llama", "qwen2"), read from the header's first
-    entries without parsing the rest (gguf's own reader parses every token string: seconds
-    for a large vocabulary); None where the header does not name one early or is unreadable."""
+def leading_metadata(path: Path) -> dict[str, object]:
+    """The file's metadata up to its tokenizer's entries (architecture, sizes, rope: writers
+    put them first), read without parsing the rest (gguf's own reader parses every token
+    string: seconds for a large vocabulary). Text values are str, arrays are skipped;
+    {} where the file is no readable GGUF."""
+    found: dict[str, object] = {}
     try:
         with open(path, "rb") as handle:
             if handle.read(4) != b"GGUF":
-                return None
+                return {}
             header = HeaderReader(handle, path.stat().st_size)
             header.read("I")
             header.read("Q")
-            for _ in range(min(header.read("Q"), ARCHITECTURE_WITHIN)):
-                key, kind = header.string(), header.read("I")
-                value = header.value(kind)
-                if key == b"general.architecture" and isinstance(value, bytes):
-                    return value.decode("utf-8", "replace")
+            for _ in range(min(header.read("Q"), LEADING_ENTRIES)):
+                key = header.string().decode("utf-8", "replace")
+                if key.startswith("tokenizer."):
+                    break
+                value = header.value(header.read("I"))
+                found[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     except (OSError, ValueError, struct.error, DamagedWeights):
-        return None
-    return None
+        return found
+    return found
 
 
-ARCHITECTURE_WITHIN = 64
-"""Metadata entries read looking for the architecture (writers put it first)."""
+LEADING_ENTRIES = 64
+"""Metadata entries read at most before the tokenizer's."""

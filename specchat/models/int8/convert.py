@@ -13,7 +13,8 @@ Layout choices made here, once:
 - rope runs on adjacent pairs of each head's dimensions: llama files are stored that way
   already, and for NEOX-style models (qwen2) the rows of q and k (and their biases) are
   reordered into it. Attention is unchanged, since q and k are reordered alike;
-- the output matrix is the token embedding where the file has none (tied embeddings).
+- the output matrix is the token embedding where the file has none (tied embeddings);
+- llama 3's rope frequency factors (`rope_freqs.weight`) are kept as they are.
 Knows nothing about decoding, tokenizers or the forward pass.
 """
 
@@ -30,7 +31,7 @@ from specchat import paths
 from specchat.errors import ModelNotFound
 from specchat.models.blocks.int8_rows import quantize_rows
 
-FORMAT = 2
+FORMAT = 3
 """Bumped whenever the cached layout changes, so old caches are never misread."""
 ARCHITECTURES = ("llama", "qwen2")
 NEOX = ("qwen2",)
@@ -88,12 +89,34 @@ def architecture_problem(name: str) -> str | None:
     return f"architecture {name!r} (the int8 backend runs {' and '.join(ARCHITECTURES)})"
 
 
+def metadata_problem(metadata: dict) -> str | None:
+    """Why a GGUF file's metadata (its leading entries, `gguf.integrity.leading_metadata`)
+    says the int8 forward cannot run it, or None: its architecture, a rope scaling other
+    than llama 3's frequency factors (linear, yarn), or rope on part of each head."""
+    name = str(metadata.get("general.architecture"))
+    problem = architecture_problem(name)
+    if problem:
+        return problem
+    scaling = metadata.get(f"{name}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        return f"rope scaling {scaling!r} (the int8 backend runs plain rope and llama 3's factors)"
+    heads = int(metadata.get(f"{name}.attention.head_count") or 1)
+    head_dim = int(metadata.get(f"{name}.embedding_length") or 0) // heads
+    rotated = metadata.get(f"{name}.rope.dimension_count")
+    if rotated is not None and head_dim and int(rotated) != head_dim:
+        return f"rope on {rotated} of each head's {head_dim} dimensions"
+    return None
+
+
 def read_architecture(reader) -> Architecture:
     """The `Architecture` of an open `gguf.GGUFReader` (`ModelNotFound` for an unsupported one)."""
     name = str(field(reader, "general.architecture"))
-    problem = architecture_problem(name)
+    metadata = {key: found.contents() for key, found in reader.fields.items()
+                if not key.startswith("tokenizer.")}
+    problem = metadata_problem(metadata)
     if problem:
-        raise ModelNotFound(f"{reader.data.filename}: {problem}")
+        raise ModelNotFound(f"{reader.data.filename}: the int8 backend cannot run it: {problem}; "
+                            "use backend = \"llama.cpp\"")
     heads = int(field(reader, f"{name}.attention.head_count"))
     hidden = int(field(reader, f"{name}.embedding_length"))
     names = {tensor.name: tensor for tensor in reader.tensors}
@@ -198,6 +221,8 @@ def convert(gguf: Path, out: Path) -> None:
     head = tensors.get("output.weight")
     result.update(rows_of("head", embed if head is None else matrix(head)))
     result["norm"] = matrix(tensors["output_norm.weight"])
+    if "rope_freqs.weight" in tensors:  # llama 3's rope: each frequency divided by a factor
+        result["rope_factors"] = matrix(tensors["rope_freqs.weight"])
     save_file(result, str(out / WEIGHTS_FILE),
               metadata={"architecture": json.dumps(asdict(arch)),
                         "facts": json.dumps(asdict(read_facts(reader)))})

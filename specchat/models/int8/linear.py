@@ -26,6 +26,7 @@ import warnings
 import torch
 
 from specchat.models.blocks.int8_rows import quantize_rows
+from specchat.models.int8.scripted import compiled
 
 PIN_VALUES = (1.0, -1.0)
 """Extra input columns' values (their weights are zero): the batch's fixed range."""
@@ -54,7 +55,8 @@ class FlatLinear:
         self.inputs, self.outputs = int(rows.shape[1]), int(rows.shape[0])
         self.bias = None if bias is None else bias.float().contiguous()
         self.reduce_range = reduce_range
-        self._buffers: dict[int, torch.Tensor] = {}
+        self._buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        """Per batch size: the pinned input buffer and its view of the input columns."""
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -69,26 +71,18 @@ class FlatLinear:
         return self.outputs * (self.inputs + PINS) + 8 * self.outputs
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given."""
-        pinned, magnitude = self._pinned(x)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            y = torch.ops.quantized.linear_dynamic(pinned, self.packed, self.reduce_range)
+        """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given
+        (the arithmetic: scripted.flat_linear)."""
+        n = int(x.shape[0])
+        kept = self._buffers.get(n)
+        if kept is None:
+            buffer = pinned_buffer(n, self.inputs)
+            kept = (buffer, buffer[:, : self.inputs])
+            if n <= KEPT_BUFFERS:
+                self._buffers[n] = kept
         base = residual if self.bias is None else (self.bias if residual is None
                                                    else residual + self.bias)
-        return y * magnitude if base is None else torch.addcmul(base, y, magnitude)
-
-    def _pinned(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x / its rows' largest magnitudes, beside the +1/-1 columns; those magnitudes)."""
-        n = int(x.shape[0])
-        buffer = self._buffers.get(n)
-        if buffer is None:
-            buffer = pinned_buffer(n, self.inputs)
-            if n <= KEPT_BUFFERS:
-                self._buffers[n] = buffer
-        magnitude = x.abs().amax(1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-        torch.div(x, magnitude, out=buffer[:, : self.inputs])
-        return buffer, magnitude
+        return compiled("flat_linear")(x, kept[0], kept[1], self.packed, base, self.reduce_range)
 
 
 def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:

@@ -10,7 +10,8 @@ operation here keeps that by construction:
   single step at that position makes; a batched kernel would pick its blocking from the
   batch's shape and round differently.
 The per-row attention costs a few microseconds a row and layer; the matrices, which it
-leaves alone, are where a step spends its time.
+leaves alone, are where a step spends its time. Each layer's arithmetic runs as TorchScript
+(scripted.py), which spends less time dispatching its operations than Python does.
 
 Keys and values live in one preallocated buffer per layer that doubles when full (the lean
 forward's `KVBuffer`); rolling back only lowers the length. A draft with a reduced output
@@ -20,14 +21,16 @@ nothing about files, tokenizers or decoding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from specchat.models.device.cores import capped_threads
+import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
 from specchat.models.int8.linear import FlatLinear
+from specchat.models.int8.scripted import compiled
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
 
@@ -62,12 +65,21 @@ class Int8Layer:
     def linears(self) -> list[FlatLinear]:
         return [self.qkv, self.o, self.gate_up, self.down]
 
+    def __post_init__(self) -> None:
+        self.norms = [self.attn_norm, self.ffn_norm]
+        self.packed = [linear.packed for linear in self.linears()]
+        self.inputs = [linear.inputs for linear in self.linears()]
+        """What scripted.decoder_layer takes, in its order (lists made once)."""
+
 
 class Rope:
-    """Rotations of adjacent pairs as complex numbers, one row per position (grown on demand)."""
+    """Rotations of adjacent pairs as complex numbers, one row per position (grown on demand);
+    `factors` (llama 3's `rope_freqs`) divide each frequency, as llama.cpp applies them."""
 
-    def __init__(self, head_dim: int, base: float):
+    def __init__(self, head_dim: int, base: float, factors: torch.Tensor | None = None):
         self.inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        if factors is not None:
+            self.inverse = self.inverse / factors.double()
         self.table = torch.empty(0, head_dim // 2, dtype=torch.complex64)
 
     def at(self, start: int, end: int) -> torch.Tensor:
@@ -97,9 +109,17 @@ class Int8Model:
         self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
         self.head = head_linear(tensors, self.vocab, reduce_range)
         self.vocab_size = vocab_size or arch.vocab
-        self.rope = Rope(arch.head_dim, arch.rope_base)
-        self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device)
+        self.rope = Rope(arch.head_dim, arch.rope_base, tensors.get("rope_factors"))
+        self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device,
+                           token_major=True)
+        self.views = CacheViews.of(self.kv)
+        self.pins = torch.tensor(linear.PIN_VALUES)
+        """The pinned input columns' values (linear.py), for the scripted layers."""
         self._length = 0
+        self.features: torch.Tensor | None = None
+        """[keep, hidden]: the last forward's final hidden states (after the last norm: what
+        the output matrix multiplies) at the rows it returned logits for, kept at no cost
+        for a draft head that reads the target's own features."""
 
     @property
     def cache_length(self) -> int:
@@ -140,7 +160,8 @@ class Int8Model:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""
         start, n = self._length, int(ids.shape[0])
         end = start + n
-        self.kv.make_room(end)
+        if self.kv.make_room(end):
+            self.views = CacheViews.of(self.kv)
         x = self.embed_rows[ids].float() * self.embed_scale[ids].unsqueeze(1)
         turns = self.rope.at(start, end)
         for index, layer in enumerate(self.layers):
@@ -150,22 +171,15 @@ class Int8Model:
 
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,
                start: int) -> torch.Tensor:
-        arch, n = self.arch, int(x.shape[0])
-        qkv = layer.qkv(F.rms_norm(x, (arch.hidden,), layer.attn_norm, arch.eps))
-        heads = arch.heads + arch.kv_heads
-        pairs = qkv[:, : heads * arch.head_dim].view(n, heads, arch.head_dim // 2, 2)
-        rotated = torch.view_as_real(torch.view_as_complex(pairs) * turns).view(n, heads, -1)
-        keys, values = self.kv.keys[index], self.kv.values[index]
-        keys[:, start:start + n] = rotated[:, arch.heads:].transpose(0, 1)
-        values[:, start:start + n] = qkv[:, heads * arch.head_dim:].view(
-            n, arch.kv_heads, arch.head_dim).transpose(0, 1)
-        attended = attend_rows(rotated[:, : arch.heads], keys, values, start, arch)
-        x = layer.o(attended, residual=x)
-        gate, up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps)).chunk(2, -1)
-        return layer.down(F.silu(gate).mul_(up), residual=x)
+        arch = self.arch
+        return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.inputs,
+                                         layer.qkv.bias, self.pins, layer.qkv.reduce_range,
+                                         turns, self.views.layers[index], start, arch.heads,
+                                         arch.kv_heads, arch.head_dim)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        rows = self.head(F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps))
+        self.features = F.rms_norm(hidden, (self.arch.hidden,), self.norm, self.arch.eps)
+        rows = self.head(self.features)
         if self.vocab is None:
             return rows[:, : self.vocab_size]
         return scatter_logits(rows, self.vocab, self.vocab_size)
@@ -193,18 +207,20 @@ def use_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def attend_rows(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int,
-                arch: Architecture) -> torch.Tensor:
-    """Attention of q [n, heads, d] at positions start.. over the cache [kv_heads, ≥ start + n, d],
-    one query row at a time (module docstring) -> [n, heads * d]. Each row is one call of
-torch's flash attention for the CPU over [1, kv_heads, group, d] queries (the group of
-query heads that share a key head), the call a single step makes."""
-    n, group = int(q.shape[0]), arch.heads // arch.kv_heads
-    grouped = q.reshape(n, 1, arch.kv_heads, group, arch.head_dim)
-    keys, values = keys.unsqueeze(0), values.unsqueeze(0)
-    rows = [F.scaled_dot_product_attention(grouped[r], keys[:, :, : start + r + 1],
-                                           values[:, :, : start + r + 1]) for r in range(n)]
-    return (rows[0] if n == 1 else torch.cat(rows)).reshape(n, arch.hidden)
+@dataclass
+class CacheViews:
+    """Per-layer views of a token-major `KVBuffer`, made once per growth (a view costs a call
+    each time it is made): for each layer [key rows, value rows] [capacity, kv_heads, d] to
+    write new positions into, and [key heads, value heads] [1, kv_heads, capacity, d] to
+    attend over (scripted.decoder_layer's `cache`)."""
+
+    layers: list[list[torch.Tensor]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, kv: KVBuffer) -> "CacheViews":
+        return cls([[keys, values, keys.permute(1, 0, 2).unsqueeze(0),
+                     values.permute(1, 0, 2).unsqueeze(0)]
+                    for keys, values in zip(kv.keys.unbind(0), kv.values.unbind(0))])
 
 
 def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specchat.errors import ModelNotFound
+from specchat.errors import ModelNotFound, shortened
 from specchat.models.device.cores import capped_threads, physical_cores  # noqa: F401  (scripts' name)
 from specchat.models.device.estimate import file_type_name, size_label
 
@@ -91,7 +91,7 @@ def last_problem() -> str:
     """The most telling recent llama.cpp log line (an error if there was one)."""
     lines = _state.get("log", [])
     errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
-    return (errors or lines or ["no detail logged"])[-1][:200]
+    return shortened((errors or lines or ["no detail logged"])[-1], 200)
 
 
 def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None):

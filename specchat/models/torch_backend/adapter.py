@@ -9,8 +9,8 @@ environment):
 - `cuda_graphs`: how a static forward's steps are captured on CUDA: `auto` (explicit
   CUDA graphs for specchat's own Llama-family forward, `reduce-overhead` for
   transformers'), `graphs`, `reduce-overhead`, `cudagraphs` or `none`.
-A draft with a reduced output vocabulary runs on the lean forward or transformers' with
-only those head rows. Knows nothing about files, tokenizers, the llama.cpp backend or
+A draft with a reduced output vocabulary multiplies only those head rows: on specchat's own
+static forward on CUDA (Llama family), else on the lean forward or transformers' eager one. Knows nothing about files, tokenizers, the llama.cpp backend or
 decoding.
 """
 
@@ -73,12 +73,16 @@ def torch_adapter(model, device: str, vocab_size: int | None = None, quantized: 
 def _chosen(model, device, vocab_size, quantized, head_ids, int8, how: TorchForward):
     from specchat.models.torch_backend.hf import HFCausalModel
     from specchat.models.torch_backend.lean import LeanLlama, lean_problem
+    from specchat.models.torch_backend.static_llama import owned_problem
 
-    if not quantized and static_wanted(device, how) and head_ids is None:
-        adapter = static_adapter(model, vocab_size, capture=how.capture)
+    reduced_ok = head_ids is None or owned_problem(model) is None  # only our forward cuts heads
+    if not quantized and static_wanted(device, how) and reduced_ok:
+        heads = {"head_ids": head_ids} if head_ids is not None else {}
+        adapter = static_adapter(model, vocab_size, capture=how.capture, **heads)
         kind = "own Llama forward" if type(adapter).__name__ == "StaticLlama" else "transformers"
         graphs = f", CUDA graphs: {adapter.capture}" if getattr(adapter, "compiled", False) else ""
-        return adapter, f"torch ({kind}, static cache{graphs})"
+        reduced = ", reduced vocabulary" if head_ids is not None else ""
+        return adapter, f"torch ({kind}, static cache{graphs}{reduced})"
     if not quantized and lean_wanted(how) and lean_problem(model) is None:
         label = "torch (lean int8)" if int8 else "torch (lean)"
         return LeanLlama(model, vocab_size, head_ids, int8=int8), label

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from specchat.models.blocks.logits import scatter_logits
 from specchat.models.torch_backend.lean import rotate
 from specchat.models.torch_backend.static import StaticCausalModel, bucket
 
@@ -69,9 +70,12 @@ class StaticLlama(StaticCausalModel):
 
     def __init__(self, model, vocab_size: int | None = None, max_length: int | None = None,
                  compile_steps: bool | None = None, buckets: bool | None = None,
-                 capture: str = "auto"):
+                 capture: str = "auto", head_ids: list[int] | None = None):
         body = model.get_decoder()
         self.body, self.head = body, model.get_output_embeddings()
+        self.vocab, self.head_rows = head_rows(self.head.weight, head_ids)
+        """A draft's reduced output vocabulary (sorted ids on the device) and only those rows
+        of the head; None, None: the whole head."""
         attn = body.layers[0].self_attn
         self.head_dim, self.scaling = int(attn.head_dim), float(attn.scaling)
         self.heads = int(model.config.num_attention_heads)
@@ -141,6 +145,8 @@ class StaticLlama(StaticCausalModel):
         for index, layer in enumerate(self.body.layers):
             x = self._layer(index, layer, x, cos[0], sin[0], positions, visible, span)
         hidden = self.body.norm(x[-keep:])
+        if self.vocab is not None:  # a reduced head: those rows only, -inf elsewhere
+            return scatter_logits((hidden @ self.head_rows.T).float(), self.vocab, self.vocab_size)
         return self.head(hidden)[:, : self.vocab_size].float()
 
     def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
@@ -158,6 +164,14 @@ class StaticLlama(StaticCausalModel):
             attn_mask=visible, scale=self.scaling, enable_gqa=self.kv_heads != self.heads)
         x = x + attn.o_proj(out[0].transpose(0, 1).reshape(n, self.heads * self.head_dim))
         return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
+def head_rows(weight: torch.Tensor, head_ids: list[int] | None):
+    """(sorted ids on the weight's device, those rows of the head), or (None, None)."""
+    if head_ids is None:
+        return None, None
+    vocab = torch.tensor(sorted(head_ids), dtype=torch.long, device=weight.device)
+    return vocab, weight.detach()[vocab].contiguous()
 
 
 class GraphSteps:

@@ -1,5 +1,5 @@
 """Random-weight Llama models with real shapes, for profiling at scale without
-downloading anything (`specchat bench synthetic 1b,8b`, `specchat bench scale`).
+downloading anything (`specchat bench synthetic 1b,8b`, the GPU scale measurement of devtools/).
 
 Shapes follow the published configs of Llama 3.2 1B/3B and Llama 3.1 8B; each also has
 a tiny stand-in (`tiny=True`: the same roles at toy sizes) so the measuring code runs

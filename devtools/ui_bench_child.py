@@ -1,7 +1,7 @@
-"""The app side of `specchat bench-ui`: the chat app on a timed scripted pair,
+"""The app side of `python -m devtools bench-ui`: the chat app on a timed scripted pair,
 driven by itself, writing its measurements to a JSON file and exiting.
 
-Run by bench.py inside a pseudo-terminal; `python -m specchat.tui.bench_child
+Run by ui_bench.py inside a pseudo-terminal; `python -m devtools.ui_bench_child
 RATE TOKENS ANSWERS OUT.json`. It times the conversation widget from a subclass
 (when a round is handled, before it is drawn) and counts frames through Textual's
 public `call_after_refresh`: the first frame after a round reaches the screen.

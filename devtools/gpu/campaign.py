@@ -1,6 +1,7 @@
-"""`specchat bench campaign PHASE --out DIR`: the whole GPU measurement as ordered steps.
+"""`python -m devtools campaign PHASE --out DIR`: the whole GPU measurement as ordered steps.
 
-Each step is one `python -m specchat ...` (or `python -m pytest ...`) command with its own
+Each step is one `python -m specchat ...` (or `python -m devtools ...`, `python -m pytest
+...`) command with its own
 time limit, run in priority order inside its phase's budget (`PHASE_BUDGET_S`: a lent GPU
 gives a session 15 minutes of device time in all, its start and the transfers included).
 The prompt-set steps are told their own budget (`bench --budget-s`), so a slow one reports
@@ -10,7 +11,7 @@ Each step's JSON report (or the tail of its output) is appended to DIR/results.j
 its name, command, exit status and seconds; DIR/device.txt says what ran where (GPU,
 versions, llama.cpp's offload), a block per phase. The phases, in their device calls:
 
-- `scale`: `bench scale` at the real 1B/8B shapes in bf16, then 8-bit and 4-bit
+- `scale`: `devtools scale` at the real 1B/8B shapes in bf16, then 8-bit and 4-bit
   (DIR/scale.jsonl);
 - `check`: `pytest -m gpu`;
 - `pair`: the pair's comparison with transformers (bf16), the time outside model forwards,
@@ -36,17 +37,63 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-if TYPE_CHECKING:  # subprocess is imported where it runs: the CLI imports this module
+if TYPE_CHECKING:  # subprocess is imported where it runs: the command line imports this module
     import subprocess
 
 PHASES = ("scale", "check", "pair", "llama")
-PHASE_BUDGET_S = {"scale": 160, "check": 80, "pair": 200, "llama": 90}
-"""Seconds each phase may take. With three device calls (scale; check; pair and llama), a
-machine's start (1 to 2 minutes), each phase's device probe and the transfers, they fill
-about 13 of the 15 minutes a lent GPU gives a session (scripts/gpu_measure.sh), leaving a
-margin for a slow start but no time to rerun a call."""
+PHASE_BUDGET_S = {"scale": 110, "check": 45, "pair": 210, "llama": 90}
+"""Seconds each phase may take (the lease's arithmetic is `LEASE_CALLS` and `lease_s`)."""
 DEVICE_MINUTES = 15
 """A lent GPU's device time per session, everything included (the device tool's limit)."""
+LEASE_TARGET_S = 11 * 60
+"""What the planned calls may use, the machine's start included, so that the largest call
+can be run once more inside `DEVICE_MINUTES`."""
+MACHINE_START_S = 120
+"""A cold machine's start (the device tool says a minute or more; 2 minutes is planned)."""
+CALL_GAP_S = 15
+"""Between one call's return and the next call's start (the machine stays warm 30 s)."""
+
+
+@dataclass(frozen=True)
+class DeviceCall:
+    """One call of the device tool: what it carries and which phases it runs."""
+
+    script: str
+    """`bash scripts/gpu_measure.sh SCRIPT` there."""
+    carry: str
+    phases: tuple[str, ...]
+    setup_s: int
+    """Transfer of the carried folder (under 64 MiB), installs, parking, the device probe."""
+
+    @property
+    def timeout_s(self) -> int:
+        """The call's `timeout_s`: its phases' budgets, its setup and a closing margin."""
+        return self.setup_s + sum(PHASE_BUDGET_S[p] for p in self.phases) + 15
+
+
+LEASE_CALLS = (DeviceCall("scale", ".gpu-a", ("scale",), 25),
+               DeviceCall("stage", ".gpu-b", ("check",), 15),
+               DeviceCall("pair", ".gpu-c", ("pair",), 25))
+"""The measurement's calls, back to back on one warm machine, headline figures first within
+each: the built-in GGUF (98 MB) travels in three parts beside the 22 MB working tree. The
+llama phase is not among them: llama.cpp's CUDA build takes minutes of all 16 cores, and
+nothing may be timed while it compiles (a lease of its own: build, then `llama`)."""
+
+
+def lease_s(calls: tuple[DeviceCall, ...] = LEASE_CALLS) -> int:
+    """Planned device time of `calls`: the start, every call to its limit, the gaps and the
+    give-back after the last."""
+    return MACHINE_START_S + sum(c.timeout_s for c in calls) + CALL_GAP_S * len(calls)
+
+
+def lease_lines(calls: tuple[DeviceCall, ...] = LEASE_CALLS) -> str:
+    """The device calls to make, back to back, and the lease they plan for."""
+    lines = [f'run(carry=["{c.carry}"], command="bash scripts/gpu_measure.sh {c.script}", '
+             f"timeout_s={c.timeout_s})" for c in calls]
+    return ("next, back to back (give_back after the last):\n  " + "\n  ".join(lines)
+            + f"\nplanned: {lease_s(calls)} s of the {DEVICE_MINUTES * 60} s a lent GPU gives")
+
+
 REPORT_S = 15
 """Seconds a prompt-set step keeps, after its `--budget-s`, to finish its last prompt and
 write its report."""
@@ -122,7 +169,7 @@ def phase_budget(plan: Plan, phase: str) -> int:
 
 def scale_steps(plan: Plan) -> list[Step]:
     budget = phase_budget(plan, "scale")
-    scale = ("specchat", "bench", "scale", "--out", str(plan.out / "scale.jsonl"),
+    scale = ("devtools", "scale", "--out", str(plan.out / "scale.jsonl"),
              "--shapes", plan.shapes, "--quant", plan.quantizations,
              "--budget-s", str(max(20, budget - 20)))
     if plan.dry_run:
@@ -140,18 +187,21 @@ def pair_steps(plan: Plan) -> list[Step]:
     """In priority order: what a phase cut short leaves out is the least needed (the
     quantized and spread targets are also in `check` and, at scale, in `scale`)."""
     pair, few = plan.pair, plan.quant_limit
-    return [bench(plan, f"standard-{pair}", "run", pair, limit_s=75),
-            bench(plan, f"overhead-{pair}", "overhead", pair, prompts=3, limit_s=35,
+    return [bench(plan, f"standard-{pair}", "run", pair, limit_s=65),
+            bench(plan, f"overhead-{pair}", "overhead", pair, prompts=3, limit_s=30,
                   settle_s=None),
             bench(plan, f"sweep-profile-{pair}", "profile", pair, "--ks", plan.sweep_ks,
-                  limit_s=70, settle_s=30),
+                  limit_s=55, settle_s=25),
             bench(plan, f"standard-{plan.ngram_pair}", "run", plan.ngram_pair, prompts=few,
-                  limit_s=30),
-            bench(plan, "standard-8bit", "run", f"{pair}-8bit", prompts=few, limit_s=30),
-            bench(plan, "standard-4bit", "run", f"{pair}-4bit", prompts=few, limit_s=30),
-            bench(plan, "standard-spread", "run", f"{pair}-spread", prompts=few, limit_s=30),
+                  limit_s=20, settle_s=10),
+            bench(plan, "standard-8bit", "run", f"{pair}-8bit", prompts=few, limit_s=20,
+                  settle_s=10),
+            bench(plan, "standard-4bit", "run", f"{pair}-4bit", prompts=few, limit_s=20,
+                  settle_s=10),
+            bench(plan, "standard-spread", "run", f"{pair}-spread", prompts=few, limit_s=20,
+                  settle_s=10),
             Step(f"check-{pair}", ("specchat", "pairs", "--config", str(plan.campaign_config),
-                                   "--check", pair, "--measure"), 30)]
+                                   "--check", pair, "--measure"), 20)]
 
 
 def llama_steps(plan: Plan) -> list[Step]:
@@ -228,16 +278,20 @@ def step_record(step: Step, done: subprocess.CompletedProcess | None, seconds: f
             "seconds": round(seconds, 1), "command": " ".join(step.argv), "report": report}
 
 
+IN_PROCESS = ("specchat", "devtools")
+"""The steps' modules a dry run may answer in this process (their command lines are click's)."""
 RunHere = Callable[[tuple[str, ...]], "subprocess.CompletedProcess"]
-"""Runs `specchat ARGS` in this process (given by the command line, which owns the CLI)."""
+"""Runs `python -m MODULE ARGS` (a step's argv, MODULE one of IN_PROCESS) in this process
+(given by the command line, which owns the click groups)."""
 
 
 def run_step(step: Step, plan: Plan, limit: float,
              run_here: RunHere | None = None) -> subprocess.CompletedProcess | None:
     """The step's finished process (None: it ran out of time). A dry run given `run_here`
-    answers specchat's own steps in this process: its imports are paid once, not per step."""
-    if plan.dry_run and run_here is not None and step.argv[0] == "specchat":
-        return run_here(step.argv[1:])
+    answers specchat's and devtools' own steps in this process: its imports are paid once,
+    not per step."""
+    if plan.dry_run and run_here is not None and step.argv[0] in IN_PROCESS:
+        return run_here(step.argv)
     import subprocess
 
     try:

@@ -1,9 +1,9 @@
-"""`specchat bench scale | campaign | publish`: the GPU measurement's three commands (click).
+"""`python -m devtools scale | campaign | publish`: the GPU measurement's three commands (click).
 
 `scale` measures random-weight models at real Llama scale; `campaign PHASE` runs one phase
 of the whole GPU measurement as timed steps; `publish` writes a campaign's results into
-docs/gpu/ and docs/benchmarks.md. The measuring is in specchat.bench.gpu; every command
-has a CPU dry run (`--tiny` / `--dry-run`) that the test suite runs.
+docs/gpu/ and docs/benchmarks.md. The measuring is in devtools/gpu/; every command has a CPU
+dry run (`--tiny` / `--dry-run`) that the test suite runs. Developer-only: not in the wheel.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import click
 
-from specchat.bench.gpu.campaign import PHASE_BUDGET_S, PHASES
+from devtools.gpu.campaign import PHASE_BUDGET_S, PHASES
+from specchat.commands.options import check_output_file
 from specchat.engine.params import K_MAX
 from specchat.errors import UsageError
 
@@ -41,14 +42,13 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
           quantizations: tuple[str, ...], k: int, tokens: int, repeats: int,
           budget_s: float) -> None:
     """Real-scale Llama shapes on random weights: bandwidth, v(n), capture, speculation."""
-    from specchat.bench.gpu.scale import ScaleSettings, run_scale
+    from devtools.gpu.scale import ScaleSettings, run_scale
 
     device = scale_device(device)
     check_scale_choices(shapes, quantizations)
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    check_output_file("--out", out)
     settings = ScaleSettings(device, tiny, shapes, quantizations, k, tokens, repeats, budget_s)
-    command = (f"specchat bench scale --out {out} --device {device}{' --tiny' if tiny else ''} "
+    command = (f"python -m devtools scale --out {out} --device {device}{' --tiny' if tiny else ''} "
                f"--shapes {','.join(shapes)} --quant {','.join(quantizations)} --k {k} "
                f"--tokens {tokens} --repeats {repeats} --budget-s {budget_s:g}")
     with open(out, "a") as handle:
@@ -56,7 +56,7 @@ def scale(out: Path, device: str | None, tiny: bool, shapes: tuple[str, ...],
 
 
 def scale_device(requested: str | None) -> str:
-    """The device `bench scale` runs on: cuda where present unless told; a CUDA device asked
+    """The device `scale` runs on: cuda where present unless told; a CUDA device asked
     for where none is visible is a one-line error."""
     import torch
 
@@ -102,7 +102,7 @@ def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None
              budget_s: int | None, llama_bin: Path | None, dry_run: bool) -> None:
     """One phase of the GPU measurement (scale, check, pair, llama) as timed steps within a
     budget."""
-    from specchat.bench.gpu.campaign import Plan, dry_plan, run_phase
+    from devtools.gpu.campaign import Plan, dry_plan, run_phase
 
     if not dry_run:
         require_cuda()
@@ -110,7 +110,15 @@ def campaign(ctx: click.Context, phase: str, out: Path, config_file: Path | None
                 llama_bin=llama_bin)
     run_phase(dry_plan(plan) if dry_run else plan, phase,
               note=lambda text: click.echo(text, err=True),
-              run_here=lambda args: in_process(ctx.find_root().command, args))
+              run_here=lambda argv: in_process(step_roots(ctx)[argv[0]], argv))
+
+
+def step_roots(ctx: click.Context) -> dict[str, click.Command]:
+    """The click group that answers each in-process step's module: specchat's, and this
+    command line's own (devtools'), found from the context, not imported back."""
+    from specchat.cli import main as specchat_main
+
+    return {"specchat": specchat_main, "devtools": ctx.find_root().command}
 
 
 def require_cuda() -> None:
@@ -119,13 +127,13 @@ def require_cuda() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UsageError("bench campaign measures a CUDA GPU and none is visible here; "
+        raise UsageError("campaign measures a CUDA GPU and none is visible here; "
                          "--dry-run runs every phase on this CPU with tiny models")
 
 
-def in_process(root: click.Command, args: tuple[str, ...]):
-    """`specchat ARGS` run by the root command in this process, its output captured as a
-    subprocess's would be (a dry run's steps pay the imports once)."""
+def in_process(root: click.Command, argv: tuple[str, ...]):
+    """`python -m MODULE ARGS` (`argv`) run by MODULE's click group `root` in this process, its
+    output captured as a subprocess's would be (a dry run's steps pay the imports once)."""
     import io
     import subprocess
     import traceback
@@ -134,12 +142,12 @@ def in_process(root: click.Command, args: tuple[str, ...]):
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
-            code = root.main(list(args), prog_name="specchat", standalone_mode=False)
+            code = root.main(list(argv[1:]), prog_name=argv[0], standalone_mode=False)
         except Exception:  # noqa: BLE001 - recorded like a crashed subprocess
             traceback.print_exc()
             code = 1
     status = code if isinstance(code, int) else 0
-    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
 
 @click.command("publish", context_settings=CONTEXT)
@@ -152,7 +160,7 @@ def in_process(root: click.Command, args: tuple[str, ...]):
               help="the doc the tables go into (run from the repository's root)")
 def publish(folders: tuple[Path, ...], results_dir: Path, benchmarks: Path) -> None:
     """A campaign's returned folders into docs/gpu/ and the tables into the benchmarks doc."""
-    from specchat.bench.gpu.publish import publish as write
+    from devtools.gpu.publish import publish as write
 
     raw, doc = write(list(folders), results_dir, benchmarks)
     click.echo(f"wrote {raw} and the tables into {doc}")

@@ -1,5 +1,5 @@
-"""UI benchmark (`specchat bench-ui`): how the app keeps up with a fast stream, and
-how fast it opens.
+"""UI benchmark (`python -m devtools bench-ui`): how the app keeps up with a fast stream,
+and how fast it opens.
 
 Stream: the app runs in a pseudo-terminal (the real Linux driver, every frame
 written out; the parent drains it) against a scripted pair that streams at a
@@ -10,6 +10,7 @@ round's post to the first screen refresh after it (the frames counted are the
 refreshes that showed new rounds). Startup: the real `specchat`
 command in a pseudo-terminal, timed until the input box is drawn and until typed
 characters echo, with the pair still loading. Textual and the standard library only.
+Developer-only (not in the wheel): the child runs from this checkout.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from pathlib import Path
 
 SIZE = (160, 50)
+CHECKOUT = Path(__file__).resolve().parent.parent
+"""The repository root, which holds devtools/ (put on the child's path, wherever it runs)."""
 
 
 def drain(master: int, until, timeout: float, on_data=None) -> bytes:
@@ -61,7 +64,8 @@ def in_pty(argv: list[str], env: dict) -> tuple[subprocess.Popen, int]:
 
 
 def child_env(folder: Path) -> dict:
-    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
+    path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", PYTHONPATH=path)
     env.setdefault("SPECCHAT_CONFIG_DIR", str(folder / "config"))
     env.setdefault("SPECCHAT_DATA_DIR", str(folder / "data"))
     return env
@@ -71,7 +75,7 @@ def run_stream(rate: float, tokens: int, answers: int) -> dict:
     """The stream benchmark in a child process on a pseudo-terminal."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "result.json"
-        argv = [sys.executable, "-m", "specchat.tui.bench_child", str(rate), str(tokens),
+        argv = [sys.executable, "-m", "devtools.ui_bench_child", str(rate), str(tokens),
                 str(answers), str(out)]
         process, master = in_pty(argv, child_env(Path(folder)))
         drain(master, lambda _: process.poll() is not None, timeout=120 + tokens * answers / rate)
@@ -80,7 +84,8 @@ def run_stream(rate: float, tokens: int, answers: int) -> dict:
         process.wait()
         os.close(master)
         if not out.exists():
-            raise SystemExit("bench-ui: the app did not report (see `python -m specchat.tui.bench_child`)")
+            raise SystemExit("bench-ui: the app did not report "
+                             "(see `python -m devtools.ui_bench_child`)")
         return json.loads(out.read_text())
 
 
@@ -143,7 +148,7 @@ def main(rate: float, tokens: int, answers: int, startup: bool, as_json: bool) -
         rows += [("startup: input box drawn", f"{s['input_drawn_s']:.2f} s"),
                  ("startup: typed text echoed", f"{s['typing_echoed_s']:.2f} s"),
                  ("startup: pair loaded before typing?", "yes" if s["model_ready_before_typing"] else "no"),
-                 ("startup: pair ready (loaded + calibrated)",
+                 ("startup: pair ready (loaded + baseline measured)",
                   "n/a" if s["pair_ready_s"] is None else f"{s['pair_ready_s']:.1f} s")]
     width = max(len(label) for label, _ in rows) + 2
     for label, value in rows:

@@ -1,4 +1,4 @@
-"""`specchat bench publish DIR...`: a campaign's returned folders (results.jsonl, scale.jsonl,
+"""`python -m devtools publish DIR...`: a campaign's returned folders (results.jsonl, scale.jsonl,
 device.txt) into the repository: every raw object into docs/gpu/DATE-DEVICE.jsonl, and
 the tables into docs/benchmarks.md between the `gpu-results` markers, each target of the GPU
 issue marked met, MISSED or not measured.
@@ -44,7 +44,7 @@ def v_of(figures: dict, n: int) -> float | None:
 
 
 def recorded_costs(target: dict, draft: dict) -> Costs:
-    """The step costs of a `bench scale` target record with a draft record's one-token step
+    """The step costs of a `scale` target record with a draft record's one-token step
     as the drafter's (keys of verify_ms are strings after a JSON round trip)."""
     verify_s = {int(n): ms / 1000 for n, ms in target["verify_ms"].items()}
     return Costs.of(verify_s, draft["step_ms"] / 1000)

@@ -1,4 +1,4 @@
-"""`specchat bench scale`: measurements at real scale on random weights with the shapes of
+"""`python -m devtools scale`: measurements at real scale on random weights with the shapes of
 Llama-3.2-1B and Llama-3.1-8B (nothing downloaded), in bfloat16, 8-bit and 4-bit. One JSON
 object per measurement, appended to --out and echoed to stdout:
 
@@ -45,7 +45,7 @@ DRAFT, TARGET = "1b", "8b"
 
 @dataclass(frozen=True)
 class ScaleSettings:
-    """What `bench scale` measures and how long it may take."""
+    """What `scale` measures and how long it may take."""
 
     device: str
     tiny: bool = False

@@ -1,15 +1,16 @@
 """Building llama.cpp's own programs (`llama-bench`, `llama-speculative-simple`) from the
-llama.cpp that the installed llama-cpp-python vendors, so `bench` compares specchat with
-llama.cpp's programs on the very kernels specchat's llama.cpp backend runs.
+llama.cpp that the installed llama-cpp-python vendors, so `specchat bench` compares specchat
+with llama.cpp's programs on the very kernels specchat's llama.cpp backend runs.
 
-`specchat bench build-llama`: the source distribution of the installed version comes from
-pip (`pip download --no-binary :all: --no-deps llama-cpp-python==VERSION`, served from pip's
-cache where it is there), is unpacked under the user cache (`llama.cpp/src-VERSION`),
-configured with CMake in Release mode (plus the flags in CMAKE_ARGS, as pip's build of the
-bindings reads them: `-DGGML_CUDA=on` for a CUDA build) and built for the two programs only,
-which are copied to `llama.cpp/bin-VERSION` (`default_folder`), where `bench` looks for them
-unless told otherwise (`--llama-bin`). A later build only rebuilds what changed. Knows
-nothing about benchmarks.
+`python -m devtools build-llama` (`make llama-tools`): the source distribution of the
+installed version comes from pip (`pip download --no-binary :all: --no-deps
+llama-cpp-python==VERSION`, served from pip's cache where it is there), is unpacked under the
+user cache (`llama.cpp/src-VERSION`), configured with CMake in Release mode (plus the flags in
+CMAKE_ARGS, as pip's build of the bindings reads them: `-DGGML_CUDA=on` for a CUDA build) and
+built for the two programs only, which are copied to specchat's `default_folder`
+(specchat/bench/llama_programs.py), where `bench` looks for them unless told otherwise
+(`--llama-bin`). A later build only rebuilds what changed. Developer-only (not in the wheel);
+knows nothing about benchmarks.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from specchat import paths
+from specchat.bench.llama_programs import default_folder, programs_root
 from specchat.errors import UsageError
 
 PROGRAMS = ("llama-bench", "llama-speculative-simple")
@@ -45,21 +46,11 @@ def bindings_version() -> str:
                          "its programs from: pip install 'specchat[llama]'") from None
 
 
-def root() -> Path:
-    return paths.cache_dir() / "llama.cpp"
-
-
-def default_folder() -> Path:
-    """Where `build` puts the programs for the installed llama-cpp-python (and `bench`
-    looks for them unless given --llama-bin)."""
-    try:
-        return root() / f"bin-{bindings_version()}"
-    except UsageError:
-        return root() / "bin"
+root = programs_root
 
 
 def build(note: Note = lambda _: None, jobs: int | None = None, out: Path | None = None) -> Path:
-    """Build the programs and copy them to `out` (default: `default_folder()`)."""
+    """Build the programs and copy them to `out` (default: where `bench` looks for them)."""
     version = bindings_version()
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
@@ -69,7 +60,7 @@ def build(note: Note = lambda _: None, jobs: int | None = None, out: Path | None
     folder = root() / f"build-{version}"
     configure(source, folder, note)
     compile_programs(folder, jobs or os.cpu_count() or 2, note)
-    return install(folder, out or root() / f"bin-{version}")
+    return install(folder, out or default_folder(version))
 
 
 def sources(version: str, note: Note) -> Path:

@@ -1,5 +1,0 @@
-"""The GPU measurement: `bench scale` (random weights at real Llama scale), `bench campaign`
-(the whole measurement as ordered steps within a time budget) and `bench publish` (raw
-results into docs/gpu/ and the tables into docs/benchmarks.md). Every part has a CPU
-dry run with tiny models that the test suite runs, so none of it can rot between GPUs.
-"""
