@@ -1,7 +1,7 @@
 """The cost model behind a pair's speedup, measured: the draft/target step cost
 ratio c, the verify cost v(n) of n tokens relative to one plain step, the
 acceptance α from the acceptance events (accepted / tested draft positions), and
-the ideal speedup of each k (DESIGN.md §4) next to the one measured in the same run.
+the ideal speedup of each k (docs/design.md §4) next to the one measured in the same run.
 
 For a drafter that does not always draft (n-gram lookup without a match) the
 ideal speedup weighs drafting rounds by the measured match rate m (theory.speedup_at).

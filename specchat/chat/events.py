@@ -1,7 +1,7 @@
 """What the chat layer streams to its consumers (CLI, TUI, bench, history).
 
 Plain dataclasses with no torch inside, so the TUI can import this module without
-loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
+loading the engine. Token kinds are specchat/token_kinds.py's (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class TokenSpan:
 
 @dataclass(frozen=True)
 class StatsSnapshot:
-    """The answer's metrics so far (DESIGN.md §4); None where not yet defined."""
+    """The answer's metrics so far (docs/design.md §4); None where not yet defined."""
 
     tokens: int = 0
     rounds: int = 0

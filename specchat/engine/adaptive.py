@@ -62,7 +62,8 @@ if TYPE_CHECKING:
 PRIOR_ALPHA = 0.6
 PRIOR_WEIGHT = 2.0
 PRIOR_VERIFY_SLOPE = 0.08
-"""Extra cost of each verified token relative to a one-token step (DESIGN.md §5: ~0.08 on CPU)."""
+"""Extra cost of each verified token relative to a one-token step, assumed while one width
+alone is timed and no prior is known (docs/design.md §5)."""
 PROBE_START = 4
 """Plain rounds before the first probe once speculation stopped paying."""
 PROBE_MAX = 64

@@ -2,7 +2,7 @@
 on this machine (`Costs`), and the timed forwards that measure them, for any engine
 `CausalModel` and drafter.
 
-These are the measurements the cost model of DESIGN.md §4 needs (c and v(n)), taken
+These are the measurements the cost model of docs/design.md §4 needs (c and v(n)), taken
 from forwards of their own, never from the speed of the answer they are meant to
 predict. The one owner of step costs: `bench profile`, the chat's target-only
 `Baseline`, k = "auto"'s starting point and `pairs --check` all hold a `Costs` and time

@@ -1,5 +1,5 @@
 """Speculation statistics accumulated from `Round` events, named as vLLM and
-llama.cpp users know them (DESIGN.md §4). Pure bookkeeping over token counts and
+llama.cpp users know them (docs/design.md §4). Pure bookkeeping over token counts and
 timings; knows nothing about text or wall clocks beyond what it is handed.
 """
 
