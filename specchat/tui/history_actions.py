@@ -13,26 +13,34 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from textual.notifications import SeverityLevel
 
 from specchat.history.store import SavedConversation, default_path
 from specchat.tui.recorder import HistoryRecorder
-
-if TYPE_CHECKING:  # the app's other part, as the host protocol names it
-    from specchat.tui.answers import ChatTranscript
+from specchat.turn import Turn
 
 EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
 RETRY_EVERY_S = 1.0
 """How often saves waiting in memory are tried again (the recorder's pause still applies)."""
 
 
+class SavedTranscript(Protocol):
+    """What reopening a conversation needs of the transcript (tui/answers.py's
+    `ChatTranscript`, named by its parts: that module imports this one)."""
+
+    @property
+    def pending_turns(self) -> list[Turn]: ...
+    def show_saved(self, conversation: SavedConversation) -> bool: ...
+
+
 class HistoryHost(Protocol):
     """What the history actions need of the app."""
 
     service: Any
-    transcript: ChatTranscript
+    @property
+    def transcript(self) -> SavedTranscript: ...
     settings: Any
     theme_variables: dict[str, str]
 

@@ -13,15 +13,27 @@ imports models or torch.
 from __future__ import annotations
 
 import gc
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from specchat.chat.baseline import Baseline
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.messages import BaselineMeasured, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import PairLoading, ServiceFactory
+from specchat.turn import Turn
 
-if TYPE_CHECKING:  # the app's other part, as the host protocol names it
-    from specchat.tui.answers import ChatTranscript
+
+class PairTranscript(Protocol):
+    """What the pair switch needs of the transcript (tui/answers.py's `ChatTranscript`,
+    named by its parts: that module imports this one)."""
+
+    @property
+    def job(self) -> object | None:
+        """The answer or race streaming now, if any."""
+        ...
+    @property
+    def pending_turns(self) -> list[Turn]: ...
+    def pair_ready(self) -> None: ...
+    def pair_failed(self, reason: str) -> None: ...
 
 
 class PairHost(Protocol):
@@ -31,7 +43,8 @@ class PairHost(Protocol):
     info: PairInfo | None
     pair_name: str
     sub_title: str
-    transcript: ChatTranscript
+    @property
+    def transcript(self) -> PairTranscript: ...
     settings: Any
     gauges: Any
 

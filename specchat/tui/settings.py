@@ -16,8 +16,7 @@ from textual.notifications import SeverityLevel
 
 from specchat.chat.service import FIXED_DRAFT_LENGTH, ConversationService, PairInfo
 
-if TYPE_CHECKING:  # the app's other parts, as the host protocol names them
-    from specchat.tui.answers import ChatTranscript
+if TYPE_CHECKING:  # the app's other part, as the host protocol names it
     from specchat.tui.history_actions import HistoryActions
 
 
@@ -27,7 +26,6 @@ class SettingsHost(Protocol):
     service: ConversationService | None
     pairs: list[tuple[str, str]]
     pair_name: str
-    transcript: ChatTranscript
     history: HistoryActions
     chat_screen: Any
     gauges: Any
