@@ -1,6 +1,6 @@
 """No function of the package is left that nothing calls (issue 38 found seven): every
 function, method and property defined in specchat/ is named somewhere else in specchat/,
-tests/ or scripts/. Names the frameworks call are exempt: Textual's handlers and hooks
+tests/, scripts/ or the developer tools (devtools/). Names the frameworks call are exempt: Textual's handlers and hooks
 (`on_*`, `action_*`, `watch_*`, `compose`, the overrides in FRAMEWORK_HOOKS), Python's dunders,
 and click commands (registered by their decorator)."""
 
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("specchat", "tests", "scripts")
+FOLDERS = ("specchat", "tests", "scripts", "devtools")
 HOOK = re.compile(r"^(on_|action_|watch_|compute_|validate_)|^__\w+__$|^compose$")
 FRAMEWORK_HOOKS = {"get_theme_variable_defaults", "get_default_screen", "discover", "can_replace"}
 """Textual's App, command Provider and Message overrides: Textual calls them by name."""
