@@ -36,7 +36,7 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
                             window=not adaptive_k)
     drafter = ModelDrafter(wrap(draft) if wrap else draft)
     config = getattr(pair, "config", None)
-    if not getattr(config, "lookup", False):
+    if config is None or not getattr(config, "lookup", False):
         return drafter
     n = config.ngram_n
     return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),

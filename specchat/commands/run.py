@@ -97,7 +97,8 @@ class Interrupt:
     answered stays, the statistics or the `done` object follow, and the exit status is 128 +
     the signal's number: 130 or 143); a second one ends the program at once."""
 
-    SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+    SIGNALS: dict[int, str] = {signal.SIGINT: "interrupted",
+                               signal.SIGTERM: "terminated (SIGTERM)"}
 
     def __init__(self):
         self.signum: int | None = None
@@ -130,7 +131,7 @@ class Interrupt:
 
     def said(self) -> str:
         """What the last stderr line says happened: "interrupted", "terminated (SIGTERM)"."""
-        return self.SIGNALS[self.signum]
+        return self.SIGNALS[self.signum if self.signum is not None else signal.SIGINT]
 
     def __call__(self) -> bool:
         return self.requested

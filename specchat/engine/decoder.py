@@ -62,7 +62,10 @@ class Drafter(Protocol):
         decoder's own list): a drafter that reads token values reads these, since reading
         `sequence` is a synchronisation on a GPU."""
     def rollback(self, committed_length: int) -> None: ...
-    max_cache_lag: int
+    @property
+    def max_cache_lag(self) -> int:
+        """How many committed tokens the draft model's cache may lack after a drafting round."""
+        ...
 
 
 @dataclass
