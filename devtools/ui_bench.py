@@ -94,7 +94,7 @@ def run_startup(timeout: float = 60.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
         process, master = in_pty([sys.executable, "-m", "specchat"], child_env(Path(folder)))
-        marks: dict[str, float] = {}
+        marks: dict[str, float | bool | None] = {}
         seen = drain(master, lambda b: b"essage (Enter sends" in b, timeout)
         marks["input_drawn_s"] = time.perf_counter() - started
         os.write(master, b"zqxj")

@@ -50,19 +50,26 @@ class TimedTranscript(ChatTranscript):
 
     frame_pending = False
 
+    @property
+    def bench(self) -> BenchApp:
+        """The app: always the bench's, which names this class as its transcript."""
+        app = self.app
+        assert isinstance(app, BenchApp)
+        return app
+
     # Textual calls these handlers and then the parent class's (each class in the MRO): no super().
     def on_round_arrived(self, message: RoundArrived) -> None:
-        self.app.handled.extend([time.perf_counter()] * len(message.updates))
+        self.bench.handled.extend([time.perf_counter()] * len(message.updates))
         if not self.frame_pending:
             self.frame_pending = True
             self.call_after_refresh(self._frame_shown)
 
     def _frame_shown(self) -> None:
         self.frame_pending = False
-        self.app.frames.append(time.perf_counter())
+        self.bench.frames.append(time.perf_counter())
 
     def on_answer_finished(self, message: AnswerFinished) -> None:
-        self.app.answer_finished()
+        self.bench.answer_finished()
 
 
 class BenchApp(SpecchatApp):
