@@ -81,6 +81,29 @@ def test_every_file_the_readmes_layout_names_exists():
     assert len(named) > 20 and sorted(named - files) == []
 
 
+DESIGN = ROOT / "docs" / "design.md"
+CITING = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+          *sorted(f for folder in ("specchat", "devtools", "tests")
+                  for f in (ROOT / folder).rglob("*.py"))]
+
+
+def cited_sections(text: str) -> set[str]:
+    """The section numbers a text cites as `docs/design.md §N`."""
+    return set(re.findall(r"docs/design\.md §(\d+)", text))
+
+
+def test_every_citation_of_the_design_page_names_one_of_its_sections():
+    """Code and docs cite the design by docs/design.md's numbered sections; the brief it
+    grew from is not in the repository, so nothing cites that."""
+    sections = set(re.findall(r"^## (\d+)\.", DESIGN.read_text(), re.MULTILINE))
+    texts = {f.relative_to(ROOT).as_posix(): f.read_text() for f in CITING
+             if f != Path(__file__).resolve()}
+    cited = set().union(*map(cited_sections, texts.values()))
+    assert cited and sorted(cited - sections) == []
+    assert [name for name, text in texts.items() if "DESIGN" + ".md" in text] == []
+    assert cited_sections("see docs/design.md §9, and docs/design.md §1") == {"9", "1"}
+
+
 def test_the_checks_see_a_renamed_module():
     assert named_module_paths("see `specchat/models/gguf_cache.py` and models/loader.py") == {
         "models/gguf_cache.py", "models/loader.py"}

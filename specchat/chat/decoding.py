@@ -13,12 +13,16 @@ Knows nothing about text or about how the pair was loaded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from specchat.engine import Decoder, LookupFirstDrafter, ModelDrafter, NgramDrafter, Settings
 
+if TYPE_CHECKING:
+    from specchat.engine.decoder import Drafter
 
-def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
+
+def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
+                adaptive_k: bool = False) -> Drafter | None:
     """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model (inside
     a `LookupFirstDrafter` where the pair's `lookup` key asks for prompt lookup too), an
     `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
@@ -32,7 +36,7 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
                             window=not adaptive_k)
     drafter = ModelDrafter(wrap(draft) if wrap else draft)
     config = getattr(pair, "config", None)
-    if not getattr(config, "lookup", False):
+    if config is None or not getattr(config, "lookup", False):
         return drafter
     n = config.ngram_n
     return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),
