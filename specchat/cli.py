@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from specchat import __version__
-from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.commands.options import (config_from, config_option, k_option, pair_option,
+                                       theme_option)
 from specchat.errors import SpecchatError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -50,11 +51,6 @@ class Group(click.Group):
             raise
 
 
-config_option = click.option(
-    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-    help="A models.toml whose pairs win over the user's and the built-in ones.")
-
-
 @click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="specchat")
 @config_option
@@ -75,18 +71,26 @@ def main(ctx: click.Context, config_file: Path | None, pair_name: str | None,
     ctx.obj["config"] = config_file
     chat_options = {"pair_name": pair_name, "theme": theme, "k": k}
     if ctx.invoked_subcommand is None:
-        ctx.invoke(main.get_command(ctx, "chat"), **chat_options)
+        ctx.invoke(command_named(ctx, "chat"), **chat_options)
     elif any(value is not None for value in chat_options.values()):
         given = [flag for flag, value in zip(("--pair", "--theme", "-k"), chat_options.values())
                  if value is not None]
         raise click.UsageError(misplaced_options_hint(ctx, ctx.invoked_subcommand, given))
 
 
+def command_named(ctx: click.Context, name: str) -> click.Command:
+    """One of the group's commands (every name asked for here is one of them)."""
+    command = main.get_command(ctx, name)
+    if command is None:
+        raise click.UsageError(f"no such command: {name}")
+    return command
+
+
 def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -> str:
     """Where chat options given before another command go: after it where it takes them,
     else the commands that do."""
     def flags(name: str) -> set[str]:
-        return {opt for param in main.get_command(ctx, name).params for opt in param.opts}
+        return {opt for param in command_named(ctx, name).params for opt in param.opts}
 
     def both(items: list[str]) -> str:
         return " and ".join(items)
@@ -102,11 +106,6 @@ def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -
     return (f"{opening}, and `specchat {command}` has no {both(missing)}: open the chat with "
             f"`specchat {given[0]} ...` alone, or give {it} to a command that takes {it} "
             f"({', '.join(takers)})")
-
-
-def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
-    """A command's own --config wins over the group's."""
-    return config_file or (ctx.obj or {}).get("config")
 
 
 @main.command(context_settings=CONTEXT)

@@ -293,7 +293,7 @@ def test_a_llamacpp_target_runs_with_a_torch_draft(loaded):
 
 
 def test_the_same_gguf_on_torch_decodes_the_same_greedy_tokens(loaded):
-    """In float32 (DESIGN §3): on a CPU with AVX-512 BF16, dtype "auto" picks bfloat16 for
+    """In float32 (docs/design.md §3): on a CPU with AVX-512 BF16, dtype "auto" picks bfloat16 for
     torch, and a tiny random model's near-ties then part the two at the first token."""
     on_llama = loaded("gguf-plain")
     on_torch = loaded("gguf-plain", backend="torch", dtype="float32")

@@ -116,7 +116,7 @@ async def test_the_chat_answers_on_the_qwen_pair_with_accepted_tokens_in_their_c
     app = create_app(lambda name: pair_service(catalog.get(name), None, 24, None),
                      [("qwen-k3", "")], "qwen-k3")
     async with app.run_test(size=(140, 45)) as pilot:
-        await wait_for(pilot, lambda: app.gauges.info is not None, 900)  # asking stops the calibration
+        await wait_for(pilot, lambda: app.gauges.info is not None, 900)  # asking stops the baseline
         await pilot.press(*"Write a Python function that adds two numbers.", "enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app), 900)
         accepted = app.theme_variables["spec-accepted"].lower()

@@ -13,14 +13,18 @@ Knows nothing about text or about how the pair was loaded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from specchat.chat.cross import cross_drafter
 from specchat.chat.narrow_draft import fitted
 from specchat.engine import Decoder, LookupFirstDrafter, ModelDrafter, NgramDrafter, Settings
 
+if TYPE_CHECKING:
+    from specchat.engine.decoder import Drafter
 
-def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
+
+def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
+                adaptive_k: bool = False) -> Drafter | None:
     """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
     `CrossTokenizerDrafter` over one with a tokenizer of its own (`draft_tokenizer`,
     chat/cross/), either inside a `LookupFirstDrafter` where the pair's `lookup` key asks for
@@ -40,7 +44,7 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
         draft = fitted(draft, pair.target)
         drafter = ModelDrafter(wrap(draft) if wrap else draft)
     config = getattr(pair, "config", None)
-    if not getattr(config, "lookup", False):
+    if config is None or not getattr(config, "lookup", False):
         return drafter
     n = config.ngram_n
     return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),

@@ -1,7 +1,7 @@
 """What the chat layer streams to its consumers (CLI, TUI, bench, history).
 
 Plain dataclasses with no torch inside, so the TUI can import this module without
-loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
+loading the engine. Token kinds are specchat/token_kinds.py's (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class TokenSpan:
 
 @dataclass(frozen=True)
 class StatsSnapshot:
-    """The answer's metrics so far (DESIGN.md §4); None where not yet defined."""
+    """The answer's metrics so far (docs/design.md §4); None where not yet defined."""
 
     tokens: int = 0
     rounds: int = 0
@@ -84,7 +84,7 @@ class StatsSnapshot:
     """Each round's draft plus verify time in ms, in order: in the answer's last snapshot
     only (`AnswerDone.stats`), where the charts read each round's tokens/s."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         """The documented `done.stats` keys of `specchat run --jsonl`."""
         return {"tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "ttft_s": self.ttft_s,
                 "rounds": self.rounds, "drafted": self.drafted, "accepted": self.accepted,

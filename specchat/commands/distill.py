@@ -61,7 +61,7 @@ def distill(target: str, out: Path, layers: int, vocab: int, tokens: int, prompt
             steps: int, batch_size: int, lr: float, max_new_tokens: int, checkpoint_every: int,
             device: str, seed: int, threads: int | None, resume: bool, init_from: Path | None,
             int8: bool, teacher_batch: int, teacher_only: bool, gguf: Path | None,
-            gguf_type: str | None):
+            gguf_type: str):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if gguf:
         check_gguf_export(target, gguf)

@@ -67,7 +67,8 @@ def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
     """
     if not size or size >= full_size:
         return None
-    answers, ranked = Counter(), Counter()
+    answers: Counter[int] = Counter()
+    ranked: Counter[int] = Counter()
     for sample in samples:
         answers.update(sample.ids[sample.prompt_len:].tolist())
         ranked.update(sample.topk_ids.flatten().tolist())

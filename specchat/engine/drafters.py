@@ -65,7 +65,8 @@ class ModelDrafter:
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False,
                 committed: list[int] | None = None) -> Proposal:
-        tokens, probs = [], []
+        tokens: list[torch.Tensor] = []
+        probs: list[torch.Tensor] = []
         feed = sequence[self.model.cache_length:]
         for _ in range(k):
             if should_stop():
@@ -73,14 +74,16 @@ class ModelDrafter:
             logits = self.model.forward(feed, keep=1)
             token, q = self._choose(logits, params, generator)
             tokens.append(token)
-            probs.append(q)
+            if q is not None:
+                probs.append(q)
             feed = token
         if not tokens:
             return empty_proposal(sequence.device)
         return Proposal(torch.cat(tokens), None if params.greedy else torch.stack(probs))
 
     @staticmethod
-    def _choose(logits: torch.Tensor, params: SamplingParams, generator):
+    def _choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(the next draft token as a [1] tensor, the processed q it was drawn from). Greedy
         takes the argmax of the last row and builds no q: a one-hot q over a 152k vocabulary
         cost several milliseconds a draft step, and greedy verification never reads it."""

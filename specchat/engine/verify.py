@@ -44,7 +44,8 @@ def pick_row(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, index.reshape(1)).squeeze(0)
 
 
-def verify_greedy(drafts: torch.Tensor, target_logits: torch.Tensor):
+def verify_greedy(drafts: torch.Tensor,
+                  target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(accepted count, next token) at temperature 0."""
     choice = row_argmax(target_logits)
     accepted = leading_true(drafts == choice[: drafts.shape[0]])
@@ -67,7 +68,7 @@ def widened(q: torch.Tensor, width: int) -> torch.Tensor:
 
 def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
                    target_logits: torch.Tensor, params: SamplingParams,
-                   generator: torch.Generator | None):
+                   generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(accepted count, next token) by rejection sampling.
 
     `draft_probs` is the processed q each draft was sampled from ([k, vocab]); None

@@ -117,6 +117,7 @@ class Int8Backend:
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads)
+        model.path = path  # what llama.cpp's own programs run in a race (bench/llama_programs)
         return model, path, found.facts
 
     def _loaded(self, model, facts, tokenizer: Any = None,

@@ -119,6 +119,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     model, target_label = target_backend.engine_model(target, target.logit_columns, request)
     labels = {"target": target_label}
     if draft_loaded is not None:
+        assert backends.draft is not None, "a loaded draft model has a backend"
         draft, labels["draft"] = backend_named(backends.draft).engine_model(
             draft_loaded, draft_columns(target, draft_loaded), request)
     reset_peak(target.device)
@@ -173,6 +174,7 @@ def load_draft(pair: PairConfig, backends: Backends, request: LoadRequest, targe
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
     progress(f"loading draft {pair.draft} ({backends.draft})")
+    assert backends.draft is not None, "choose_backends names one for every draft model"
     return None, backend_named(backends.draft).load_draft(ref, request, target)
 
 

@@ -42,7 +42,7 @@ def token_styles(variables: dict[str, str]) -> dict[str, Style]:
     def colour(kind: str) -> Color:
         return Color.parse(variables.get(f"spec-{kind}") or variables.get("foreground", "#ffffff"))
 
-    styles = {kind: Style(foreground=colour(kind)) for kind in TOKEN_KINDS}
+    styles: dict[str, Style] = {kind: Style(foreground=colour(kind)) for kind in TOKEN_KINDS}
     styles["rejected"] = Style(foreground=colour("rejected"), dim=True, strike=True)
     styles["pending"] = Style(foreground=colour("pending"), underline=True, italic=True)
     return styles
@@ -92,10 +92,15 @@ class TokenText(Widget):
         """Redraw after new text; ask for a new layout (which reflows the whole screen) only
         when the wrapped text no longer takes the rows it has."""
         width, rows = self.content_size
-        if width and self.render().get_height(self.styles, width) == rows:
+        if width and self._wrapped_rows(width) == rows:
             self.refresh()
         else:
             self.refresh(layout=True)
+
+    def _wrapped_rows(self, width: int) -> int:
+        """Rows the text takes at `width` (the widget's styles handed over as Textual's own
+        Widget.get_content_height hands them, which its annotation does not foresee)."""
+        return self.render().get_height(self.styles, width)  # type: ignore[arg-type]
 
     def restyle(self) -> None:
         """Theme changed: recolour everything."""
@@ -108,13 +113,15 @@ class TokenText(Widget):
         self.refresh(layout=True)
 
     def _draw(self, spans: Iterable[TokenSpan]) -> None:
-        styles = self.styles_by_kind
+        styles, pieces = self.styles_by_kind, self._pieces
+        if pieces is None:
+            return  # nothing drawn yet: the next render draws every span
         for span in spans:
             if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
                 continue
             text = visible(span.text)
             end = self._length + len(text)
-            self._pieces.append(text)
+            pieces.append(text)
             style = styles.get(span.kind, styles["target"])
             if span.unaligned:
                 style = style + UNALIGNED_MARK
@@ -210,9 +217,9 @@ class TokenFlow(Vertical):
     def plain_text(self) -> str:
         return "".join(chunk.plain_text() for chunk in self.chunks)
 
-    def drawn(self) -> list[tuple[str, Style]]:
+    def drawn(self) -> list[tuple[str, Style | str]]:
         """(text, style) of every styled run on screen, all chunks in order."""
-        runs = []
+        runs: list[tuple[str, Style | str]] = []
         for chunk in self.chunks:
             content = chunk.content()
             runs += [(content.plain[s.start:s.end], s.style) for s in content.spans]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from specchat import paths
 from specchat.engine.params import (DRAFT_LENGTH, NGRAM_N, TEMPERATURE, TOP_K, TOP_P, Bound,
@@ -194,7 +195,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 MODEL_REFERENCE = "a hub id, folder, .gguf file or builtin:NAME, in quotes"
 
 
-def _check_target(where: str, target) -> None:
+def _check_target(where: str, target: Any) -> None:
     """'target' is there, and a model reference: text, not empty."""
     if target is None:
         raise ConfigError(f"{where}: 'target' is required: {MODEL_REFERENCE}")
@@ -206,13 +207,14 @@ def _check_target(where: str, target) -> None:
                           f"({MODEL_REFERENCE})")
 
 
-_TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
-          "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
-          "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
-          "retokenize": str, "description": str, "lookup": bool}
+_TYPES: dict[str, Any] = {
+    "target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
+    "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
+    "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
+    "retokenize": str, "description": str, "lookup": bool}
 
 
-def _typed(where: str, key: str, value):
+def _typed(where: str, key: str, value: Any) -> Any:
     if key in BOUNDS:
         problem = BOUNDS[key].message(f"'{key}'", value)
         if problem:

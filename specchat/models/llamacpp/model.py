@@ -144,7 +144,7 @@ class LlamaCppModel:
         self._ctx = self._new_context()
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
-        self._view: tuple[int, np.ndarray] | None = None
+        self._view: tuple[int | None, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
         self.decode_s = 0.0
         """Seconds spent inside `llama_decode` (and, with layers offloaded, waiting for the

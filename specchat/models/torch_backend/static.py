@@ -21,6 +21,7 @@ Knows nothing about decoding or text.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import torch
 
@@ -61,7 +62,8 @@ def positioned_cache(config, max_length: int, start: torch.Tensor, dtype: torch.
     from transformers import StaticCache
 
     cache = StaticCache(config=config, max_cache_len=max_length)
-    for layer in cache.layers:
+    layers: list[Any] = list(cache.layers)  # each patched to write at the shared position
+    for layer in layers:
         layer.start = start
         layer.cumulative_length = start  # what get_seq_length reports: the same shared position
         layer.update = types.MethodType(positioned_update, layer)

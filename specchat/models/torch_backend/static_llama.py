@@ -23,6 +23,7 @@ Other architectures keep transformers' forward over its StaticCache
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -79,7 +80,9 @@ class StaticLlama(StaticCausalModel):
         self.head_dim, self.scaling = int(attn.head_dim), float(attn.scaling)
         self.heads = int(model.config.num_attention_heads)
         self.kv_heads = int(getattr(model.config, "num_key_value_heads", None) or self.heads)
-        self.keys = self.values = None
+        self.keys: torch.Tensor | None = None
+        """[layers, kv heads, max_length, head dim], allocated by the first `reset`."""
+        self.values: torch.Tensor | None = None
         self._span = FIRST_SPAN
         self.capture_s = 0.0
         """Seconds spent capturing CUDA graphs (or compiling) so far."""
@@ -147,16 +150,17 @@ class StaticLlama(StaticCausalModel):
         return self.head(hidden)[:, : self.vocab_size].float()
 
     def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
-        n, attn = x.shape[0], layer.self_attn
+        n, attn, keys, values = x.shape[0], layer.self_attn, self.keys, self.values
+        assert keys is not None and values is not None, "reset allocates the buffers"
         h = layer.input_layernorm(x)
         q = rotate(attn.q_proj(h).view(n, self.heads, self.head_dim).transpose(0, 1), cos, sin)
         k = rotate(attn.k_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1), cos, sin)
         v = attn.v_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
-        self.keys[index].index_copy_(1, positions, k.to(self.keys.dtype))
-        self.values[index].index_copy_(1, positions, v.to(self.values.dtype))
+        keys[index].index_copy_(1, positions, k.to(keys.dtype))
+        values[index].index_copy_(1, positions, v.to(values.dtype))
         out = F.scaled_dot_product_attention(
-            q.unsqueeze(0), self.keys[index, :, :span].unsqueeze(0),
-            self.values[index, :, :span].unsqueeze(0),
+            q.unsqueeze(0), keys[index, :, :span].unsqueeze(0),
+            values[index, :, :span].unsqueeze(0),
             attn_mask=visible, scale=self.scaling, enable_gqa=self.kv_heads != self.heads)
         x = x + attn.o_proj(out[0].transpose(0, 1).reshape(n, self.heads * self.head_dim))
         return x + layer.mlp(layer.post_attention_layernorm(x))
@@ -177,7 +181,8 @@ class GraphSteps:
         self.forward, self.owner = forward, owner
         self.graphs: dict[tuple[int, int], tuple] = {}
         """(width, attention span) -> (input buffer, graph, output buffer)."""
-        self.pool = None
+        self.pool: Any = None
+        """torch's memory pool the graphs share (made at the first capture)."""
 
     def __call__(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         key = (keep, self.owner._span)
