@@ -178,11 +178,11 @@ def test_run_jsonl_gives_each_round_its_alignment(config):
 def test_k_auto_times_the_cross_tokenizer_draft_per_target_token_and_stays_exact(loaded):
     """k = "auto" starts from timed step costs: the draft's c is its time per proposed target
     token (its whole proposal: the draft's steps and the re-tokenizing)."""
-    from specchat.chat.calibrate import measure_prior
+    from specchat.chat.baseline_timing import measure_baseline_costs
     from specchat.engine.adaptive import settings_for
 
     pair = loaded("bytelevel")
-    costs = measure_prior(pair, widths=(1, 2, 3), repeats=1)
+    costs = measure_baseline_costs(pair, widths=(1, 2, 3), repeats=1)
     assert costs.c is not None and costs.c > 0
     for prompt in PROMPTS[:2]:
         session = ChatSession(pair, settings=settings_for("auto", SamplingParams(), prior=costs))

@@ -38,6 +38,7 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
+    drafter: Drafter
     if getattr(pair, "draft_tokenizer", None) is not None:
         drafter = cross_drafter(pair, wrap)
     else:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 
 class NarrowDraft:
     """The engine's `CausalModel` protocol over a draft, ids past its columns clamped."""
@@ -20,10 +22,11 @@ class NarrowDraft:
     def __init__(self, model: Any):
         self.model = model
 
-    def forward(self, ids, keep: int = 1):
-        return self.model.forward(ids.clamp_max(self.model.vocab_size - 1), keep)
+    def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        logits: torch.Tensor = self.model.forward(ids.clamp_max(self.model.vocab_size - 1), keep)
+        return logits
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
 

@@ -33,6 +33,7 @@ from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 if TYPE_CHECKING:
+    from specchat.chat.pair import Pair
     from specchat.models.config.pairs import PairConfig
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)

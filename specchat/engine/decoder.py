@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal, Protocol, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 import torch
 
-from specchat.engine.drafters import Proposal, empty_proposal
+from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposal
 from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
@@ -50,22 +50,6 @@ def next_chunk(size: int, seconds: float) -> int:
 
 class EngineInvariantError(AssertionError):
     """A cache length disagrees with the committed sequence: a bug, not a user error."""
-
-
-class Drafter(Protocol):
-    def reset(self) -> None: ...
-    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
-                generator: torch.Generator | None,
-                should_stop: Callable[[], bool] = ..., committed: list[int] | None = None,
-                ) -> Proposal:
-        """Up to k drafts after `sequence`; `committed` is the same tokens as host ints (the
-        decoder's own list): a drafter that reads token values reads these, since reading
-        `sequence` is a synchronisation on a GPU."""
-    def rollback(self, committed_length: int) -> None: ...
-    @property
-    def max_cache_lag(self) -> int:
-        """How many committed tokens the draft model's cache may lack after a drafting round."""
-        ...
 
 
 @dataclass

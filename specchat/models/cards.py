@@ -143,8 +143,9 @@ def card_for_ref(ref: str, source: str) -> ModelCard:
     available, where = availability(parsed)
     if not available or "on first use" in where:
         raise SpecchatError(f"{ref}: not on this machine as a file yet ({where})")
-    if parsed.kind == "builtin" and builtin_draft(parsed.value) is not None:
-        return distilled_card(ref, builtin_draft(parsed.value), source)
+    folder = builtin_draft(parsed.value) if parsed.kind == "builtin" else None
+    if folder is not None:
+        return distilled_card(ref, folder, source)
     path = gguf_path(parsed)
     if path is not None:
         return gguf_card(path, ref, source)

@@ -91,9 +91,11 @@ def gguf_own_tokenizer(pair: PairConfig, draft: ModelRef, progress: Progress) ->
     from specchat.models.gguf import cache
     from specchat.models.gguf.drafts import gguf_file
 
-    paths = [gguf_file(ref, progress) for ref in (parse_ref(pair.target), draft)]
-    if gguf_digest(paths[0]) == gguf_digest(paths[1]):
+    target_file = gguf_file(parse_ref(pair.target), progress)
+    draft_file = gguf_file(draft, progress)
+    assert target_file and draft_file, "a GGUF backend runs GGUF files only"
+    if gguf_digest(target_file) == gguf_digest(draft_file):
         return None
     progress(f"the draft {pair.draft} has a tokenizer of its own: its text is re-tokenized "
              "for the target")
-    return cache.load_tokenizer(paths[1], progress)
+    return cache.load_tokenizer(draft_file, progress)

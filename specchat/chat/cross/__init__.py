@@ -14,10 +14,14 @@ text: everything that reads a tokenizer lives here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from specchat.chat.cross.drafter import CrossTokenizerDrafter
 
 
-def cross_drafter(pair: Any, wrap: Callable[[Any], Any] | None = None):
+def cross_drafter(pair: Any,
+                  wrap: Callable[[Any], Any] | None = None) -> CrossTokenizerDrafter:
     """The `CrossTokenizerDrafter` over `pair`'s draft model (`wrap` put around it)."""
     from specchat.chat.cross.drafter import CrossTokenizerDrafter
     from specchat.chat.cross.vocabulary import cross_vocabulary

@@ -122,7 +122,7 @@ class DraftContext:
 
     def _feed(self, upto: int) -> torch.Tensor:
         ids = torch.tensor(self.ids[self.fed:upto], dtype=torch.long, device=self.model.device)
-        logits = self.model.forward(ids, keep=1)
+        logits: torch.Tensor = self.model.forward(ids, keep=1)
         self.fed = upto
         return logits
 

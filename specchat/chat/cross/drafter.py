@@ -73,7 +73,8 @@ class CrossTokenizerDrafter:
     def rollback(self, committed_length: int) -> None:
         """Nothing to do now: the next proposal's sync reads what was committed."""
 
-    def _by_text(self, k: int, should_stop, device) -> Proposal:
+    def _by_text(self, k: int, should_stop: Callable[[], bool],
+                 device: torch.device) -> Proposal:
         """String-level: the draft's greedy text, as the target's tokens."""
         context = self.context
         proposal = TextProposal(self.vocabulary, context.held(), bytes(context.text[-4:]))
@@ -90,8 +91,9 @@ class CrossTokenizerDrafter:
             return empty_proposal(device)
         return Proposal(torch.tensor(ids, dtype=torch.long, device=device), None)
 
-    def _by_intersection(self, k: int, params: SamplingParams, generator, should_stop,
-                         device) -> Proposal:
+    def _by_intersection(self, k: int, params: SamplingParams,
+                         generator: torch.Generator | None, should_stop: Callable[[], bool],
+                         device: torch.device) -> Proposal:
         """Token-level intersection: sampled among the draft tokens the target has too."""
         vocabulary, tokens, rows = self.vocabulary, [], []
         for _ in range(k):
@@ -110,7 +112,8 @@ class CrossTokenizerDrafter:
         return Proposal(torch.tensor(tokens, dtype=torch.long, device=device),
                         torch.stack(rows).to(device))
 
-    def _draw(self, logits: torch.Tensor, params: SamplingParams, generator):
+    def _draw(self, logits: torch.Tensor, params: SamplingParams,
+              generator: torch.Generator | None) -> tuple[int, torch.Tensor]:
         """(a draft token sampled among the intersection, the distribution it was drawn from
         on the target's columns)."""
         q = restricted(logits, self.vocabulary, params)

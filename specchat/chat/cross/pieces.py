@@ -76,7 +76,7 @@ class TokenPieces:
         self.special = frozenset(i for i, token in added.items() if token.special)
         """Ids of special tokens: control tokens such as `<|im_end|>`, never plain text."""
         self.pieces = self._pieces(added)
-        self.single_byte = {}
+        self.single_byte: dict[int, int] = {}
         """byte value -> a token that spells exactly that byte (where there is one)."""
         for token_id, piece in enumerate(self.pieces):
             if len(piece) == 1 and token_id not in self.special:
@@ -84,7 +84,7 @@ class TokenPieces:
         self.prefix_space = bool(tokenizer.encode("a", add_special_tokens=False)) and \
             self.join(tokenizer.encode("a", add_special_tokens=False)) != b"a"
 
-    def _pieces(self, added: dict) -> list[bytes]:
+    def _pieces(self, added: dict[int, Any]) -> list[bytes]:
         size = max(len(self.tokenizer), max(added, default=-1) + 1)
         names = self.tokenizer.convert_ids_to_tokens(list(range(size)))
         pieces = []
@@ -111,10 +111,10 @@ class TokenPieces:
         """The tokens of `text` as the continuation of a longer text (module docstring)."""
         if not text:
             return []
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids: list[int] = list(self.tokenizer.encode(text, add_special_tokens=False))
         if not self.prefix_space:
             return ids
-        marked = self.tokenizer.encode(MARKER + text, add_special_tokens=False)
+        marked: list[int] = list(self.tokenizer.encode(MARKER + text, add_special_tokens=False))
         for cut in range(1, min(len(marked), 4)):
             if self.join(marked[:cut]).strip(b" ") == MARKER.encode():
                 return marked[cut:]

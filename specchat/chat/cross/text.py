@@ -134,8 +134,10 @@ class TextProposal:
         """The target's single-byte tokens completing the committed character (None: it
         has none for one of them)."""
         wanted = data[:missing_bytes(self.committed_tail)]
-        ids = [self.vocabulary.target.single_byte.get(byte) for byte in wanted]
-        return None if None in ids else ids
+        single = self.vocabulary.target.single_byte
+        if any(byte not in single for byte in wanted):
+            return None
+        return [single[byte] for byte in wanted]
 
     def result(self, k: int) -> tuple[list[int], tuple[str, ...]]:
         """(the target tokens to propose, at most k, their alignment): the complete ones, or
