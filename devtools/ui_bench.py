@@ -94,7 +94,7 @@ def run_startup(timeout: float = 60.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
         process, master = in_pty([sys.executable, "-m", "specchat"], child_env(Path(folder)))
-        marks: dict[str, float] = {}
+        marks: dict[str, float | bool | None] = {}
         seen = drain(master, lambda b: b"essage (Enter sends" in b, timeout)
         marks["input_drawn_s"] = time.perf_counter() - started
         os.write(master, b"zqxj")
@@ -148,7 +148,7 @@ def main(rate: float, tokens: int, answers: int, startup: bool, as_json: bool) -
         rows += [("startup: input box drawn", f"{s['input_drawn_s']:.2f} s"),
                  ("startup: typed text echoed", f"{s['typing_echoed_s']:.2f} s"),
                  ("startup: pair loaded before typing?", "yes" if s["model_ready_before_typing"] else "no"),
-                 ("startup: pair ready (loaded + calibrated)",
+                 ("startup: pair ready (loaded + baseline measured)",
                   "n/a" if s["pair_ready_s"] is None else f"{s['pair_ready_s']:.1f} s")]
     width = max(len(label) for label, _ in rows) + 2
     for label, value in rows:

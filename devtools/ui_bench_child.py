@@ -18,7 +18,7 @@ import time
 from specchat.chat.events import RoundUpdate
 from specchat.tui.answers import ChatTranscript
 from specchat.tui.app import SpecchatApp
-from specchat.chat.scripted import FakeConfig, ScriptedBackend
+from specchat.chat.scripted import FakeConfig, ScriptedService
 from specchat.tui.messages import AnswerFinished, RoundArrived
 
 
@@ -28,7 +28,7 @@ def bench_text(tokens: int) -> str:
     return " ".join(words)
 
 
-class TimedBackend(ScriptedBackend):
+class TimedService(ScriptedService):
     """Records when each round is handed to the worker and how long the worker kept it."""
 
     def answer(self, text, speculate, should_stop):
@@ -50,19 +50,26 @@ class TimedTranscript(ChatTranscript):
 
     frame_pending = False
 
+    @property
+    def bench(self) -> BenchApp:
+        """The app: always the bench's, which names this class as its transcript."""
+        app = self.app
+        assert isinstance(app, BenchApp)
+        return app
+
     # Textual calls these handlers and then the parent class's (each class in the MRO): no super().
     def on_round_arrived(self, message: RoundArrived) -> None:
-        self.app.handled.extend([time.perf_counter()] * len(message.updates))
+        self.bench.handled.extend([time.perf_counter()] * len(message.updates))
         if not self.frame_pending:
             self.frame_pending = True
             self.call_after_refresh(self._frame_shown)
 
     def _frame_shown(self) -> None:
         self.frame_pending = False
-        self.app.frames.append(time.perf_counter())
+        self.bench.frames.append(time.perf_counter())
 
     def on_answer_finished(self, message: AnswerFinished) -> None:
-        self.app.answer_finished()
+        self.bench.answer_finished()
 
 
 class BenchApp(SpecchatApp):
@@ -72,7 +79,7 @@ class BenchApp(SpecchatApp):
 
     def __init__(self, rate: float, tokens: int, answers: int, out: str):
         self.config = FakeConfig(name="bench", tokens_per_s=rate, answer=bench_text(tokens))
-        self.timed = TimedBackend(self.config)
+        self.timed = TimedService(self.config)
         super().__init__(lambda name: self.timed, [("bench", "timed scripted pair")], "bench")
         self.rate, self.tokens, self.remaining, self.out = rate, tokens, answers, out
         self.handled: list[float] = []
@@ -81,7 +88,7 @@ class BenchApp(SpecchatApp):
         self.asking = False
 
     # Textual calls this handler and then the app's own (each class in the MRO): no super().
-    def on_calibrated(self, message) -> None:
+    def on_baseline_measured(self, message) -> None:
         """The first baseline is measured: start asking (later ones, measured between
         answers for the longer context, start nothing)."""
         if not self.asking:
@@ -120,20 +127,20 @@ def cpu_use(start: tuple, end: tuple) -> dict:
             "process_cpu_share": process / elapsed, "load_average": os.getloadavg()[0]}
 
 
-def measure(backend: TimedBackend, handled: list[float], frames: list[float], rate: float) -> dict:
-    yielded = backend.yielded
+def measure(service: TimedService, handled: list[float], frames: list[float], rate: float) -> dict:
+    yielded = service.yielded
     delays = sorted((h - y) * 1000 for h, y in zip(handled, yielded))
     last = yielded[-1]
     last_handled = handled[len(yielded) - 1]
     first_frame = next((f for f in frames if f >= last_handled), None)
-    tokens = backend.config.answer.count(" ") + 1
-    scheduled_end = backend.started + tokens / rate
+    tokens = service.config.answer.count(" ") + 1
+    scheduled_end = service.started + tokens / rate
     return {
         "rounds": len(yielded),
-        "achieved_tokens_per_s": tokens / (last - backend.started),
+        "achieved_tokens_per_s": tokens / (last - service.started),
         "behind_schedule_ms": max(0.0, (last - scheduled_end) * 1000),
-        "post_ms_max": max(backend.held) * 1000,
-        "post_ms_mean": statistics.fmean(backend.held) * 1000,
+        "post_ms_max": max(service.held) * 1000,
+        "post_ms_mean": statistics.fmean(service.held) * 1000,
         "handle_ms_p50": delays[len(delays) // 2],
         "handle_ms_p99": delays[min(len(delays) - 1, int(len(delays) * 0.99))],
         "handle_ms_max": delays[-1],

@@ -104,9 +104,9 @@ def given_costs(text: str) -> Costs:
 
 
 def measured_costs(pair) -> Costs:
-    from specchat.chat.calibrate import measure_prior
+    from specchat.chat.baseline_timing import measure_baseline_costs
 
-    return measure_prior(pair, repeats=5)
+    return measure_baseline_costs(pair, repeats=5)
 
 
 def main(argv: list[str] | None = None) -> None:

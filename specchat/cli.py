@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from specchat import __version__
-from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.commands.options import (config_from, config_option, k_option, pair_option,
+                                       theme_option)
 from specchat.errors import SpecchatError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -50,11 +51,6 @@ class Group(click.Group):
             raise
 
 
-config_option = click.option(
-    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-    help="A models.toml whose pairs win over the user's and the built-in ones.")
-
-
 @click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="specchat")
 @config_option
@@ -75,18 +71,26 @@ def main(ctx: click.Context, config_file: Path | None, pair_name: str | None,
     ctx.obj["config"] = config_file
     chat_options = {"pair_name": pair_name, "theme": theme, "k": k}
     if ctx.invoked_subcommand is None:
-        ctx.invoke(main.get_command(ctx, "chat"), **chat_options)
+        ctx.invoke(command_named(ctx, "chat"), **chat_options)
     elif any(value is not None for value in chat_options.values()):
         given = [flag for flag, value in zip(("--pair", "--theme", "-k"), chat_options.values())
                  if value is not None]
         raise click.UsageError(misplaced_options_hint(ctx, ctx.invoked_subcommand, given))
 
 
+def command_named(ctx: click.Context, name: str) -> click.Command:
+    """One of the group's commands (every name asked for here is one of them)."""
+    command = main.get_command(ctx, name)
+    if command is None:
+        raise click.UsageError(f"no such command: {name}")
+    return command
+
+
 def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -> str:
     """Where chat options given before another command go: after it where it takes them,
     else the commands that do."""
     def flags(name: str) -> set[str]:
-        return {opt for param in main.get_command(ctx, name).params for opt in param.opts}
+        return {opt for param in command_named(ctx, name).params for opt in param.opts}
 
     def both(items: list[str]) -> str:
         return " and ".join(items)
@@ -104,28 +108,39 @@ def misplaced_options_hint(ctx: click.Context, command: str, given: list[str]) -
             f"({', '.join(takers)})")
 
 
-def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
-    """A command's own --config wins over the group's."""
-    return config_file or (ctx.obj or {}).get("config")
-
-
 @main.command(context_settings=CONTEXT)
 @config_option
 @click.option("--check", "check_name", metavar="NAME",
               help="For pair NAME on this machine: memory per model, step costs, and whether "
                    "speculation should pay.")
+@click.option("--suggest", "suggest_target", metavar="TARGET",
+              help="Which models on this machine (models.toml, built-ins, ollama, the Hugging "
+                   "Face cache, LM Studio) could draft for TARGET (a model reference or a "
+                   "pair), best bets first. Never downloads.")
 @click.option("--measure", is_flag=True,
-              help="With --check: load the pair and time its steps instead of predicting them.")
+              help="With --check: load the pair and time its steps instead of predicting them. "
+                   "With --suggest: load the first candidates (--top) and measure α and c.")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --suggest --measure: how many candidates to measure.")
+@click.option("--write", "write_name", metavar="NAME",
+              help="With --suggest: add a candidate (--pick) to your models.toml as pair NAME.")
+@click.option("--pick", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --suggest --write: the candidate's row.")
 @click.option("--json", "as_json", is_flag=True,
-              help="The list as JSON: every pair with its keys and each model's availability.")
+              help="The list as JSON: every pair with its keys and each model's availability "
+                   "(with --suggest: the candidates).")
 @click.pass_context
 def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
-          measure: bool, as_json: bool) -> None:
+          suggest_target: str | None, measure: bool, top: int, write_name: str | None,
+          pick: int, as_json: bool) -> None:
     """List the pairs in models.toml and whether each model is available offline."""
     from specchat.commands.pair_list import pair_lines, pair_records
     from specchat.models.config.pairs import load_catalog
 
     catalog = load_catalog(config_from(ctx, config_file))
+    if suggest_target is not None:
+        suggest_pairs(catalog, suggest_target, measure, top, write_name, pick, as_json)
+        return
     if check_name is not None:
         from specchat.commands.advice import check_lines
         from specchat.commands.progress import loading_notes
@@ -140,6 +155,30 @@ def pairs(ctx: click.Context, config_file: Path | None, check_name: str | None,
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
         return
     for line in pair_lines(records):
+        click.echo(line)
+
+
+def suggest_pairs(catalog, target: str, measure: bool, top: int, write_name: str | None,
+                  pick: int, as_json: bool) -> None:
+    """`pairs --suggest`: the candidates (commands/suggest.py), measured or written as asked."""
+    from specchat.commands.progress import loading_notes
+    from specchat.commands.suggest import pair_name_for, suggest, suggestion_lines, write_pair
+
+    result = suggest(target, catalog)
+    if measure:
+        from specchat.commands.suggest_measure import measure as measure_candidates
+
+        with loading_notes() as notes:
+            measure_candidates(result, top, notes)
+    if write_name is not None:
+        file = write_pair(result, write_name, pick)
+        click.echo(f"added pair '{write_name}' to {file}: specchat chat --pair {write_name}")
+        return
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+        return
+    first = result.candidates[0].card if result.candidates else None
+    for line in suggestion_lines(result, target, pair_name_for(result.target, first)):
         click.echo(line)
 
 

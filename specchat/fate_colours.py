@@ -12,7 +12,7 @@ name. Pure arithmetic: no textual, no rich (the caller says which colours are ca
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from specchat.token_kinds import FATES
 
@@ -25,7 +25,7 @@ HEX = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 
 def rgb(colour: str) -> tuple[int, int, int]:
-    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
 def linear(channel: int) -> float:
@@ -84,7 +84,7 @@ def apart(a: str, b: str) -> bool:
     return sum((p - q) ** 2 for p, q in zip(lab(a), lab(b))) ** 0.5 >= DISTINCT_MIN
 
 
-def pick(candidates: Iterable[str], background: str, taken: Sequence[str]) -> str | None:
+def pick(candidates: Iterable[str | None], background: str, taken: Sequence[str]) -> str | None:
     """The first candidate, made readable, that differs from every colour `taken`; None
     if each one is too close to one taken."""
     for candidate in dict.fromkeys(c for c in candidates if c):
@@ -94,7 +94,7 @@ def pick(candidates: Iterable[str], background: str, taken: Sequence[str]) -> st
     return None
 
 
-def derived_token_colours(candidates: dict[str, Sequence[str]], background: str,
+def derived_token_colours(candidates: Mapping[str, Sequence[str | None]], background: str,
                           given: dict[str, str]) -> dict[str, str]:
     """Every `spec-*` variable in `candidates`: the given one where the theme names it,
     else picked from its candidates (the fates kept apart from one another)."""

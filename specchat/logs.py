@@ -45,23 +45,27 @@ def versions() -> dict[str, str]:
     return found
 
 
+class LogFile(logging.handlers.RotatingFileHandler):
+    """specchat's log file handler (a command run again in this process finds its own)."""
+
+
 def start_logging(argv: list[str] | None = None) -> Path | None:
     """Send specchat's log records to the log file and write the header; None when the
     folder cannot be written (logging then stays off: it must never stop a command)."""
     logger = logging.getLogger("specchat")
     path = log_file()
-    for handler in [h for h in logger.handlers if getattr(h, "specchat_file", False)]:
+    for handler in [h for h in logger.handlers if isinstance(h, LogFile)]:
         if Path(handler.baseFilename) == path.absolute():
             return path
         logger.removeHandler(handler)  # the folder moved (another command in this process)
         handler.close()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS,
-                                                       encoding="utf-8", errors="backslashreplace")
+        log_file_handler = LogFile(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8",
+                                   errors="backslashreplace")
     except OSError:
         return None
-    handler.specchat_file = True
+    handler = log_file_handler
     handler.setFormatter(logging.Formatter(FORMAT))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from specchat import paths
 from specchat.errors import ConfigError
@@ -85,7 +85,7 @@ class ThemeProblem:
         return f"theme file {self.file}: {self.message}; {'skipped it' if self.skipped else 'ignored it'}"
 
 
-def token_colours(colors: dict[str, str | None], variables: dict[str, str]) -> dict[str, str]:
+def token_colours(colors: Mapping[str, str | None], variables: dict[str, str]) -> dict[str, str]:
     """The theme's variables with every token colour set: its own, else derived from its
     colours, else specchat-dark's."""
     derived = {name: colors.get(source) or DEFAULT_TOKEN_COLOURS[name]
@@ -93,7 +93,7 @@ def token_colours(colors: dict[str, str | None], variables: dict[str, str]) -> d
     return {**derived, **variables}
 
 
-def page_colours(colors: dict[str, str | None], variables: dict[str, str]) -> dict[str, str]:
+def page_colours(colors: Mapping[str, str | None], variables: dict[str, str]) -> dict[str, str]:
     """A theme's colours for a static page (the HTML export): each token kind's colour by
     kind, and the page's foreground and background."""
     tokens = token_colours(colors, variables)

@@ -1,4 +1,4 @@
-"""The fates a token can have (DESIGN.md §4), the one tuple every layer shows them by:
+"""The fates a token can have (docs/design.md §2), the one tuple every layer shows them by:
 accepted (a draft the target kept), rejected (a draft thrown away: a ghost, never part
 of the text), resampled (the target's correction after a rejection), bonus (the
 target's extra token after a full accept), target (plain decoding).

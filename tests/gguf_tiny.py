@@ -1,8 +1,8 @@
 """Tiny random Llama models written as GGUF files (llama architecture, gpt2 byte-level BPE
-tokenizer metadata), so llama.cpp and transformers' GGUF loader run on them with no
-download. The weights come from tests/tiny.py's models; Q and K rows are permuted into
-llama.cpp's rope order as convert_hf_to_gguf.py does. (Named gguf_tiny to stay apart
-from any other tiny-GGUF helper; one writer would do.)
+tokenizer metadata), with the stored types and labels a test asks for, so llama.cpp and
+transformers' GGUF loader run on them with no download; and `specchat distill`-format drafts
+of them. The weights, their llama.cpp names and rope order, the shape and the tokenizer are
+tests/tiny_gguf.py's (whose names and order are specchat/models/gguf/export.py's).
 """
 
 from __future__ import annotations
@@ -10,57 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from tiny_gguf import add_tokenizer  # one tokenizer writer for both tiny GGUF builders
-
-NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-         "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-         "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
-         "post_attention_layernorm": "ffn_norm"}
-
-
-def permute(rows: np.ndarray, heads: int) -> np.ndarray:
-    shape = rows.shape
-    return rows.reshape(heads, 2, shape[0] // heads // 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
-
-
-def gguf_name(hf_name: str) -> str:
-    if hf_name == "model.embed_tokens.weight":
-        return "token_embd.weight"
-    if hf_name == "model.norm.weight":
-        return "output_norm.weight"
-    if hf_name == "lm_head.weight":
-        return "output.weight"
-    _, _, index, *rest = hf_name.split(".")
-    return f"blk.{index}.{NAMES['.'.join(rest[:-1])]}.weight"
-
-
-def tensors(model) -> list[tuple[str, np.ndarray]]:
-    config = model.config
-    out = []
-    for name, tensor in model.state_dict().items():
-        if name == "lm_head.weight" and config.tie_word_embeddings:
-            continue  # a tied model has no output.weight: llama.cpp reuses token_embd
-        array = tensor.detach().float().numpy()
-        if name.endswith("q_proj.weight"):
-            array = permute(array, config.num_attention_heads)
-        elif name.endswith("k_proj.weight"):
-            array = permute(array, config.num_key_value_heads)
-        out.append((gguf_name(name), array))
-    return out
-
-
-def add_hparams(writer, config) -> None:
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_head_count_kv(config.num_key_value_heads)
-    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"])
-                              if getattr(config, "rope_parameters", None) else config.rope_theta)
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
-    writer.add_vocab_size(config.vocab_size)
+from tiny_gguf import add_hyperparameters, add_tokenizer, tensors
 
 
 def write_gguf(model, tokenizer, path: Path, embedding_type: str = "f32", file_type: int = 0,
@@ -72,7 +22,7 @@ def write_gguf(model, tokenizer, path: Path, embedding_type: str = "f32", file_t
 
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name("tiny")
-    add_hparams(writer, model.config)
+    add_hyperparameters(writer, model.config)
     add_tokenizer(writer, tokenizer)
     writer.add_file_type(file_type)
     if size_label is not None:

@@ -250,7 +250,7 @@ def test_a_plain_step_timed_on_a_busy_moment_does_not_keep_speculation_on():
     assert policy.history[-100:].count(0) > 95
 
 
-# --- robust costs and a calibrated prior -------------------------------------------------
+# --- robust costs and a measured prior ---------------------------------------------------
 
 from specchat.engine.costs import Costs  # noqa: E402
 
@@ -266,7 +266,7 @@ def test_one_slow_moment_does_not_move_a_learned_cost():
 
 
 def test_a_prior_gives_untimed_widths_its_shape_at_the_live_level():
-    """Calibrated: v(1) = 10 ms, v(5) = 30 ms. The answer runs twice as slow (20 ms plain
+    """BaselineMeasured: v(1) = 10 ms, v(5) = 30 ms. The answer runs twice as slow (20 ms plain
     steps, a longer context): a 5-token verify is expected at 60 ms, not the prior's 30."""
     costs = CostModel(Costs.of({1: 0.010, 5: 0.030}, draft_step_s=0.004))
     for _ in range(5):
@@ -283,7 +283,7 @@ def test_a_width_timed_often_enough_costs_its_own_median_over_the_prior():
 
 
 def llama_cpp_like_prior() -> Costs:
-    """This CPU's default pair, calibrated (2026-11-23): v(n) = 1, 1.7, 2.4, ... steps,
+    """This CPU's default pair, its baseline costs (2026-11-23): v(n) = 1, 1.7, 2.4, ... steps,
     a draft step 0.7 of a target step: no k pays even at full acceptance."""
     step = 0.012
     return Costs.of({n: step * (0.7 * n + 0.3) for n in range(1, 10)}, draft_step_s=0.7 * step)
@@ -308,13 +308,14 @@ def test_with_a_prior_where_drafts_pay_an_answer_drafts_from_its_first_round():
 
 
 def test_a_chat_with_k_auto_times_the_step_costs_once_before_its_first_answer(load_tiny, monkeypatch):
-    from specchat.chat import calibrate
+    from specchat.chat import baseline_timing
     from specchat.chat.session import ChatSession
 
     pair = load_tiny("tiny")
     timed = []
-    real = calibrate.measure_prior
-    monkeypatch.setattr(calibrate, "measure_prior", lambda *a, **kw: timed.append(1) or real(*a, **kw))
+    real = baseline_timing.measure_baseline_costs
+    monkeypatch.setattr(baseline_timing, "measure_baseline_costs",
+                        lambda *a, **kw: timed.append(1) or real(*a, **kw))
     session = ChatSession(pair, settings=settings_for("auto", SamplingParams()), seed=0)
     for question in ("hello", "and again"):
         events = list(session.answer(question, max_new_tokens=12))
@@ -329,18 +330,19 @@ def test_ttft_counts_the_seconds_an_answer_waits_for_k_autos_step_costs(load_tin
     loaded), the user waits for it: those seconds are the answer's TTFT, not hidden before it."""
     import time
 
-    from specchat.chat import calibrate
+    from specchat.chat import baseline_timing
     from specchat.chat.session import ChatSession
 
     pair = load_tiny("tiny")
     waited = [0.0]
-    real = calibrate.measure_prior
+    real = baseline_timing.measure_baseline_costs
 
     def five_seconds_on_the_sessions_clock(*args, **kwargs):
         waited[0] += 5.0
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(calibrate, "measure_prior", five_seconds_on_the_sessions_clock)
+    monkeypatch.setattr(baseline_timing, "measure_baseline_costs",
+                        five_seconds_on_the_sessions_clock)
     session = ChatSession(pair, settings=settings_for("auto", SamplingParams()), seed=0)
     session.clock = lambda: time.perf_counter() + waited[0]
     *_, done = session.answer("hello", max_new_tokens=6)
@@ -352,15 +354,15 @@ def test_loading_a_k_auto_pair_for_the_chat_times_its_step_costs_so_no_answer_wa
         tiny_config, monkeypatch):
     import dataclasses
 
-    from specchat.chat import calibrate
+    from specchat.chat import baseline_timing
     from specchat.chat.pair_service import PairService
     from specchat.models.config.pairs import load_catalog
     from specchat.models.loader import load_pair
 
     config = dataclasses.replace(load_catalog(tiny_config).get("tiny"), k="auto")
     timed, notes = [], []
-    real = calibrate.measure_prior
-    monkeypatch.setattr(calibrate, "measure_prior",
+    real = baseline_timing.measure_baseline_costs
+    monkeypatch.setattr(baseline_timing, "measure_baseline_costs",
                         lambda *a, **kw: timed.append("timed") or real(*a, **kw))
     service = PairService("tiny", lambda dtype, progress: load_pair(config, progress=progress))
     service.load(notes.append)
@@ -369,16 +371,16 @@ def test_loading_a_k_auto_pair_for_the_chat_times_its_step_costs_so_no_answer_wa
     assert done.stats.tokens > 0 and timed == ["timed"]
 
 
-def test_a_question_stops_the_calibration_while_it_times_step_costs(load_tiny, monkeypatch):
-    """The calibration times the step costs last (seconds on a CPU, uninterrupted before):
+def test_a_question_stops_the_baseline_while_it_times_step_costs(load_tiny, monkeypatch):
+    """The baseline measurement times the step costs last (seconds on a CPU, uninterrupted before):
     a question asked meanwhile gets the model after the timer's prefill and warm-up, before
     a single width is timed."""
-    from specchat.chat import calibrate
+    from specchat.chat import baseline_timing
     from specchat.engine.costs import WARMUP_STEPS
 
     pair = load_tiny("tiny")
     asked, forwards = [], []
-    real_context, real_forward = calibrate.prior_context, pair.target.forward
+    real_context, real_forward = baseline_timing.baseline_costs_context, pair.target.forward
 
     def question_arrives(p):
         asked.append(True)
@@ -388,20 +390,21 @@ def test_a_question_stops_the_calibration_while_it_times_step_costs(load_tiny, m
         forwards.append(bool(asked))
         return real_forward(ids, keep)
 
-    monkeypatch.setattr(calibrate, "prior_context", question_arrives)
+    monkeypatch.setattr(baseline_timing, "baseline_costs_context", question_arrives)
     monkeypatch.setattr(pair.target, "forward", counted)
-    assert calibrate.measure_baseline(pair, SamplingParams(), should_stop=lambda: bool(asked),
+    assert baseline_timing.measure_baseline(pair, SamplingParams(), should_stop=lambda: bool(asked),
                                       contexts=(64,)) is None
     assert asked and 0 < forwards.count(True) <= 2 + WARMUP_STEPS  # prefill, widest, warm-up
     assert pair.target.cache_length == 0  # left empty for the answer
 
 
 def test_target_only_answers_and_fixed_k_time_no_step_costs(load_tiny, monkeypatch):
-    from specchat.chat import calibrate
+    from specchat.chat import baseline_timing
     from specchat.chat.session import ChatSession
 
     pair = load_tiny("tiny")
-    monkeypatch.setattr(calibrate, "measure_prior", lambda *a, **kw: pytest.fail("timed costs"))
+    monkeypatch.setattr(baseline_timing, "measure_baseline_costs",
+                        lambda *a, **kw: pytest.fail("timed costs"))
     auto = ChatSession(pair, settings=settings_for("auto", SamplingParams()), seed=0)
     auto.speculate = False
     list(auto.answer("hello", max_new_tokens=6))

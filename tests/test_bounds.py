@@ -157,15 +157,15 @@ async def test_the_k_keys_stop_at_the_bounds_and_say_the_range():
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        backend = app.backends["fake"]
-        await pilot.press(*["f10"] * (K_MAX - backend.k + 1))
+        service = app.services["fake"]
+        await pilot.press(*["f10"] * (K_MAX - service.k + 1))
         message = f"k: {K_MAX + 1} is out of range (allowed: 0 to {K_MAX})"
         await wait_for(pilot, lambda: any(message in n.message for n in app._notifications))
-        assert backend.k == K_MAX
+        assert service.k == K_MAX
         await pilot.press(*["f9"] * (K_MAX + 1))
         message = f"k: -1 is out of range (allowed: 0 to {K_MAX})"
         await wait_for(pilot, lambda: any(message in n.message for n in app._notifications))
-        assert backend.k == 0
+        assert service.k == 0
 
 
 async def test_the_palette_offers_every_k_up_to_the_maximum_and_no_more():
@@ -178,4 +178,4 @@ async def test_the_palette_offers_every_k_up_to_the_maximum_and_no_more():
         titles = {title for title, _, _ in palette_entries(app) if title.startswith("Set k = ")}
         assert titles == {f"Set k = {k}" for k in range(K_MAX + 1)}
         {title: run for title, _, run in palette_entries(app)}[f"Set k = {K_MAX}"]()
-        assert app.backends["fake"].k == K_MAX
+        assert app.services["fake"].k == K_MAX

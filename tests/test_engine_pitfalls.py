@@ -1,4 +1,4 @@
-"""Each pitfall of DESIGN.md §3 has a test: the processed q reported for the ratio, prefix
+"""Each pitfall of docs/design.md §3 has a test: the processed q reported for the ratio, prefix
 acceptance, the draft's missing last token after a full accept, EOS inside a draft,
 cache lengths after every round (also after a stop), and the token budget."""
 

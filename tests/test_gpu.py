@@ -128,7 +128,7 @@ def test_quantized_target_speculative_greedy_equals_its_own_target_only(tiny_con
     prompt = list(range(4, 40))
     plain = greedy(pair, 0, prompt, budget=24)
     spec = greedy(pair, 3, prompt, budget=24)
-    if spec != plain:  # bf16: a batched verify may round a near-tie differently (DESIGN §3)
+    if spec != plain:  # bf16: a batched verify may round a near-tie differently (docs/design.md §3)
         first = next(i for i, (a, b) in enumerate(zip(spec, plain)) if a != b)
         pair.target.reset()
         logits = pair.target.forward(torch.tensor(prompt + plain[:first], device="cuda"))[-1]

@@ -43,7 +43,7 @@ def test_a_long_context_answer_is_compared_with_target_only_at_its_own_context()
     plain_s = sum(step_at(c) for c in range(prompt + 1, prompt + tokens))
     stats = answer_stats(prompt, tokens, decode_s=plain_s / 1.3)  # 1.3x faster than target-only
     assert abs(gauge_speedup(stats, CURVE) - 1.3) < 1e-6
-    # measured against a short-context calibration the same answer would read slow
+    # measured against a short-context baseline the same answer would read slow
     short = answer_stats(0, tokens, decode_s=plain_s / 1.3)
     assert gauge_speedup(short, CURVE) < 0.8
 
@@ -95,7 +95,7 @@ def test_a_load_that_lands_on_the_drafting_counts_too():
 
 
 def one_pass(slow_at: int | None = None, factor: float = 1.0) -> Baseline:
-    """A calibration pass of `LOADED`'s target; the contexts at `slow_at` read `factor`
+    """A baseline pass of `LOADED`'s target; the contexts at `slow_at` read `factor`
     times dearer (a spell of another program's load during that part of the pass)."""
     def scaled(points):
         return tuple((c, s * (factor if c == slow_at else 1.0)) for c, s in points)
@@ -197,10 +197,10 @@ class SlowerWithContext(TableModel):
         return super().forward(ids, keep)
 
 
-def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
+def test_the_baseline_measures_step_costs_that_grow_with_the_context(load_tiny):
     from types import SimpleNamespace
 
-    from specchat.chat.calibrate import measure_baseline
+    from specchat.chat.baseline_timing import measure_baseline
     from specchat.engine import SamplingParams
 
     tokenizer = load_tiny("tiny").tokenizer
@@ -221,7 +221,7 @@ def test_calibration_measures_step_costs_that_grow_with_the_context(load_tiny):
 def test_an_answer_on_a_slowed_target_reads_its_load_and_an_idle_one_does_not(load_tiny):
     from types import SimpleNamespace
 
-    from specchat.chat.calibrate import measure_baseline
+    from specchat.chat.baseline_timing import measure_baseline
     from specchat.chat.session import ChatSession
     from specchat.engine import SamplingParams
 
@@ -249,8 +249,8 @@ def test_an_answer_on_a_slowed_target_reads_its_load_and_an_idle_one_does_not(lo
     assert 1.6 < load_of(2.0) < 2.6
 
 
-def test_a_stopped_calibration_gives_no_baseline(load_tiny):
-    from specchat.chat.calibrate import measure_baseline
+def test_a_stopped_measurement_gives_no_baseline(load_tiny):
+    from specchat.chat.baseline_timing import measure_baseline
     from specchat.engine import SamplingParams
 
     pair = load_tiny("tiny-plain")

@@ -297,14 +297,27 @@ def test_the_loaded_pair_says_what_computes_and_ends_on_the_files_eos(loaded, fi
     assert pair.memory().target_weights > 0 and pair.context_length == 512
 
 
-def test_a_draft_with_another_vocabulary_is_one_line(files, loaded):
-    from specchat.errors import PairError
+def test_an_int8_pair_races_llamacpps_own_speculation_with_the_same_files(loaded, files):
+    """bench's llama.cpp programs run the GGUF files the int8 models were converted from:
+    llama-speculative-simple with the pair's draft file, llama-bench with its target's."""
+    from specchat.bench.llama_programs import Programs, program_arms
+    from specchat.bench.llamacpp_arms import program_setup
+
+    pair = loaded("int8")
+    arms = program_arms(pair, Programs(Path("/bin")), program_setup(pair), 3)
+    assert [a.key for a in arms] == ["lcpp_draft", "llama_bench"]
+    command = " ".join(arms[0].command("p", 8))
+    assert f"-md {files['draft']}" in command and f"-m {files['llama']}" in command
+
+
+def test_a_draft_with_another_vocabulary_brings_its_own_tokenizer(files, loaded):
     from tiny import build_tokenizer
     from tiny_gguf import save_tiny_gguf
 
     save_tiny_gguf(files["qwen2"].parent, build_tokenizer(300), name="other.gguf")
-    with pytest.raises(PairError, match="different vocabularies"):
-        loaded("mismatch")
+    pair = loaded("mismatch")
+    assert pair.draft_tokenizer is not None and len(pair.draft_tokenizer) == 300
+    assert pair.backends["draft"].startswith("int8")
 
 
 def test_threads_follow_the_chat_rule_steps_on_threads_prompts_on_prefill_threads(files, monkeypatch):

@@ -1,4 +1,4 @@
-"""The dependency rule of DESIGN.md §2, checked on the source's import statements
+"""The dependency rule of docs/design.md §1, checked on the source's import statements
 (every import, also those inside functions and under TYPE_CHECKING):
 
     cli ──► tui ──► chat ──► engine
@@ -285,7 +285,7 @@ MODEL_ROOMS: dict[str, set[str]] = {
     "head": {"blocks", "config"},
     "gguf": {"config", "torch_backend"},
 }
-"""The rooms of specchat/models/ (DESIGN.md §2) and the other rooms each may import. The
+"""The rooms of specchat/models/ (docs/design.md §1) and the other rooms each may import. The
 backends never import each other (device, which every one may use, is no backend: it knows
 the machine's cores, memory and model sizes; blocks holds tensor building blocks two
 forwards share); only the modules outside every room compose them: each backend's object

@@ -4,7 +4,7 @@ decoding on it (llama.cpp target, torch or n-gram draft) is the target's own gre
 
 llama.cpp computes in the file's Q4_1 weights: a batched verify may round differently
 from one-token decoding, so where the two answers part, the target's top-two logit
-margin at that token must be a near-tie (DESIGN.md §3), not a real disagreement."""
+margin at that token must be a near-tie (docs/design.md §3), not a real disagreement."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_bench_statistics_and_costs_come_from_their_owners():
 
 
 def test_adaptive_k_and_the_theory_share_the_one_maximum_of_k():
-    from specchat.chat.calibrate import VERIFY_WIDTHS
+    from specchat.chat.baseline_timing import VERIFY_WIDTHS
     from specchat.engine.adaptive import AdaptiveK, settings_for
     from specchat.engine.costs import PRIOR_K_MAX
     from specchat.engine.theory import best_k, cheapest_break_even
@@ -168,6 +168,49 @@ def test_the_float32_greedy_threshold_is_torchs_smallest_normal():
     from specchat.engine.params import MIN_TEMPERATURE
 
     assert MIN_TEMPERATURE == torch.finfo(torch.float32).tiny
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_one_least_squares_fit_serves_every_cost_line():
+    """Verify widths (engine/costs.py, engine/adaptive.py) and context lengths
+    (chat/baseline.py) are fitted by engine/costs.least_squares, not by a copy."""
+    assert defining(r"\(x - mean_x\) \*\* 2") == ["engine/costs.py"]
+    assert defining(r"^def least_squares\(") == ["engine/costs.py"]
+    from specchat.engine.costs import least_squares
+
+    assert least_squares([(1, 2.0), (3, 4.0)]) == pytest.approx((1.0, 1.0))
+    assert least_squares([(2, 1.0), (2, 3.0)]) == (2.0, 0.0)  # one x: flat through the mean
+
+
+def test_per_position_acceptance_has_one_definition():
+    assert defining(r"def per_position_\w+") == ["engine/stats.py"]
+
+
+def test_gguf_tensor_names_and_rope_order_have_one_owner():
+    """HF→GGUF tensor names and the Q/K rope row order are models/gguf/export.py's; the tests'
+    tiny GGUF writers (tests/tiny_gguf.py, tests/gguf_tiny.py) import them."""
+    texts = sources() | {f"tests/{f.name}": f.read_text() for f in sorted(TESTS.glob("*.py"))
+                         if f.name != "test_owners.py"}
+    permuting = [name for name, text in texts.items() if re.search(r"swapaxes\(1,\s*2\)", text)]
+    hf = r"[\"'](self_attn|mlp|input_layernorm|post_attention)[\w.]*[\"']"
+    gguf = r"[\"'](attn|ffn)_\w+[\"']"
+    naming = [name for name, text in texts.items()
+              if re.search(rf"{hf}\s*:\s*{gguf}|{gguf}\s*:\s*{hf}", text)]
+    assert permuting == ["models/gguf/export.py"] and naming == []
+
+
+def test_config_resolution_is_one_function_every_command_calls():
+    """`--config` on a command wins over the group's: commands/options.config_from says so
+    once, and run, chat, serve, bench and pairs call it rather than repeating it."""
+    assert defining(r"ctx\.obj or \{\}\)\.get\([\"']config[\"']\)") == ["commands/options.py"]
+    own = [m for m in defining(r"[\"']--config[\"'],\s*[\"']config_file[\"']")
+           if m != "devtools/gpu/commands.py"]  # the GPU campaign's: an existing file, its own
+    assert own == ["commands/options.py"]
+    callers = defining(r"\bconfig_from\(ctx, config_file\)")
+    assert {"cli.py", "commands/run.py", "commands/chat.py", "commands/serve.py",
+            "commands/bench.py"} <= set(callers)
 
 
 def test_no_module_but_the_owner_writes_json_that_leaves_c1_controls_raw():

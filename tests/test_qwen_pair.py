@@ -4,8 +4,10 @@ CPU where fbgemm runs), greedy speculation is the target's own greedy output on 
 token for token: a verify row equals the single step by construction. On llama.cpp it is the
 same or parts only at a near-tie the race verdict names (llama.cpp computes a several-token
 verify with other kernels than a one-token step). The chat answers with accepted draft tokens
-in their colour. Skipped, saying why, only where the extra is not installed (`make test`
-installs it; in CI its absence fails: tests/ci_strict.py)."""
+in their colour. The built-in cross-tokenizer pair (SmolLM2-135M drafting for the 1.5B)
+speculates on int8 too, and its greedy answer is the target's own. Skipped, saying why, only
+where the extra is not installed (`make test` installs it; in CI its absence fails:
+tests/ci_strict.py)."""
 
 from __future__ import annotations
 
@@ -114,10 +116,39 @@ async def test_the_chat_answers_on_the_qwen_pair_with_accepted_tokens_in_their_c
     app = create_app(lambda name: pair_service(catalog.get(name), None, 24, None),
                      [("qwen-k3", "")], "qwen-k3")
     async with app.run_test(size=(140, 45)) as pilot:
-        await wait_for(pilot, lambda: app.gauges.info is not None, 900)  # asking stops the calibration
+        await wait_for(pilot, lambda: app.gauges.info is not None, 900)  # asking stops the baseline
         await pilot.press(*"Write a Python function that adds two numbers.", "enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app), 900)
         accepted = app.theme_variables["spec-accepted"].lower()
         runs = drawn(last_answer(app).tokens)
         assert any(colour == accepted and text.strip() for text, colour, _ in runs), runs
         assert "int8" in str(app.gauges.query_one("#g-pair").render())  # auto: a speculating pair
+
+
+
+def test_the_built_in_cross_tokenizer_pair_speculates_on_int8_and_keeps_the_targets_output():
+    """`qwen2.5-coder-smollm` as shipped (backend auto; k fixed at 3 here): SmolLM2-135M, of
+    another tokenizer, drafts for the 1.5B on int8 where fbgemm runs (auto's choice for a
+    speculating GGUF pair), and the greedy answer is the target's own, token for token, its
+    drafts marked by how they line up with SmolLM2's tokens."""
+    from specchat.chat.events import RoundUpdate
+    from specchat.chat.session import ChatSession
+    from specchat.chat.verdict import first_parting
+    from specchat.models.backend_int8 import int8_support
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    if not int8_support().usable:
+        pytest.skip(int8_support().why)
+    pair = load_pair(dataclasses.replace(load_catalog().get("qwen2.5-coder-smollm"), k=3))
+    assert pair.draft_tokenizer is not None
+    assert pair.backends["target"].startswith("int8 (qwen2 1.5B")
+    assert pair.backends["draft"].startswith("int8 (llama 135M")
+    session = ChatSession(pair, seed=0)
+    events = list(session.answer(PROMPTS[0], TOKENS))
+    plain = last(session.replay_last(TOKENS))
+    spec = events[-1]
+    assert spec.stats.accepted > 0, "SmolLM2 guesses some of the coder's Python"
+    assert first_parting(spec, plain) is None and spec.text == plain.text
+    drafts = [s for e in events if isinstance(e, RoundUpdate) for s in e.accepted + e.rejected]
+    assert drafts and {s.alignment for s in drafts} <= {"one", "merged", "split"}

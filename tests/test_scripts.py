@@ -1,4 +1,4 @@
-"""Every script in scripts/ runs here (DESIGN: a script is tested or lives in the package):
+"""Every script in scripts/ runs here (the rule: a script is tested or lives in the package):
 the distillation prompt generators rewrite the shipped prompt sets byte for byte, the
 lookup bound replays answers with its oracle, the verify-cost comparison and the GGUF
 draft check run on tiny models. (scripts/gpu_measure.sh: tests/test_gpu_campaign.py.)"""

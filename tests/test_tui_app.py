@@ -1,4 +1,4 @@
-"""Pilot tests of the chat app against scripted backends: colours, ghosts, gauges,
+"""Pilot tests of the chat app against scripted services: colours, ghosts, gauges,
 stopping, errors, quitting, switching pairs, step mode and the trial features. They
 drive the app through keys and read what it shows and what it saved."""
 
@@ -73,7 +73,7 @@ async def test_gauges_show_the_scripted_statistics():
         # Worked by hand: the StepClock reads 0.00, 0.01, 0.02, ... once when the answer starts,
         # then once per round recorded and once per snapshot; the first round ends at 0.01 with
         # 2 tokens ("Hello", " world"), the final snapshot reads 0.07. So 4 decode tokens
-        # (" a b c done.") in 0.06 s = 66.7 tokens/s, against the scripted calibration's
+        # (" a b c done.") in 0.06 s = 66.7 tokens/s, against the scripted baseline's
         # 20 tokens/s at every context length and load ×1.00: 3.33×.
         stats = app.gauges.stats
         assert (stats.decode_tokens, round(stats.decode_s, 9)) == (4, 0.06)
@@ -96,7 +96,7 @@ async def test_escape_stops_the_answer_and_keeps_the_partial_text_marked_stopped
         view = last_answer(app)
         assert 0 < len(view.text) < len(config.answer)
         assert "stopped" in str(view.status.render())
-        assert app.backends["fake"].turns()[-1] == ("assistant", view.text)
+        assert app.services["fake"].turns()[-1] == ("assistant", view.text)
         saved = saved_conversation()
         assert saved.turns[-1].status == "stopped" and saved.turns[-1].text == view.text
 
@@ -112,14 +112,14 @@ async def test_a_failure_during_generation_notifies_and_the_next_message_works()
         failed = last_answer(app)
         assert "failed" in str(failed.status.render()) and failed.text == "Hello world"
         assert "scripted failure at round 1" in str(failed.status.render())
-        assert app.backends["fake"].turns() == []
+        assert app.services["fake"].turns() == []
         config.fail_at_round = None
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: not streaming(app) and app.backends["fake"].turns())
-        assert app.backends["fake"].turns()[0] == ("user", "first")
+        await wait_for(pilot, lambda: not streaming(app) and app.services["fake"].turns())
+        assert app.services["fake"].turns()[0] == ("user", "first")
         assert [v.text for v in app.query(AnswerView)] == ["Hello world a b c done."]
         await pilot.press(*"second", "enter")
-        await wait_for(pilot, lambda: not streaming(app) and len(app.backends["fake"].turns()) == 4)
+        await wait_for(pilot, lambda: not streaming(app) and len(app.services["fake"].turns()) == 4)
 
 
 async def test_a_pair_that_fails_to_load_leaves_the_app_usable():
@@ -147,8 +147,8 @@ async def test_quitting_during_generation_exits_within_a_second():
         started = time.perf_counter()
         await pilot.press("ctrl+q")
     assert time.perf_counter() - started < 1.0
-    backend = app.backends["fake"]
-    assert backend.busy.acquire(timeout=1.0), "the worker thread kept decoding after quit"
+    service = app.services["fake"]
+    assert service.busy.acquire(timeout=1.0), "the worker thread kept decoding after quit"
 
 
 async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_loads():
@@ -165,7 +165,7 @@ async def test_switching_pair_keeps_the_old_one_answering_until_the_new_one_load
         assert app.sub_title == "old" or not streaming(app)
         await wait_for(pilot, lambda: not streaming(app) and app.sub_title == "new")
         assert last_answer(app).text.startswith("old")
-        assert app.backends["new"].turns()[0] == ("user", "q1")
+        assert app.services["new"].turns()[0] == ("user", "q1")
         await pilot.press(*"q2", "enter")
         await wait_for(pilot, lambda: not streaming(app) and last_answer(app).text == "new answer")
 
@@ -215,7 +215,8 @@ async def test_regenerate_asks_the_same_message_again_and_replaces_the_answer():
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: last_answer(app) is not first and not streaming(app))
         assert len(app.query(AnswerView)) == 1
-        assert app.backends["fake"].turns() == [("user", "again"), ("assistant", "Hello world a b c done.")]
+        assert app.services["fake"].turns() == [("user", "again"),
+                                                ("assistant", "Hello world a b c done.")]
 
 
 async def test_race_replays_target_only_and_reports_both_speeds_and_identity():
@@ -236,8 +237,8 @@ async def test_k_and_temperature_keys_apply_to_the_backend():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("f10", "f12", "f12")
-        backend = app.backends["fake"]
-        assert backend.k == 3 and abs(backend.temperature - 0.2) < 1e-9
+        service = app.services["fake"]
+        assert service.k == 3 and abs(service.temperature - 0.2) < 1e-9
         assert "k 3" in str(app.gauges.query_one("#g-controls").render())
 
 
@@ -278,7 +279,7 @@ async def test_the_app_takes_typing_while_the_pair_is_still_loading():
         assert app.screen.query_one("#input").text == "early bird"
         await pilot.press("enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app), timeout=10)
-        assert app.backends["fake"].turns()[0] == ("user", "early bird")
+        assert app.services["fake"].turns()[0] == ("user", "early bird")
 
 
 async def test_reopened_history_shows_answers_with_their_colours():
@@ -299,7 +300,7 @@ async def test_reopened_history_shows_answers_with_their_colours():
         assert ("Hello", "accepted") in kinds and (" ghost", "rejected") in kinds
         runs = {t: h for t, h, _ in drawn(view.tokens)}
         assert runs[" c"] == colour(app, "bonus")
-        assert app.backends["fake"].turns()[0] == ("user", "remember me")
+        assert app.services["fake"].turns()[0] == ("user", "remember me")
 
 
 async def test_the_chosen_theme_is_remembered_for_the_next_start():
@@ -337,17 +338,17 @@ async def test_tokens_on_screen_are_always_already_in_the_history_database():
     assert all(rows >= shown for shown, rows in streamed), streamed
 
 
-async def test_a_question_interrupts_the_calibration_which_runs_again_afterwards():
-    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, calibration_s=3.0)
+async def test_a_question_interrupts_the_baseline_measurement_which_runs_again_afterwards():
+    config = FakeConfig(name="fake", k=2, rounds=ROUNDS, baseline_s=3.0)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.gauges.status.startswith("measuring target-only"))
         started = time.perf_counter()
         await pilot.press(*"now", "enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app))
-        assert time.perf_counter() - started < 2.0, "the answer waited for the calibration"
-        await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout=10)
-        assert app.backends["fake"].calibrations_started == 2
+        assert time.perf_counter() - started < 2.0, "the answer waited for the baseline"
+        await wait_for(pilot, lambda: app.gauges.baseline is not None, timeout=10)
+        assert app.services["fake"].baselines_started == 2
 
 
 async def test_a_flood_of_stats_messages_collapses_to_far_fewer_gauge_redraws():
@@ -378,10 +379,10 @@ def test_a_scripted_answer_gets_its_figures_from_the_engines_statistics():
     """The scripted pair plays engine rounds through the chat layer's metrics: acceptance,
     τ, α and per-position acceptance are the engine's (ROUNDS: k = 2; drafts 2 kept of 3 at
     position 1, 1 of 3 at position 2; α counts only the drafts put to the test)."""
-    from specchat.chat.scripted import ScriptedBackend
+    from specchat.chat.scripted import ScriptedService
 
-    backend = ScriptedBackend(FakeConfig(k=2, rounds=ROUNDS))
-    done = list(backend.answer("hi", True, lambda: False))[-1]
+    service = ScriptedService(FakeConfig(k=2, rounds=ROUNDS))
+    done = list(service.answer("hi", True, lambda: False))[-1]
     stats = done.stats
     assert (stats.accepted, stats.drafted, stats.rounds, stats.tokens) == (3, 6, 3, 6)
     assert stats.mean_acceptance_length == 2.0
@@ -391,24 +392,24 @@ def test_a_scripted_answer_gets_its_figures_from_the_engines_statistics():
 
 
 async def test_esc_while_the_model_is_still_busy_ends_the_answer_and_the_next_message_is_answered():
-    """A question asked while something else holds the model (a calibration that has not
+    """A question asked while something else holds the model (a baseline measurement that has not
     let go yet) waits for it; Esc then must end that answer as stopped, not leave the chat
     "answering…" with no worker behind it and every later message refused."""
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        backend = app.backends["fake"]
-        assert backend.busy.acquire(timeout=1.0)  # the model is busy elsewhere
+        service = app.services["fake"]
+        assert service.busy.acquire(timeout=1.0)  # the model is busy elsewhere
         await pilot.press(*"q1", "enter")
         await wait_for(pilot, lambda: streaming(app))
         await pilot.pause(0.2)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not streaming(app), timeout=3.0)
         assert "stopped" in str(last_answer(app).status.render())
-        backend.busy.release()
+        service.busy.release()
         await ask(pilot, "q2")
         assert last_answer(app).text == "Hello world a b c done."
-        assert [text for role, text in backend.turns() if role == "user"] == ["q2"]
+        assert [text for role, text in service.turns() if role == "user"] == ["q2"]
 
 
 async def test_esc_withdraws_a_message_sent_while_the_pair_loads_so_it_is_never_answered():
@@ -421,9 +422,9 @@ async def test_esc_withdraws_a_message_sent_while_the_pair_loads_so_it_is_never_
         await wait_for(pilot, lambda: any("will not be answered" in str(n.render()) for n in app.query(Notice)))
         await ready(pilot)
         await pilot.pause(0.3)
-        assert not answers(app) and app.backends["fake"].turns() == []
+        assert not answers(app) and app.services["fake"].turns() == []
         await ask(pilot, "hi")
-        assert app.backends["fake"].turns()[0] == ("user", "hi")
+        assert app.services["fake"].turns()[0] == ("user", "hi")
 
 
 async def test_while_the_model_reads_a_long_prompt_the_status_says_so_and_esc_still_stops_it():

@@ -98,7 +98,7 @@ async def test_the_system_prompt_reaches_the_backend_and_the_history():
         await pilot.press(*"be terse", "ctrl+s")
         await wait_for(pilot, lambda: not app.screen.query("#system-text"))
         await ask(pilot)
-        assert app.backends["fake"].system == "be terse"
+        assert app.services["fake"].system == "be terse"
         assert saved_conversation().system == "be terse"
 
 
@@ -108,7 +108,7 @@ async def test_palette_entries_set_k_and_temperature():
         await ready(pilot)
         palette(app)["Set k = 7"]()
         palette(app)["Set temperature = 0.7"]()
-        assert app.backends["fake"].k == 7 and app.backends["fake"].temperature == 0.7
+        assert app.services["fake"].k == 7 and app.services["fake"].temperature == 0.7
 
 
 def test_chat_command_rejects_an_unknown_theme_in_one_line():

@@ -32,7 +32,7 @@ async def test_a_race_shows_no_speedup_while_it_replays_and_reports_the_gauge_be
     per round recorded and per snapshot. The answer's 18 word tokens at k = 4 come in rounds of
     5, 3, 1, 4 and 5 (ACCEPT_PATTERN 4, 2, 0, 3, 4: a full accept adds the bonus): the first
     ends at 0.01, the final snapshot reads 0.11, so 13 decode tokens in 0.10 s = 130.0 tok/s,
-    against the scripted calibration's 20 tok/s at load ×1.00: the gauge says 6.50×. The
+    against the scripted baseline's 20 tok/s at load ×1.00: the gauge says 6.50×. The
     race's target-only answer (18 rounds of one token) starts at 0.12, ends its first round
     at 0.13 and its last snapshot reads 0.49: 17 tokens in 0.36 s = 47.2 tok/s, and
     130.0 / 47.2 = 2.75×."""
@@ -60,30 +60,30 @@ async def test_a_new_temperature_gets_its_own_target_only_measurement():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        backend = app.backends["fake"]
-        first = app.gauges.calibration
+        service = app.services["fake"]
+        first = app.gauges.baseline
         assert first.sampling.temperature == 0.0
         await pilot.press("f12")
-        await wait_for(pilot, lambda: app.gauges.calibration is not None
-                       and app.gauges.calibration.sampling.temperature == 0.1)
-        assert backend.calibrations_started == 2
+        await wait_for(pilot, lambda: app.gauges.baseline is not None
+                       and app.gauges.baseline.sampling.temperature == 0.1)
+        assert service.baselines_started == 2
         await ask(pilot)
         assert "T=0.1" in shown(app, "#g-speedup")
 
 
 async def test_an_idle_chat_refines_its_baseline_until_settled_and_then_stops_measuring():
-    config = FakeConfig(name="fake", calibration_passes=3)
+    config = FakeConfig(name="fake", baseline_passes=3)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await wait_for(pilot, lambda: app.gauges.calibration.passes == 3)
-        backend = app.backends["fake"]
-        assert backend.calibrations_started == 3
+        await wait_for(pilot, lambda: app.gauges.baseline.passes == 3)
+        service = app.services["fake"]
+        assert service.baselines_started == 3
         await wait_for(pilot, lambda: "(3 passes)" in app.gauges.status)
         await ask(pilot)
         assert "3 passes" in shown(app, "#g-speedup")
         await pilot.pause(0.2)
-        assert backend.calibrations_started == 3  # settled: an idle chat measures no more
+        assert service.baselines_started == 3  # settled: an idle chat measures no more
 
 
 async def test_the_float32_replay_reports_its_verdict_in_the_transcript():

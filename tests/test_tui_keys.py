@@ -105,13 +105,13 @@ async def test_k_and_temperature_answer_to_a_second_key_beside_f9_to_f12():
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        backend = app.backends["fake"]
-        k, temperature = backend.k, backend.temperature
+        service = app.services["fake"]
+        k, temperature = service.k, service.temperature
         await pilot.press("alt+up", "alt+right")
-        await wait_for(pilot, lambda: (backend.k, round(backend.temperature, 2))
+        await wait_for(pilot, lambda: (service.k, round(service.temperature, 2))
                        == (k + 1, round(temperature + 0.1, 2)))
         await pilot.press("alt+down", "alt+left")
-        await wait_for(pilot, lambda: (backend.k, round(backend.temperature, 2))
+        await wait_for(pilot, lambda: (service.k, round(service.temperature, 2))
                        == (k, round(temperature, 2)))
 
 
@@ -126,13 +126,13 @@ async def test_a_keymap_moves_a_key_and_the_help_shows_the_keys_in_effect():
     app = make_app()
     async with app.run_test(size=(120, 60)) as pilot:
         await ready(pilot)
-        backend = app.backends["fake"]
-        k = backend.k
+        service = app.services["fake"]
+        k = service.k
         await pilot.press("f10")  # moved away: no longer k + 1
         await pilot.pause()
-        assert backend.k == k
+        assert service.k == k
         await pilot.press("ctrl+up")
-        await wait_for(pilot, lambda: backend.k == k + 1)
+        await wait_for(pilot, lambda: service.k == k + 1)
         await pilot.press("f1")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert "| Ctrl+Up | k + 1" in app.screen.query_one(Markdown).source
@@ -145,9 +145,9 @@ async def test_a_bad_keymap_entry_is_named_on_screen_and_the_rest_applies():
         await ready(pilot)
         shown = str(app.chat_screen.problems.render())
         assert "unknown key id 'k-upp'" in shown and "'k-down' must be key names" in shown
-        temperature = app.backends["fake"].temperature
+        temperature = app.services["fake"].temperature
         await pilot.press("ctrl+right")
-        await wait_for(pilot, lambda: app.backends["fake"].temperature > temperature)
+        await wait_for(pilot, lambda: app.services["fake"].temperature > temperature)
 
 
 async def test_the_palette_opens_the_help_and_the_pair_picker_without_f1_or_f3():

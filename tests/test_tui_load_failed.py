@@ -88,7 +88,7 @@ async def test_a_message_queued_while_the_pair_loads_is_answered_with_the_reason
 
 
 async def test_an_empty_model_folder_is_refused_with_what_to_do(tmp_path):
-    from test_tui_real_backend import real_app
+    from test_tui_real_pair import real_app
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -14,7 +14,7 @@ from specchat.chat.scripted import FakeConfig
 from specchat.history.store import HistoryStore
 
 THEMES = ["specchat-dark", "specchat-light", "specchat-high-contrast", "specchat-colorblind"]
-CALIBRATED_AT = 1_790_000_000.0
+MEASURED_AT = 1_790_000_000.0
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def utc(monkeypatch):
 @pytest.mark.parametrize("theme", THEMES)
 def test_chat_after_one_answer_looks_the_same(theme, snap_compare, utc):
     config = FakeConfig(name="scripted", k=2, rounds=ROUNDS * 3, clock=StepClock(),
-                        calibrated_at=CALIBRATED_AT)
+                        baseline_measured_at=MEASURED_AT)
     app = make_app({"scripted": config}, first="scripted", theme=theme)
 
     async def answer_once(pilot):
@@ -44,9 +44,9 @@ def test_chat_after_one_answer_looks_the_same(theme, snap_compare, utc):
 
 def scripted_app():
     config = FakeConfig(name="scripted", k=2, rounds=ROUNDS * 3, clock=StepClock(),
-                        calibrated_at=CALIBRATED_AT)
+                        baseline_measured_at=MEASURED_AT)
     other = FakeConfig(name="scripted-2", k=3, rounds=ROUNDS, clock=StepClock(),
-                       calibrated_at=CALIBRATED_AT)
+                       baseline_measured_at=MEASURED_AT)
     return make_app({"scripted": config, "scripted-2": other}, first="scripted")
 
 
@@ -57,7 +57,7 @@ def saved_conversations() -> None:
         conversation = store.new_conversation(title, pair)
         store.add_user_turn(conversation, title)
         store.db.execute("UPDATE conversations SET created = ?, updated = ? WHERE id = ?",
-                         (CALIBRATED_AT + 3600 * n, CALIBRATED_AT + 3600 * n, conversation))
+                         (MEASURED_AT + 3600 * n, MEASURED_AT + 3600 * n, conversation))
         store.db.commit()
     store.close()
 

@@ -1,5 +1,5 @@
 """The TUI never imports torch: not when its modules load, not while it runs on a
-scripted pair. (The real backend imports torch inside its worker thread only.)"""
+scripted pair. (A real pair's service imports torch inside its worker thread only.)"""
 
 from __future__ import annotations
 

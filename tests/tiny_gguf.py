@@ -1,42 +1,36 @@
 """Tiny random Llama models written as float32 GGUF files, so the llama.cpp backend runs
 in tests with no download: the weights of tests/tiny.py's models under llama.cpp's
 tensor names (q and k rows permuted to llama.cpp's rotary layout, as llama.cpp's
-own converter does), and the tokenizer as GGUF metadata (byte-level BPE, "gpt2").
+own converter does: both are specchat/models/gguf/export.py's), and the tokenizer as GGUF
+metadata (byte-level BPE, "gpt2").
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Sequence
 
-LAYER_TENSORS = {
-    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-    "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-}
-
-
-def rotary_permute(weight, heads: int):
-    """HF's half-split rotary rows -> llama.cpp's interleaved pairs (convert_hf_to_gguf)."""
-    rows = weight.shape[0]
-    return (weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:])
-            .swapaxes(1, 2).reshape(weight.shape))
+from specchat.models.gguf.export import llama_cpp_name, rope_heads, rope_row_order
 
 
 def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
-               rope_scaling_type: str | None = None, rope_dimension_count: int | None = None) -> Path:
-    """`model` (a transformers Llama) and `tokenizer` as one float32 GGUF file at `path`;
-    the rope keys claim other ropes than the weights' (for checks that read the header)."""
+               rope_scaling_type: str | None = None, rope_dimension_count: int | None = None,
+               extra: Sequence[tuple[str, Any]] = ()) -> Path:
+    """`model` (a transformers Llama or Qwen2) and `tokenizer` as one float32 GGUF file at
+    `path`, with `extra` (name, array) tensors after the model's; the rope keys can claim other
+    ropes than the weights' (for checks that read the header)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_name("tiny-random-llama")
     add_hyperparameters(writer, model.config, rope_dimension_count)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     if rope_scaling_type is not None:
         writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling_type))
     add_tokenizer(writer, tokenizer)
-    for name, weight in tensors(model):
-        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
+    for name, weight in [*tensors(model), *extra]:
+        writer.add_tensor(name, weight)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -45,11 +39,9 @@ def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
 
 
 def add_hyperparameters(writer, config, rope_dimension_count: int | None = None) -> None:
-    import gguf
-
+    """The model's shape as GGUF metadata (its name and file type are the caller's)."""
     head_dim = config.hidden_size // config.num_attention_heads
     rope = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
-    writer.add_name("tiny-random-llama")
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)
@@ -60,7 +52,6 @@ def add_hyperparameters(writer, config, rope_dimension_count: int | None = None)
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_rope_dimension_count(rope_dimension_count or head_dim)
     writer.add_vocab_size(config.vocab_size)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
 
 
 def add_tokenizer(writer, tokenizer) -> None:
@@ -82,19 +73,21 @@ def add_tokenizer(writer, tokenizer) -> None:
 
 
 def tensors(model):
-    """(llama.cpp name, tensor) for every weight of a transformers Llama."""
-    config, state = model.config, model.state_dict()
-    yield "token_embd.weight", state["model.embed_tokens.weight"]
-    for i in range(config.num_hidden_layers):
-        for short, long in LAYER_TENSORS.items():
-            weight = state[f"model.layers.{i}.{long}.weight"]
-            if short == "attn_q":
-                weight = rotary_permute(weight, config.num_attention_heads)
-            elif short == "attn_k":
-                weight = rotary_permute(weight, config.num_key_value_heads)
-            yield f"blk.{i}.{short}.weight", weight
-    yield "output_norm.weight", state["model.norm.weight"]
-    yield "output.weight", state["lm_head.weight"]
+    """(llama.cpp name, float32 array) for every weight of a transformers Llama or Qwen2.
+    Q and K rows are permuted into llama.cpp's rope order for a llama (qwen2's rope is
+    NEOX-style: llama.cpp's converter permutes nothing); a tied output matrix is left out
+    (llama.cpp reuses token_embd)."""
+    config = model.config
+    heads = {"head_count": config.num_attention_heads,
+             "head_count_kv": config.num_key_value_heads}
+    for name, weight in model.state_dict().items():
+        if name == "lm_head.weight" and config.tie_word_embeddings:
+            continue
+        array = weight.detach().float().numpy()
+        count = rope_heads(name, heads) if config.model_type == "llama" else None
+        if count:
+            array = array[rope_row_order(array.shape[0], count)]
+        yield llama_cpp_name(name, config.num_hidden_layers, config.model_type), array
 
 
 def save_tiny_gguf(folder: Path, tokenizer, layers: int = 2, hidden: int = 64, seed: int = 1,
@@ -106,10 +99,6 @@ def save_tiny_gguf(folder: Path, tokenizer, layers: int = 2, hidden: int = 64, s
                         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     folder.mkdir(parents=True, exist_ok=True)
     return write_gguf(model, tokenizer, folder / name), model
-
-
-QWEN2_BIASES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                "attn_v": "self_attn.v_proj"}
 
 
 def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 3,
@@ -127,64 +116,27 @@ def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 
     model = Qwen2ForCausalLM(config).eval()
     with torch.no_grad():  # random biases, so a bias that is dropped or misplaced shows
         for layer in model.model.layers:
-            for name in QWEN2_BIASES.values():
-                layer.get_submodule(name).bias.normal_(0, 0.3)
+            for name in ("q_proj", "k_proj", "v_proj"):
+                layer.self_attn.get_submodule(name).bias.normal_(0, 0.3)
     return model
-
-
-def qwen2_tensors(model):
-    """(llama.cpp name, tensor) for every weight of a transformers Qwen2: rows as they are
-    (qwen2's rope is NEOX-style, so llama.cpp's converter permutes nothing), q/k/v biases,
-    and no output matrix where the embeddings are tied."""
-    config, state = model.config, model.state_dict()
-    yield "token_embd.weight", state["model.embed_tokens.weight"]
-    for i in range(config.num_hidden_layers):
-        for short, long in LAYER_TENSORS.items():
-            yield f"blk.{i}.{short}.weight", state[f"model.layers.{i}.{long}.weight"]
-        for short, long in QWEN2_BIASES.items():
-            yield f"blk.{i}.{short}.bias", state[f"model.layers.{i}.{long}.bias"]
-    yield "output_norm.weight", state["model.norm.weight"]
 
 
 def write_qwen2_gguf(model, tokenizer, path: Path) -> Path:
     """A transformers Qwen2 and its tokenizer as one float32 GGUF file of architecture qwen2."""
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), "qwen2")
-    add_hyperparameters(writer, model.config)
-    add_tokenizer(writer, tokenizer)
-    for name, weight in qwen2_tensors(model):
-        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return write_gguf(model, tokenizer, path, architecture="qwen2")
 
 
 def write_llama3_gguf(model, tokenizer, path: Path) -> Path:
     """A transformers Llama with llama 3's rope scaling as a GGUF file: the weights of
     `write_gguf`, and its frequency factors as `rope_freqs.weight` (what llama.cpp's
     converter writes: the default inverse frequencies over llama 3's)."""
-    import gguf
     import torch
 
-    rotary = model.model.rotary_emb
     head_dim = model.config.hidden_size // model.config.num_attention_heads
     base = model.config.rope_parameters["rope_theta"]
     default = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    writer = gguf.GGUFWriter(str(path), "llama")
-    add_hyperparameters(writer, model.config)
-    add_tokenizer(writer, tokenizer)
-    for name, weight in tensors(model):
-        writer.add_tensor(name, weight.detach().float().contiguous().numpy())
-    factors = (default / rotary.inv_freq.double()).float()
-    writer.add_tensor("rope_freqs.weight", factors.numpy())
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    factors = (default / model.model.rotary_emb.inv_freq.double()).float()
+    return write_gguf(model, tokenizer, path, extra=[("rope_freqs.weight", factors.numpy())])
 
 
 def build_llama3(vocab_size: int, seed: int = 4, eos_token_id: int = 2):
@@ -202,4 +154,3 @@ def build_llama3(vocab_size: int, seed: int = 4, eos_token_id: int = 2):
                                           "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 16})
     return LlamaForCausalLM(config).eval()
-

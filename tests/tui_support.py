@@ -1,4 +1,4 @@
-"""Helpers for the TUI tests: an app over scripted backends, waiting on conditions,
+"""Helpers for the TUI tests: an app over scripted services, waiting on conditions,
 and reading what the app shows (answers, gauges, the colours a TokenText draws) and
 what it saved (the history database), never the app's internals."""
 
@@ -9,7 +9,7 @@ import itertools
 
 from specchat.history.store import HistoryStore, SavedConversation
 from specchat.tui.app import create_app
-from specchat.chat.scripted import FakeConfig, ScriptedBackend, ScriptedRound
+from specchat.chat.scripted import FakeConfig, ScriptedService, ScriptedRound
 from specchat.tui.gauges import Gauges
 from specchat.tui.transcript import AnswerView
 
@@ -34,16 +34,16 @@ ROUNDS = [
 
 
 def make_app(configs: dict[str, FakeConfig] | None = None, first: str = "fake", **options):
-    """An app whose pairs are scripted backends; `app.backends[name]` are the instances built."""
+    """An app whose pairs are scripted services; `app.services[name]` are the instances built."""
     configs = configs or {"fake": FakeConfig(name="fake", k=2, rounds=ROUNDS, clock=StepClock())}
-    built: dict[str, ScriptedBackend] = {}
+    built: dict[str, ScriptedService] = {}
 
-    def factory(name: str) -> ScriptedBackend:
-        built[name] = ScriptedBackend(configs[name])
+    def factory(name: str) -> ScriptedService:
+        built[name] = ScriptedService(configs[name])
         return built[name]
 
     app = create_app(factory, [(name, "scripted") for name in configs], first, **options)
-    app.backends = built
+    app.services = built
     return app
 
 
@@ -75,7 +75,7 @@ def streaming(app) -> bool:
 
 async def ready(pilot) -> None:
     """The pair has loaded and its target-only baseline is on the gauges."""
-    await wait_for(pilot, lambda: any(g.calibration is not None for g in pilot.app.query(Gauges)))
+    await wait_for(pilot, lambda: any(g.baseline is not None for g in pilot.app.query(Gauges)))
 
 
 async def ask(pilot, text: str = "hi") -> None:

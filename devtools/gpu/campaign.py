@@ -169,7 +169,7 @@ def phase_budget(plan: Plan, phase: str) -> int:
 
 def scale_steps(plan: Plan) -> list[Step]:
     budget = phase_budget(plan, "scale")
-    scale = ("devtools", "scale", "--out", str(plan.out / "scale.jsonl"),
+    scale: tuple[str, ...] = ("devtools", "scale", "--out", str(plan.out / "scale.jsonl"),
              "--shapes", plan.shapes, "--quant", plan.quantizations,
              "--budget-s", str(max(20, budget - 20)))
     if plan.dry_run:
@@ -329,7 +329,8 @@ def run_phase(plan: Plan, phase: str, note: Callable[[str], None] = print,
               run_here: RunHere | None = None) -> list[dict]:
     """Every step of `phase` in order within its budget; the records written."""
     plan.out.mkdir(parents=True, exist_ok=True)
-    plan = with_interleaved_prompts(replace(plan, budget_s=phase_budget(plan, phase)))
+    budget = phase_budget(plan, phase)
+    plan = with_interleaved_prompts(replace(plan, budget_s=budget))
     plan.campaign_config.write_text(campaign_pairs(plan))
     device = device_lines(plan.python)
     with open(plan.out / "device.txt", "a") as handle:
@@ -337,7 +338,7 @@ def run_phase(plan: Plan, phase: str, note: Callable[[str], None] = print,
     name = device.splitlines()[0].removeprefix("device: ") if device else "unknown"
     started, records = time.perf_counter(), []
     for step in STEPS[phase](plan):
-        left = plan.budget_s - (time.perf_counter() - started)
+        left = budget - (time.perf_counter() - started)
         if left < 20:
             note(f"== {step.name} skipped: budget spent")
             continue

@@ -213,9 +213,11 @@ def quantized_lines(models: list[dict], alpha: float = 0.7) -> list[str]:
         if draft is None or target is None:
             continue
         costs = recorded_costs(target, draft)
-        k, speed = best_k(alpha, costs.c, costs.v, k_max=max(costs.widths) - 1)
+        c = costs.c
+        assert c is not None, "recorded_costs prices the draft's step"
+        k, speed = best_k(alpha, c, costs.v, k_max=max(costs.widths) - 1)
         word = "pays" if speed > 1 else "LOSES"
-        lines.append(f"- 8B target {quant}, bf16 1B draft: c = {costs.c:.3f}, best k = {k}, predicted "
+        lines.append(f"- 8B target {quant}, bf16 1B draft: c = {c:.3f}, best k = {k}, predicted "
                      f"{speed:.2f}x at α = {alpha}: speculation {word} "
                      f"(target step {target['step_ms']:.2f} ms)")
     return lines

@@ -224,16 +224,23 @@ def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
     return sum("synchroniz" in str(w.message).lower() for w in caught) / rounds
 
 
+def draft_c(costs: Costs) -> float:
+    """c of costs that price a drafter's step (every spec measurement here does)."""
+    if costs.c is None:
+        raise ValueError("these costs price no draft step")
+    return costs.c
+
+
 def predictions(costs: Costs, k: int) -> dict:
     """The cost model at the assumed α values: speedup at k, and the best k."""
-    k_max = max(costs.widths) - 1
-    return {"predicted_at": {str(a): speedup_at(a, k, costs.c, costs.v) for a in ALPHAS},
-            "best_k_at": {str(a): best_k(a, costs.c, costs.v, k_max=k_max)[0] for a in ALPHAS}}
+    k_max, c = max(costs.widths) - 1, draft_c(costs)
+    return {"predicted_at": {str(a): speedup_at(a, k, c, costs.v) for a in ALPHAS},
+            "best_k_at": {str(a): best_k(a, c, costs.v, k_max=k_max)[0] for a in ALPHAS}}
 
 
 def predicted(alpha: float | None, k: int, costs: Costs) -> float | None:
     """The cost model's speedup at the measured α (None where no draft was tested)."""
-    return None if alpha is None else speedup_at(alpha, k, costs.c, costs.v)
+    return None if alpha is None else speedup_at(alpha, k, draft_c(costs), costs.v)
 
 
 def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | None) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import torch
 
-from specchat.chat.calibrate import start_auto_from_prior
+from specchat.chat.baseline_timing import start_auto_from_baseline
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Finished, SamplingParams, Settings, SpecStats
 from specchat.engine.costs import synchronize
@@ -93,7 +93,7 @@ class SpecchatArm:
         generator = torch.Generator(device=device).manual_seed(self.seed)
         settings = self.settings if self.speculative else Settings(0, self.settings.sampling)
         if self.speculative:  # k = "auto" starts from timed step costs, as in a chat
-            start_auto_from_prior(self.pair, settings)
+            start_auto_from_baseline(self.pair, settings)
         result = ArmRun([], 0.0)
         ks: list[int] = []
         llama = self.llama_models()
@@ -132,8 +132,8 @@ class SpecchatArm:
 class TransformersArm:
     """transformers `generate` on the pair's own model objects."""
 
-    def __init__(self, key: str, label: str, pair: Pair, sampling: SamplingParams, seed: int = 0,
-                 speculation: Any=None):
+    def __init__(self, key: str, label: str, pair: Pair, sampling: SamplingParams,
+                 seed: int = 0, speculation: Any = None):
         self.key, self.label, self.pair = key, label, pair
         self.sampling, self.seed = sampling, seed
         self.speculation = speculation

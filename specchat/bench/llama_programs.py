@@ -233,7 +233,8 @@ def program_arms(pair: Pair, programs: Programs, setup: Setup, k: int) -> list:
     return speculation_arms(pair, programs, setup, k) + [BenchProgramArm(programs, setup)]
 
 
-def sweep_program_arms(pair: Pair, programs: Programs, setup: Setup, ks: Sequence[int]) -> list:
+def sweep_program_arms(pair: Pair, programs: Programs, setup: Setup,
+                       ks: Sequence[int]) -> list:
     """`bench sweep`'s: its speculation at every fixed k (keys ending `_k{k}`), then llama-bench."""
     arms = [arm for k in ks for arm in speculation_arms(pair, programs, setup, k, f"_k{k}")]
     return arms + [BenchProgramArm(programs, setup)]

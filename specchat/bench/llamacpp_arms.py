@@ -137,6 +137,7 @@ def program_setup(pair: Pair, seed: int = 0):
 
     target = pair.target
     path = getattr(target, "path", None) or gguf_path(pair.config.target)
+    assert path is not None, "a llama.cpp target runs from a GGUF file"
     context = getattr(target, "context_length", None) or min(target.context_limit, MAX_CONTEXT)
     return Setup(Path(path), target.threads, context, seed,
                  getattr(target, "gpu_layers", 0), getattr(target, "main_gpu", None))

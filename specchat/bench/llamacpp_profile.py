@@ -63,9 +63,10 @@ def llamacpp_costs(target: Path, context: list[int], threads: int, draft: Path |
     return Costs.of(verify, draft_s)
 
 
-def cost_report(costs: Costs, ks: Sequence[int]=BREAK_EVEN_KS) -> dict:
-    return costs.report() | {"break_even_alpha": {k: break_even_alpha(k, costs.c, costs.v)
-                                                  for k in ks}}
+def cost_report(costs: Costs, ks: Sequence[int] = BREAK_EVEN_KS) -> dict:
+    c = costs.c
+    alphas = {k: None if c is None else break_even_alpha(k, c, costs.v) for k in ks}
+    return costs.report() | {"break_even_alpha": alphas}
 
 
 def cost_table(reports: dict[str, dict], context: int) -> str:

@@ -40,9 +40,10 @@ def load(pair_config: PairConfig, dtype: str | None, note: Note):
     pair = load_pair(pair_config, dtype=dtype, progress=note)
     quiet_generation_warnings()
     for model in (pair.target, pair.draft_model):
-        if hasattr(model, "prepare"):
+        prepare = getattr(model, "prepare", None)
+        if prepare is not None:
             note(f"capturing steps of {type(model).__name__}")
-            model.prepare()
+            prepare()
     return pair
 
 

@@ -1,7 +1,7 @@
 """The cost model behind a pair's speedup, measured: the draft/target step cost
 ratio c, the verify cost v(n) of n tokens relative to one plain step, the
 acceptance α from the acceptance events (accepted / tested draft positions), and
-the ideal speedup of each k (DESIGN.md §4) next to the one measured in the same run.
+the ideal speedup of each k (docs/design.md §4) next to the one measured in the same run.
 
 For a drafter that does not always draft (n-gram lookup without a match) the
 ideal speedup weighs drafting rounds by the measured match rate m (theory.speedup_at).
@@ -11,7 +11,7 @@ here. Works on any engine `CausalModel`; knows nothing about transformers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from specchat.chat.decoding import drafter_for
 from specchat.engine import costs as engine_costs
@@ -46,7 +46,8 @@ def run_acceptance(runs: Sequence[ArmRun]) -> tuple[float | None, float]:
 def profile_rows(results: Sequence[PromptResult], ks: Sequence[int], costs: Costs) -> list[dict]:
     """Per k: α from acceptance events, match rate, τ, ideal and measured speedup."""
     target_rate = rate([r.runs["target"] for r in results])
-    rows = []
+    c = costs.c if costs.c is not None else 0.0  # timed with a free "draft" where there is none
+    rows: list[dict[str, Any]] = []
     for k in ks:
         runs = [r.runs[f"k{k}"] for r in results]
         alpha, match = run_acceptance(runs)
@@ -54,11 +55,11 @@ def profile_rows(results: Sequence[PromptResult], ks: Sequence[int], costs: Cost
         rounds = sum(r.rounds for r in runs)
         rows.append({"k": k, "tau": sum(len(r.tokens) for r in runs) / rounds if rounds else None,
                      "alpha": alpha, "match_rate": match,
-                     "ideal_speedup": speedup_at(alpha, k, costs.c, costs.v, match),
+                     "ideal_speedup": speedup_at(alpha, k, c, costs.v, match),
                      "measured_speedup": measured_speedup(rate(runs), target_rate)})
     pooled = pooled_alpha(rows)
     for row in rows:
-        row["ideal_speedup_pooled_alpha"] = speedup_at(pooled, row["k"], costs.c, costs.v,
+        row["ideal_speedup_pooled_alpha"] = speedup_at(pooled, row["k"], c, costs.v,
                                                        row["match_rate"])
     return rows
 

@@ -63,9 +63,10 @@ def outside_llama(runs: Sequence[ArmRun], seconds: float, tokens: int) -> float 
     """Milliseconds per token spent outside llama.cpp's decode calls (specchat's own work:
     logits copies, verification, sampling, bookkeeping), where the arm timed them."""
     inside = [getattr(r, "inside_llama_s", None) for r in runs]
-    if not tokens or not inside or any(value is None for value in inside):
+    timed = [value for value in inside if value is not None]
+    if not tokens or not inside or len(timed) < len(inside):
         return None
-    return round(1000 * (seconds - sum(inside)) / tokens, 3)
+    return round(1000 * (seconds - sum(timed)) / tokens, 3)
 
 
 def ratios(arms: dict) -> dict:

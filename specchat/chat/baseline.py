@@ -1,6 +1,6 @@
 """The target-only baseline an answer is compared with, and what it predicts.
 
-A `Baseline` is measured on the loaded pair (chat/calibrate.py): the cost of one
+A `Baseline` is measured on the loaded pair (chat/baseline_timing.py): the cost of one
 plain decoding step at several context lengths (the real target-only loop, with the
 answer's sampling settings), fitted as a line (a decoding step reads every weight once
 and attends over the context, so its cost grows linearly with the context), plus the
@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from specchat.chat.events import StatsSnapshot
-from specchat.engine.costs import Costs
+from specchat.engine.costs import Costs, least_squares
 from specchat.engine.params import SamplingParams
 from specchat.engine.theory import best_k, measured_speedup, speedup_at
 
@@ -61,11 +61,11 @@ class Baseline:
     the engine times it: `Round.verify_s`), measured with the step points."""
     min_decode_s: float = 1.0
     """Decoding time below which an answer's speedup against this baseline means nothing
-    (`too_short`); scripted backends, whose timings carry no noise, set 0."""
+    (`too_short`); scripted services, whose timings carry no noise, set 0."""
     passes: int = 1
     """Measurements merged into this baseline (`merged`)."""
     settled_passes: int = 3
-    """Passes after which it stops being refined when idle; scripted backends set 1."""
+    """Passes after which it stops being refined when idle; scripted services set 1."""
 
     @property
     def settled(self) -> bool:
@@ -93,7 +93,10 @@ class Baseline:
         return None if self.costs is None else self.costs.draft_step_s
 
     def v(self, width: int) -> float:
-        """Verify cost of `width` tokens relative to a one-token forward (`Costs.v`)."""
+        """Verify cost of `width` tokens relative to a one-token forward (`Costs.v`); only
+        where the costs were timed (`c` is not None)."""
+        if self.costs is None:
+            raise ValueError("this baseline timed no verify costs")
         return self.costs.v(width)
 
     @property
@@ -148,11 +151,17 @@ def merged(older: Baseline, newer: Baseline) -> Baseline:
             return new if old is None else old
         return (old * older.passes + new * newer.passes) / total
 
+    def pooled_seconds(old: float | None, new: float | None) -> float:
+        """`pooled` of a verify width, which one pass at least timed."""
+        seconds = pooled(old, new)
+        assert seconds is not None, "a width comes from one of the passes"
+        return seconds
+
     costs = None
     if older.costs is not None or newer.costs is not None:
         old_verify = older.costs.verify_s if older.costs is not None else {}
         new_verify = newer.costs.verify_s if newer.costs is not None else {}
-        verify = {n: pooled(old_verify.get(n), new_verify.get(n))
+        verify = {n: pooled_seconds(old_verify.get(n), new_verify.get(n))
                   for n in sorted(set(old_verify) | set(new_verify))}
         costs = Costs.of(verify, pooled(older.draft_step_s, newer.draft_step_s))
     return replace(newer, step_points=tuple(sorted(older.step_points + newer.step_points)),
@@ -169,18 +178,9 @@ def _medians(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], 
 
 
 def _line(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through each context length's median; a
-    flat line through one point."""
-    points = _medians(points)
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if n < 2 or spread == 0:
-        return mean_y, 0.0
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    slope = max(slope, 0.0)
-    return mean_y - slope * mean_x, slope
+    """(intercept, slope) of the least-squares line (engine/costs.py's) through each context
+    length's median; a flat line through one point."""
+    return least_squares(_medians(points))
 
 
 def too_short(stats: StatsSnapshot, baseline: Baseline) -> bool:

@@ -9,6 +9,7 @@ told how many, so it can show a notice. Knows nothing about decoding or UI.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from specchat.errors import UsageError
 from specchat.turn import Turn
@@ -28,7 +29,7 @@ class Conversation:
     def add(self, role: str, content: str) -> None:
         self.turns.append(Turn(role, content))
 
-    def messages(self, skip_exchanges: int = 0) -> list[dict]:
+    def messages(self, skip_exchanges: int = 0) -> list[dict[str, str]]:
         turns = self.turns[2 * skip_exchanges:]
         head = [{"role": "system", "content": self.system}] if self.system else []
         return head + [{"role": t.role, "content": t.text} for t in turns]
@@ -37,7 +38,7 @@ class Conversation:
         self.turns.clear()
 
 
-def render_prompt(tokenizer, messages: list[dict]) -> list[int]:
+def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     """Prompt ids for `messages`, ending where the assistant's answer begins."""
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -47,7 +48,7 @@ def render_prompt(tokenizer, messages: list[dict]) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def fit_prompt(conversation: Conversation, tokenizer, context_length: int,
+def fit_prompt(conversation: Conversation, tokenizer: Any, context_length: int,
                answer_room: int) -> tuple[list[int], int]:
     """(prompt ids, exchanges dropped) so that prompt + answer_room fits the context."""
     exchanges = (len(conversation.turns) - 1) // 2

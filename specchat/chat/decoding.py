@@ -13,17 +13,25 @@ Knows nothing about text or about how the pair was loaded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from specchat.chat.cross import cross_drafter
+from specchat.chat.narrow_draft import fitted
 from specchat.engine import (Decoder, DraftHead, HeadDrafter, LookupFirstDrafter, ModelDrafter,
                              NgramDrafter, Settings)
 
+if TYPE_CHECKING:
+    from specchat.engine.decoder import Drafter
 
-def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k: bool = False):
-    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model (inside
-    a `LookupFirstDrafter` where the pair's `lookup` key asks for prompt lookup too), a
-    `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the target's features),
-    an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`), None without a draft.
+
+def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
+                adaptive_k: bool = False) -> Drafter | None:
+    """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
+    `CrossTokenizerDrafter` over one with a tokenizer of its own (`draft_tokenizer`,
+    chat/cross/), either inside a `LookupFirstDrafter` where the pair's `lookup` key asks for
+    prompt lookup too; a `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the
+    target's features); an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`),
+    None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
     weighed the measured verify costs: its own window would only cut that shorter. `wrap`
     wraps draft models only: a head is no `CausalModel`, and its features come from the
@@ -36,9 +44,14 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None, adaptive_k:
                             window=not adaptive_k)
     if isinstance(draft, DraftHead):
         return HeadDrafter(draft, pair.target)
-    drafter = ModelDrafter(wrap(draft) if wrap else draft)
+    drafter: Drafter
+    if getattr(pair, "draft_tokenizer", None) is not None:
+        drafter = cross_drafter(pair, wrap)
+    else:
+        draft = fitted(draft, pair.target)
+        drafter = ModelDrafter(wrap(draft) if wrap else draft)
     config = getattr(pair, "config", None)
-    if not getattr(config, "lookup", False):
+    if config is None or not getattr(config, "lookup", False):
         return drafter
     n = config.ngram_n
     return LookupFirstDrafter(drafter, NgramDrafter(max_ngram=n, min_ngram=min(2, n),

@@ -13,6 +13,7 @@ Works with any tokenizer that has `decode(ids, skip_special_tokens=...)`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 CONTEXT_TOKENS = 6
@@ -30,14 +31,13 @@ class DetokState:
 class IncrementalDetokenizer:
     """Turns a stream of token ids into per-token text deltas."""
 
-    def __init__(self, tokenizer, context: list[int] | tuple[int, ...] = ()):
+    def __init__(self, tokenizer: Any, context: list[int] | tuple[int, ...] = ()):
         self.tokenizer = tokenizer
         ids = tuple(context[-CONTEXT_TOKENS:])
         self.state = DetokState(ids, 0, len(ids))
-        self._start = len(ids)
 
-    def _decode(self, ids) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+    def _decode(self, ids: tuple[int, ...]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def _step(self, state: DetokState, token: int) -> tuple[DetokState, str]:
         ids = state.ids + (token,)
@@ -71,7 +71,3 @@ class IncrementalDetokenizer:
         text = self._pending_text(self.state)
         self.state = replace(self.state, read_offset=len(self.state.ids))
         return text
-
-    @property
-    def generated_ids(self) -> tuple[int, ...]:
-        return self.state.ids[self._start:]

@@ -1,7 +1,7 @@
 """What the chat layer streams to its consumers (CLI, TUI, bench, history).
 
 Plain dataclasses with no torch inside, so the TUI can import this module without
-loading the engine. Token kinds are specchat/token_kinds.py's (DESIGN.md §4).
+loading the engine. Token kinds are specchat/token_kinds.py's (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from specchat.token_kinds import TokenKind
+
+
+ONE, MERGED, SPLIT = "one", "merged", "split"
+"""How a cross-tokenizer draft's proposed target token lines up with the draft model's own
+tokens: exactly one of them, several whole ones, or an end inside one (chat/cross/text.py)."""
 
 
 @dataclass(frozen=True)
@@ -21,11 +26,20 @@ class TokenSpan:
     token_id: int
     margin: float | None = None
     """The target's top-two logit margin where it chose (or kept) this token; None for ghosts."""
+    alignment: str = ""
+    """A draft of another tokenizer's token: how this target token lines up with the draft's
+    tokens (ONE, MERGED, SPLIT); "" for the target's own token and for a draft that shares
+    the target's tokenizer."""
+
+    @property
+    def unaligned(self) -> bool:
+        """Not exactly one of a cross-tokenizer draft's tokens: the chat underlines it."""
+        return self.alignment in (MERGED, SPLIT)
 
 
 @dataclass(frozen=True)
 class StatsSnapshot:
-    """The answer's metrics so far (DESIGN.md §4); None where not yet defined."""
+    """The answer's metrics so far (docs/design.md §4); None where not yet defined."""
 
     tokens: int = 0
     rounds: int = 0
@@ -70,7 +84,7 @@ class StatsSnapshot:
     """Each round's draft plus verify time in ms, in order: in the answer's last snapshot
     only (`AnswerDone.stats`), where the charts read each round's tokens/s."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         """The documented `done.stats` keys of `specchat run --jsonl`."""
         return {"tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "ttft_s": self.ttft_s,
                 "rounds": self.rounds, "drafted": self.drafted, "accepted": self.accepted,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from specchat.chat.baseline import Baseline, SamplingParams
 from specchat.chat.events import AnswerDone, ChatEvent
@@ -19,6 +19,9 @@ from specchat.chat.pair import Pair
 from specchat.chat.service import PairInfo, Progress, ShouldStop
 from specchat.chat.verdict import IdentityCheck, committed, first_parting
 from specchat.turn import Turn
+
+if TYPE_CHECKING:
+    from specchat.chat.session import ChatSession
 
 PairLoader = Callable[[str | None, Progress], Pair]
 """(dtype or None for the pair's own, progress) -> the loaded pair."""
@@ -42,7 +45,7 @@ class PairService:
         self.description = description
         self.busy = threading.Lock()
         self.max_new_tokens = max_new_tokens
-        self.session = None
+        self.session: ChatSession | None = None
         self._system = system
         self._pending_turns: list[Turn] = []
 
@@ -51,40 +54,51 @@ class PairService:
         from specchat.chat.session import ChatSession
 
         pair = self.loader(None, progress)
-        self.session = ChatSession(pair, system=self._system)  # seeded from the OS
+        session = self.session = ChatSession(pair, system=self._system)  # seeded from the OS
         self.reset(self._system, self._pending_turns)
         if self.k_auto and pair.has_draft:  # now, while loading, so no first answer waits for it
             progress("timing step costs for k = auto")
-            self.session.start_auto()
+            session.start_auto()
         return PairInfo(self.name, pair.device_label, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
-                        self.description, k_auto=self.k_auto, seed=self.session.seed,
-                        engines=engines_text(getattr(pair, "backends", None) or {}))
+                        self.description, k_auto=self.k_auto, seed=session.seed,
+                        engines=engines_text(getattr(pair, "backends", None) or {}),
+                        cross_tokenizer=getattr(pair, "draft_tokenizer", None) is not None)
 
-    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
-        """Measure target-only costs at the current sampling settings (chat/calibrate.py)."""
-        return self.session.calibrate(should_stop, needed_context)
+    def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+        """Measure target-only costs at the current sampling settings (chat/baseline_timing.py)."""
+        return self.loaded.measure_baseline(should_stop, needed_context)
 
-    def sampling_key(self) -> SamplingParams:
+    @property
+    def loaded(self) -> ChatSession:
+        """The loaded pair's session: the UI asks for an answer, a race or a baseline only
+        after `load` (a `PairLoaded` message)."""
+        if self.session is None:
+            raise RuntimeError(f"pair {self.name} is not loaded yet")
+        return self.session
+
+    def sampling_params(self) -> SamplingParams:
+        if self.session is None:
+            return SamplingParams(self.temperature)
         return self.session.settings.sampling
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
-        self.session.speculate = speculate
-        yield from self.session.answer(text, self.max_new_tokens, should_stop)
+        self.loaded.speculate = speculate
+        yield from self.loaded.answer(text, self.max_new_tokens, should_stop)
 
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
-        yield from self.session.replay_last(self.max_new_tokens, should_stop)
+        yield from self.loaded.replay_last(self.max_new_tokens, should_stop)
 
     def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
         """Replay the last prompt greedily in float32, speculative and target-only, on a
         float32 copy of the pair loaded for the purpose (and let go afterwards)."""
         from specchat.chat.session import ChatSession
 
-        session = ChatSession(self.loader("float32", lambda _: None),
-                              self.session.conversation.system, seed=0)
-        session.settings.sampling = dataclasses.replace(self.session.settings.sampling,
-                                                        temperature=0.0)
-        session.conversation.turns = list(self.session.conversation.turns)
+        live = self.loaded
+        session = ChatSession(self.loader("float32", lambda _: None), live.conversation.system,
+                              seed=0)
+        session.settings.sampling = dataclasses.replace(live.settings.sampling, temperature=0.0)
+        session.conversation.turns = list(live.conversation.turns)
         runs = []
         for speculate in (True, False):
             done = last_done(session.replay_last(self.max_new_tokens, should_stop, speculate))

@@ -19,7 +19,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Generator, Iterator
 
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
                                   RoundUpdate, StatsSnapshot, TokenSpan)
@@ -27,7 +27,7 @@ from specchat.chat.baseline import Baseline, Costs, SamplingParams
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.verdict import IdentityCheck
 from specchat.chat.service import PairInfo, Progress, ShouldStop
-from specchat.engine.events import Round
+from specchat.engine.events import Round, TokenKind
 from specchat.engine.params import K_MAX
 from specchat.turn import Turn
 
@@ -46,7 +46,7 @@ SCRIPTED_VERIFY_S = 0.065
 """Reported time of a one-token target forward."""
 SCRIPTED_VERIFY_COST = (1.0, 1.3, 1.5, 1.7, 1.9)
 """Cost of a verify of 1, 2, … tokens relative to one token (wider ones cost the last): the
-calibration reports the same for every width up to K_MAX + 1 (none is extended), so
+baseline reports the same for every width up to K_MAX + 1 (none is extended), so
 scripted answers run at load ×1.00 of idle."""
 
 
@@ -61,7 +61,7 @@ class ScriptedRound:
     accepted: tuple[str, ...]
     rejected: tuple[str, ...]
     token: str | None
-    kind: str = "resampled"
+    kind: TokenKind = "resampled"
 
 
 def token_id(word: str) -> int:
@@ -77,7 +77,8 @@ def words(text: str) -> list[str]:
     return [w for w in out if w]
 
 
-def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATTERN):
+def live_script(tokens: list[str], k_now: Callable[[], int],
+                pattern: tuple[int, ...] = ACCEPT_PATTERN) -> Iterator[ScriptedRound]:
     """Rounds that commit exactly `tokens`, reading k before each round (so a change
     applies from the next round), accepting pattern[i] of k drafts in round i."""
     i = index = 0
@@ -87,20 +88,15 @@ def live_script(tokens: list[str], k_now: Callable[[], int], pattern=ACCEPT_PATT
         full = n == k
         rejected = () if full or k == 0 else tuple(GHOSTS[(i + j) % len(GHOSTS)]
                                                     for j in range(k - n))
-        kind = "target" if k == 0 else ("bonus" if full else "resampled")
+        kind: TokenKind = "target" if k == 0 else ("bonus" if full else "resampled")
         yield ScriptedRound(tuple(tokens[i:i + n]), rejected, tokens[i + n], kind)
         i += n + 1
         index += 1
 
 
-def script_from_text(text: str, k: int = 4, pattern=ACCEPT_PATTERN) -> list[ScriptedRound]:
-    """The whole script for `text` at a fixed k."""
-    return list(live_script(words(text), lambda: k, pattern))
-
-
 @dataclass
 class FakeConfig:
-    """How the scripted backend behaves; every field has a harmless default."""
+    """How the scripted service behaves; every field has a harmless default."""
 
     name: str = "fake"
     k: int = 4
@@ -115,12 +111,12 @@ class FakeConfig:
     load_error: str | None = None
     fail_at_round: int | None = None
     """Raise RuntimeError before this round (0-based) of every answer."""
-    calibration_tokens_per_s: float | None = 20.0
-    calibrated_at: float | None = None
-    """Reported time of the calibration (None: now)."""
-    calibration_s: float = 0.0
-    """How long calibrating takes (it stops early when asked to)."""
-    calibration_passes: int = 1
+    baseline_tokens_per_s: float | None = 20.0
+    baseline_measured_at: float | None = None
+    """Reported time of the baseline's measurement (None: now)."""
+    baseline_s: float = 0.0
+    """How long measuring the baseline takes (it stops early when asked to)."""
+    baseline_passes: int = 1
     """Passes a baseline takes to settle (a real pair's: 3); scripted timings carry no noise."""
     clock: Callable[[], float] = time.perf_counter
     trim_every_answer: bool = False
@@ -134,8 +130,8 @@ class FakeConfig:
     rounds: list[ScriptedRound] | None = field(default=None, repr=False)
 
 
-class ScriptedBackend:
-    """A `Backend` that plays a script."""
+class ScriptedService:
+    """A `ConversationService` (chat/service.py) that plays a script."""
 
     def __init__(self, config: FakeConfig | None = None):
         self.config = config or FakeConfig()
@@ -146,7 +142,6 @@ class ScriptedBackend:
         self.system: str | None = None
         self._turns: list[Turn] = []
         self.k_auto = self.config.k_auto
-        self.answers_started = 0
 
     def load(self, progress: Progress) -> PairInfo:
         progress(f"loading scripted pair {self.name}")
@@ -158,26 +153,27 @@ class ScriptedBackend:
         return PairInfo(self.name, "cpu", "float32", self.config.memory_bytes, self.k > 0,
                         self.k, self.temperature, 2048, self.config.load_s, "scripted fake pair")
 
-    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
-        self.calibrations_started = getattr(self, "calibrations_started", 0) + 1
-        self.calibrated_for = needed_context
-        deadline = time.perf_counter() + self.config.calibration_s
+    def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+        self.baselines_started = getattr(self, "baselines_started", 0) + 1
+        deadline = time.perf_counter() + self.config.baseline_s
         while time.perf_counter() < deadline:
             if should_stop():
                 return None
             time.sleep(0.01)
-        rate = self.config.calibration_tokens_per_s
-        when = self.config.calibrated_at if self.config.calibrated_at is not None else time.time()
+        rate = self.config.baseline_tokens_per_s
+        when = self.config.baseline_measured_at
+        when = time.time() if when is None else when
         if rate is None:
             return None
         step = 1.0 / rate
         verify = {n: scripted_verify_s(n) / SCRIPTED_VERIFY_S * step for n in range(1, K_MAX + 2)}
-        return Baseline(self.sampling_key(), ((64, step), (max(512, needed_context + 256), step)),
-                        Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.calibration_s,
+        points = ((64, step), (max(512, needed_context + 256), step))
+        return Baseline(self.sampling_params(), points,
+                        Costs.of(verify, SCRIPTED_DRAFT_S), 256, when, self.config.baseline_s,
                         forward_points=((64, SCRIPTED_VERIFY_S),), min_decode_s=0.0,
-                        settled_passes=self.config.calibration_passes)
+                        settled_passes=self.config.baseline_passes)
 
-    def sampling_key(self) -> SamplingParams:
+    def sampling_params(self) -> SamplingParams:
         return SamplingParams(float(self.temperature))
 
     def float32_check(self, should_stop: ShouldStop) -> IdentityCheck | None:
@@ -186,7 +182,6 @@ class ScriptedBackend:
 
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]:
         self._turns.append(Turn("user", text))
-        self.answers_started += 1
         if self.config.trim_every_answer:
             yield ContextTrimmed(1, 2048)
         if self.config.prompt_tokens:
@@ -209,12 +204,13 @@ class ScriptedBackend:
         done = yield from self._play(False, should_stop)
         yield done
 
-    def _rounds(self, speculate: bool):
+    def _rounds(self, speculate: bool) -> Iterator[ScriptedRound]:
         if self.config.rounds is not None and speculate:
             return iter(self.config.rounds)
         return live_script(words(self.config.answer), (lambda: self.k) if speculate else (lambda: 0))
 
-    def _play(self, speculate: bool, should_stop: ShouldStop):
+    def _play(self, speculate: bool,
+              should_stop: ShouldStop) -> Generator[RoundUpdate, None, AnswerDone]:
         metrics = AnswerMetrics(self.config.clock)
         spans: list[TokenSpan] = []
         started = time.perf_counter()
@@ -275,7 +271,8 @@ def engine_round(scripted: ScriptedRound, k: int) -> Round:
                  scripted_verify_s(drafted + 1), k, fed=drafted + 1)
 
 
-def round_spans(scripted: ScriptedRound) -> tuple:
+def round_spans(scripted: ScriptedRound,
+                ) -> tuple[tuple[TokenSpan, ...], tuple[TokenSpan, ...], TokenSpan | None]:
     """(accepted, rejected, token) spans of a scripted round: the words as their own text."""
     accepted = tuple(TokenSpan(t, "accepted", token_id(t)) for t in scripted.accepted)
     rejected = tuple(TokenSpan(t, "rejected", token_id(t)) for t in scripted.rejected)

@@ -1,5 +1,5 @@
 """The conversation service the chat layer offers a user interface: a small
-`ConversationService` protocol (answer, race, calibrate, float32 replay, reset the
+`ConversationService` protocol (answer, race, measure the baseline, float32 replay, reset the
 turns, drop the last exchange, and the one owner of k and temperature), the facts a
 loaded pair reports (`PairInfo`), and one-line error messages.
 
@@ -53,6 +53,9 @@ class PairInfo:
     """The sampling seed of the session (drawn from the OS when none was given)."""
     engines: str = ""
     """Which backend computes each model, e.g. "target llama.cpp · draft torch (lean)"."""
+    cross_tokenizer: bool = False
+    """The draft has a tokenizer of its own: its text is re-tokenized into the target's tokens,
+    and a target token the draft's tokens do not line up with is marked (chat/cross/)."""
 
 
 class ConversationService(Protocol):
@@ -65,12 +68,12 @@ class ConversationService(Protocol):
     """Held while a thread decodes, so two threads never share the model's caches."""
 
     def load(self, progress: Progress) -> PairInfo: ...
-    def calibrate(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
+    def measure_baseline(self, should_stop: ShouldStop, needed_context: int = 0) -> Baseline | None:
         """Measure target-only costs at the current sampling settings, covering contexts up
         to `needed_context` (chat/baseline.py); None if stopped first."""
         ...
-    def sampling_key(self) -> SamplingParams:
-        """The sampling settings of the next answer: a baseline is valid for one."""
+    def sampling_params(self) -> SamplingParams:
+        """The sampling settings of the next answer (a baseline is valid for one)."""
         ...
     def answer(self, text: str, speculate: bool, should_stop: ShouldStop) -> Iterator[ChatEvent]: ...
     def race(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:

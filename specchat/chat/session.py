@@ -17,14 +17,16 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from specchat.chat.baseline import Baseline
 from specchat.chat.conversation import Conversation, fit_prompt
+from specchat.chat.cross import alignment_of
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
                                   RoundUpdate, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
 from specchat.chat.decoding import decoder_for
-from specchat.engine import Decoder, Finished, Round, Settings
+from specchat.engine import Decoder, Event, Finished, Round, Settings
 from specchat.engine.adaptive import AdaptiveK, settings_for
 from specchat.engine.costs import Costs
 from specchat.errors import ContextFull, one_line
@@ -40,13 +42,17 @@ class RoundText:
     token: TokenSpan | None
 
 
-def spans_of_round(event: Round, detok: IncrementalDetokenizer) -> RoundText:
-    """Decode a round: accepted drafts and the target token are committed to the detokenizer."""
+def spans_of_round(event: Round, detok: IncrementalDetokenizer,
+                   alignment: tuple[str, ...] = ()) -> RoundText:
+    """Decode a round: accepted drafts and the target token are committed to the detokenizer.
+    `alignment`: how each draft lines up with a cross-tokenizer draft's own tokens."""
     margins = list(event.margins) + [None] * (len(event.committed) - len(event.margins))
-    accepted = tuple(TokenSpan(detok.push(t), "accepted", t, m)
-                     for t, m in zip(event.accepted, margins))
+    aligned = list(alignment) + [""] * (event.drafted - len(alignment))
+    accepted = tuple(TokenSpan(detok.push(t), "accepted", t, m, a)
+                     for t, m, a in zip(event.accepted, margins, aligned))
     ghosts = detok.peek(list(event.rejected))
-    rejected = tuple(TokenSpan(text, "rejected", t) for text, t in zip(ghosts, event.rejected))
+    rejected = tuple(TokenSpan(text, "rejected", t, alignment=a) for text, t, a in
+                     zip(ghosts, event.rejected, aligned[len(event.accepted):]))
     token = None
     if event.token is not None:
         kind: TokenKind = event.token_kind
@@ -71,8 +77,9 @@ class ChatSession:
         """The sampling seed: given, or drawn from the OS (an unseeded Generator always
         starts from the same state, which is not random)."""
         self.generator = torch.Generator(device=pair.target.device).manual_seed(self.seed)
-        self.prior: Costs | None = None
-        """Step costs timed for k = "auto" (by the calibration, or before the first answer)."""
+        self.baseline_costs: Costs | None = None
+        """The step costs of the latest baseline (or timed before the first answer): k = "auto"'s
+        starting point."""
 
     def decoder(self) -> Decoder:
         return decoder_for(self.pair, self.speculate, settings=self.settings)
@@ -92,11 +99,13 @@ class ChatSession:
         known: loading a pair does it (chat/pair_service.py, commands/run.py), so an answer
         waits for it only when k became "auto" after a target-only or fixed-k start."""
         if self.speculate:
-            from specchat.chat.calibrate import start_auto_from_prior
+            from specchat.chat.baseline_timing import start_auto_from_baseline
 
-            self.prior = start_auto_from_prior(self.pair, self.settings, self.prior)
+            self.baseline_costs = start_auto_from_baseline(self.pair, self.settings,
+                                                           self.baseline_costs)
 
-    def _stream(self, max_new_tokens: int, should_stop) -> Iterator[ChatEvent]:
+    def _stream(self, max_new_tokens: int,
+                should_stop: Callable[[], bool]) -> Iterator[ChatEvent]:
         started = self.clock()  # TTFT counts whatever the answer waits for, k = auto's timing too
         self.start_auto()
         context = self.pair.context_length
@@ -112,17 +121,18 @@ class ChatSession:
         spans: list[TokenSpan] = []
         # target-only decoding is a decoder without a drafter (k = 0) reading the same
         # live settings, so a temperature change applies from the next round either way
-        events = self.decoder().generate(prompt, self.settings, budget, self.generator, should_stop)
+        decoder = self.decoder()
+        events = decoder.generate(prompt, self.settings, budget, self.generator, should_stop)
         for event in survive_failure(events):
             if isinstance(event, Finished):
                 yield self._finish(context_bound(event, budget, max_new_tokens), detok, spans,
                                    metrics)
                 return
             if isinstance(event, RoundFailed):
-                yield self._finish(Finished("failed", 0), detok, spans, metrics, event.error)
+                yield self._finish("failed", detok, spans, metrics, event.error)
                 return
             metrics.record(event)
-            text = spans_of_round(event, detok)
+            text = spans_of_round(event, detok, alignment_of(decoder.drafter))
             update = RoundUpdate(text.accepted, text.rejected, text.token, event.draft_s * 1000,
                                  event.verify_s * 1000, metrics.snapshot())
             spans.extend(update.spans)
@@ -130,15 +140,15 @@ class ChatSession:
             yield update
             metrics.hold(self.clock() - held_from)  # pauses are not decoding time
 
-    def _finish(self, event: Finished, detok, spans: list[TokenSpan], metrics,
-                error: str = "") -> AnswerDone:
+    def _finish(self, stop_reason: str, detok: IncrementalDetokenizer, spans: list[TokenSpan],
+                metrics: AnswerMetrics, error: str = "") -> AnswerDone:
         tail = detok.flush()
         if tail and spans:
             last = max(i for i, s in enumerate(spans) if s.kind != "rejected")
             spans[last] = dataclasses.replace(spans[last], text=spans[last].text + tail)
         text = "".join(s.text for s in spans if s.kind != "rejected")
         self.conversation.add("assistant", text)
-        return AnswerDone(text, event.stop_reason, metrics.snapshot(final=True), tuple(spans), error)
+        return AnswerDone(text, stop_reason, metrics.snapshot(final=True), tuple(spans), error)
 
     # ----- the conversation service's other jobs ------------------------------------------
 
@@ -158,29 +168,31 @@ class ChatSession:
     def settings_copy(self) -> Settings:
         """The same k and sampling, with a fresh adaptive policy if k is "auto"."""
         config_k = "auto" if self.settings.k_policy is not None else self.settings.k
-        return settings_for(config_k, self.settings.sampling, prior=self.prior)
+        return settings_for(config_k, self.settings.sampling, prior=self.baseline_costs)
 
-    def calibrate(self, should_stop: Callable[[], bool] = lambda: False, needed_context: int = 0):
-        """Measure the target-only `Baseline` for the current sampling settings (chat/calibrate.py),
-        covering contexts up to `needed_context`; None if stopped first."""
-        from specchat.chat.calibrate import contexts_for, measure_baseline
+    def measure_baseline(self, should_stop: Callable[[], bool] = lambda: False,
+                         needed_context: int = 0) -> Baseline | None:
+        """Measure the target-only `Baseline` for the current sampling settings
+        (chat/baseline_timing.py), covering contexts up to `needed_context`; None if stopped
+        first. Its step costs become k = "auto"'s starting point."""
+        from specchat.chat.baseline_timing import contexts_for, measure_baseline
 
         contexts = contexts_for(needed_context, self.pair.context_length)
         baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
         if baseline is not None and baseline.costs is not None:
-            self.prior = baseline.costs  # k = "auto"'s starting point
+            self.baseline_costs = baseline.costs
             policy = self.settings.k_policy
             if isinstance(policy, AdaptiveK):
-                policy.use_prior(self.prior)  # the latest timing wins over an older one
+                policy.use_prior(self.baseline_costs)  # the latest timing wins over an older one
         return baseline
 
 
-def context_bound(event: Finished, budget: int, max_new_tokens: int) -> Finished:
-    """The engine stops at the budget it is given; where the context's room, not the length
-    asked for, set that budget, the answer ended because the context was full."""
+def context_bound(event: Finished, budget: int, max_new_tokens: int) -> str:
+    """The answer's stop reason. The engine stops at the budget it is given; where the
+    context's room, not the length asked for, set that budget, the context was full."""
     if event.stop_reason == "max_tokens" and budget < max_new_tokens:
-        return dataclasses.replace(event, stop_reason="context_full")
-    return event
+        return "context_full"
+    return event.stop_reason
 
 
 @dataclass(frozen=True)
@@ -190,7 +202,7 @@ class RoundFailed:
     error: str
 
 
-def survive_failure(events):
+def survive_failure(events: Iterator[Event]) -> Iterator[Event | RoundFailed]:
     """The engine's events, ending in a `RoundFailed` where a round runs out of GPU memory
     or of KV cache (both recoverable: the next answer starts from empty caches)."""
     try:

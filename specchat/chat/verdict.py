@@ -3,7 +3,7 @@ are the target's own.
 
 Greedy speculative decoding must reproduce greedy target-only decoding token for
 token. In float32 it does; in bfloat16/float16 a verify of several tokens can round
-differently from a one-token step and flip a near-tie (DESIGN.md §3). So when the
+differently from a one-token step and flip a near-tie (docs/design.md §3). So when the
 texts differ, the verdict names the first token where they part and the target's
 top-two logit margin there in both runs: both margins within `NEAR_TIE` of a tie is
 rounding; anything else is a bug. A float32 replay settles it (they must be identical).

@@ -9,8 +9,8 @@ fixed k, or k = "auto"'s longest draft):
   weight-byte ratio. True on a GPU and on Apple silicon; optimistic on a CPU, whose
   verifies are compute-bound;
 - measured (`--measure`): the pair is loaded, each model warmed up, and its forwards
-  timed in interleaved rounds (engine/costs.time_rounds) at the chat's calibration context
-  (chat/calibrate.py). The machine's load and the spread of the rounds are reported; where
+  timed in interleaved rounds (engine/costs.time_rounds) at the chat's baseline context
+  (chat/baseline_timing.py). The machine's load and the spread of the rounds are reported; where
   the spread is large or c is far from the weight-size ratio, the timing is repeated (a few
   times at most) and, still unsteady, the verdict is withheld rather than given on noise.
 
@@ -25,7 +25,7 @@ about the TUI; imports no transformers (the models layer does).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
 from specchat.commands.model_facts import ModelFacts, PairFacts, facts_line, pair_facts, size_text
 from specchat.engine.costs import PRIOR_WIDTHS, WARMUP_STEPS, Clock, Costs, TimedCosts
@@ -34,6 +34,7 @@ from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even
 
 if TYPE_CHECKING:
     from specchat.chat.pair import Pair
+    from specchat.models.config.pairs import PairConfig
 
 ASSUMED_ALPHAS = (0.5, 0.6, 0.7, 0.8)
 """Acceptance rates shown when the draft's own is unknown."""
@@ -55,12 +56,12 @@ Alphas = list[tuple[float, str]]
 """(α, where it came from) pairs the verdicts are shown at."""
 
 
-def fixed_k(pair: Pair) -> int | None:
+def fixed_k(pair: PairConfig) -> int | None:
     """The pair's fixed draft length, or None for k = "auto" (and for k = 0)."""
     return pair.k if isinstance(pair.k, int) and pair.k > 0 else None
 
 
-def k_max_of(pair: Pair) -> int:
+def k_max_of(pair: PairConfig) -> int:
     """The longest draft the report covers: the pair's fixed k, or k = "auto"'s range."""
     return fixed_k(pair) or K_MAX
 
@@ -72,19 +73,27 @@ def predicted_costs(target: ModelFacts, draft: ModelFacts | None, k_max: int) ->
     return Costs.of({n: 1.0 for n in range(1, k_max + 2)}, c)
 
 
-def measured_costs(pair: Pair, progress: Callable[[str], None], expected_c: float | None,
+def measured_costs(pair: PairConfig, progress: Callable[[str], None], expected_c: float | None,
                    clock: Clock = time.perf_counter) -> tuple[TimedCosts, str | None]:
     """The loaded pair's costs, timed until steady (engine/costs.steady_costs): (the timing,
     why it is still unsteady or None). Every width of a fixed k; PRIOR_WIDTHS for "auto"
     (wider verifies are extended from them, as k = "auto" extends them)."""
-    from specchat.chat.calibrate import prior_context
-    from specchat.chat.decoding import drafter_for
-    from specchat.engine.costs import steady_costs, time_rounds
     from specchat.models.loader import load_pair
 
-    loaded = load_pair(pair, progress=progress)
-    context, drafter = prior_context(loaded), drafter_for(loaded)
-    k = fixed_k(pair)
+    return timed_costs(load_pair(pair, progress=progress), fixed_k(pair), progress,
+                       expected_c, clock)
+
+
+def timed_costs(loaded: Pair, k: int | None, progress: Callable[[str], None],
+                expected_c: float | None = None,
+                clock: Clock = time.perf_counter) -> tuple[TimedCosts, str | None]:
+    """`measured_costs` of a pair already loaded: every width of a fixed `k`, PRIOR_WIDTHS
+    for None (k = "auto")."""
+    from specchat.chat.baseline_timing import baseline_costs_context
+    from specchat.chat.decoding import drafter_for
+    from specchat.engine.costs import steady_costs, time_rounds
+
+    context, drafter = baseline_costs_context(loaded), drafter_for(loaded)
     widths = range(1, k + 2) if k else PRIOR_WIDTHS
     progress("timing the pair's forwards (a minute on a small CPU)")
     measure = lambda: time_rounds(loaded.target, drafter, context, widths,  # noqa: E731
@@ -140,7 +149,7 @@ def indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def drafter_lines(pair: Pair, costs: Costs, k_max: int) -> list[str]:
+def drafter_lines(pair: PairConfig, costs: Costs, k_max: int) -> list[str]:
     """Which drafter can pay on these costs: the pair's draft model, an n-gram lookup, none."""
     ngram = pair.draft == "ngram"
     candidates = [] if ngram else [(f"draft {pair.draft}", costs.c or 0.0)]
@@ -184,7 +193,8 @@ def one_step_lines(target: ModelFacts, draft: ModelFacts | None, alphas: Alphas,
     """What the pair would gain where a verify costs about one step (the same cost model,
     v(n) = 1 and c from weight bytes)."""
     costs = predicted_costs(target, draft, k_max)
-    cheapest = cheapest_break_even(costs.c, costs.v, k_max)
+    c = costs.c if costs.c is not None else 0.0  # predicted costs always price the draft step
+    cheapest = cheapest_break_even(c, costs.v, k_max)
     lines = [f"where a verify costs about one step (a GPU, Apple silicon): v(n) = 1, "
              f"c = {costs.c:.2f} from weight bytes"
              + (f"; {pays_text(*cheapest)}" if cheapest else "; no k pays")]
@@ -197,7 +207,7 @@ def alphas_for(alpha: float | None, why: str) -> Alphas:
     return [(a, " (assumed)") for a in ASSUMED_ALPHAS]
 
 
-def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
+def check_lines(pair: PairConfig, measure: bool = False, progress: Callable[[str],
                 None] = lambda _: None, clock: Clock = time.perf_counter) -> list[str]:
     """The whole `pairs --check` report for one pair on this machine (`clock`: the timer
     of --measure's timings)."""
@@ -225,7 +235,7 @@ def check_lines(pair: Pair, measure: bool = False, progress: Callable[[str],
     return lines + one_step_lines(facts.target, facts.draft, alphas, k_max)
 
 
-def verdict_lines(pair: Pair, costs: Costs, alphas: Alphas, k_max: int) -> list[str]:
+def verdict_lines(pair: PairConfig, costs: Costs, alphas: Alphas, k_max: int) -> list[str]:
     """Break-even α per k, which drafter can pay, and the best k at each α, on `costs`."""
     return (break_even_lines(costs, k_max) + drafter_lines(pair, costs, k_max)
             + best_k_lines(costs, alphas, k_max, "here"))
@@ -239,7 +249,7 @@ def weight_ratio(facts) -> float | None:
     return facts.draft.weight_bytes / facts.target.weight_bytes
 
 
-def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:
+def memory_lines(pair: PairConfig, facts: PairFacts) -> list[str]:
     from specchat.errors import OutOfMemory
     from specchat.models.device.placement import (automatic_limits, current_inventory, describe,
                                                   plan_placement)
@@ -251,6 +261,8 @@ def memory_lines(pair: Pair, facts: Sequence[ModelFacts]) -> list[str]:
              f"tokens); available: {describe(automatic_limits(inventory))}"]
     if facts.gguf_placement:
         return lines + [f"placement: {facts.gguf_placement}"]
+    if facts.target is None:  # check_lines stops at an unknown size before it asks
+        return lines
     try:
         place = plan_placement(facts.target.weight_bytes, pair.device, inventory, pair.max_memory,
                                name=f"target {pair.target}")

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from specchat.commands.options import (apply_overrides, backend_option, check_output_file,
-                                       dtype_option, k_option, load_pair_config,
-                                       max_new_tokens_option, pair_option, temperature_option)
+                                       config_from, config_option, dtype_option, k_option,
+                                       load_pair_config, max_new_tokens_option, pair_option,
+                                       temperature_option)
 from specchat.engine.params import PRIOR_K_MAX
 from specchat.errors import UsageError
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
 
 PROFILE_KS = ",".join(str(k) for k in range(1, PRIOR_K_MAX + 1))
-"""The fixed k a sweep compares by default: those whose verify the calibration times (k = "auto"
+"""The fixed k a sweep compares by default: those whose verify the chat's baseline times (k = "auto"
 may go on to K_MAX; --ks names longer ones)."""
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 BUILD_HINT = "`make llama-tools` in a clone of specchat's repository"
@@ -80,8 +81,7 @@ def common_options(command: Callable):
                           "run as arms for a llama.cpp pair (default: where the repository's "
                           "`make llama-tools` puts them; skipped with a note if they are not "
                           "there)."),
-        click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-                     help="A models.toml whose pairs win over the user's and the built-in ones."),
+        config_option,
         click.pass_context]):
         command = option(command)
     return command
@@ -177,9 +177,8 @@ def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None
             all_turns: bool = False) -> Setup:
     from specchat.bench.prompts import load_prompts, resolve_prompts_file
 
-    config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature,
-                                  backend=backend)
+    pair_config = apply_overrides(load_pair_config(config_from(ctx, config_file), pair_name), k,
+                                  temperature, backend=backend)
     path = resolve_prompts_file(prompts_file)
     return Setup(pair_config, select(load_prompts(path, all_turns), categories, limit, path), path)
 
@@ -194,6 +193,18 @@ def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int)
     with prompt_bar(setup) as on_prompt:
         return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
                               setup.repeats, programs, setup.keep_going)
+
+
+@prompt_set_command("acceptance", extra=(budget_option,))
+def acceptance_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int):
+    """Acceptance per category (in target tokens) and greedy identity: specchat's speculative
+    and target-only arms only."""
+    from specchat.bench.acceptance import run_acceptance
+
+    pair = setup.load(dtype)
+    with prompt_bar(setup) as on_prompt:
+        return run_acceptance(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
+                              setup.keep_going)
 
 
 @prompt_set_command("sweep", extra=(ks_option, budget_option))

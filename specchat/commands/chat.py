@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from specchat.commands.options import (apply_overrides, backend_option, dtype_option, k_option,
+from specchat.commands.options import (apply_overrides, backend_option, config_from,
+                                       config_option, dtype_option, k_option,
                                        max_new_tokens_option, pair_option, system_option,
                                        temperature_option, theme_option)
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 @backend_option
 @system_option
 @max_new_tokens_option(512)
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
+@config_option
 @click.option("--demo", "demo_rate", type=float, default=None, hidden=True,
               help="Use the scripted fake pair streaming at this many tokens/s (no model).")
 @click.option("--served", is_flag=True, hidden=True,
@@ -50,7 +51,7 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
     from specchat.models.config.pairs import load_catalog
     from specchat.tui.themes import check_theme_name
 
-    catalog = load_catalog(config_file or (ctx.obj or {}).get("config"))
+    catalog = load_catalog(config_from(ctx, config_file))
     first = apply_overrides(catalog.get(pair_name), k, temperature, backend=backend)
     if theme is not None:
         check_theme_name(theme)
@@ -102,10 +103,10 @@ def chat_threads(pair_threads: int, cores: int) -> int:
 
 def build_demo_app(rate: float, theme: str | None, system: str | None, served: bool = False):
     from specchat.tui.app import create_app
-    from specchat.chat.scripted import FakeConfig, ScriptedBackend
+    from specchat.chat.scripted import FakeConfig, ScriptedService
 
     def factory(name: str):
-        return ScriptedBackend(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
+        return ScriptedService(FakeConfig(name=name, tokens_per_s=rate, load_s=1.0))
 
     pairs = [("demo", "scripted fake pair"), ("demo-2", "another scripted fake pair")]
     return create_app(factory, pairs, "demo", theme=theme, system=system, served=served)

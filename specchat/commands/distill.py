@@ -76,7 +76,7 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
             max_new_tokens: int, checkpoint_every: int, device: str, seed: int,
             threads: int | None, resume: bool, init_from: Path | None, int8: bool,
             teacher_batch: int, teacher_only: bool, head: bool, width: int, passes: int,
-            streams: int, gguf: Path | None, gguf_type: str | None):
+            streams: int, gguf: Path | None, gguf_type: str):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if threads:
         import torch

@@ -28,7 +28,7 @@ type_option = click.option(
 @click.option("--target", default=None, metavar="REF",
               help="The draft's target (default: the one it was trained for; must be that file).")
 @type_option
-def export_gguf(draft_dir: Path, out: Path, target: str | None, gguf_type: str | None):
+def export_gguf(draft_dir: Path, out: Path, target: str | None, gguf_type: str):
     """Write a trained draft as a GGUF file for llama.cpp (same tokenizer and vocabulary)."""
     from specchat.models.gguf.drafts import export_draft
 

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from specchat.chat.pair import Pair
+    import torch
+
+    from specchat.models.config.pairs import PairConfig
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class PairFacts:
     """"torch", "llama.cpp" or "int8": what computes the target's logits."""
 
 
-def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
+def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
     """Sizes, context and the draft's acceptance of `pair` on this machine."""
     from specchat.models.adapters import GGUF_BACKENDS, backend_named, choose_backends
     from specchat.models.config.refs import head_file, parse_ref
@@ -85,7 +87,7 @@ def pair_facts(pair: Pair, progress: Callable[[str], None]) -> PairFacts:
                      alpha_why, unknown, backends.target)
 
 
-def target_facts(pair: Pair, backend: str, dtype: str | None, device: str,
+def target_facts(pair: PairConfig, backend: str, dtype: torch.dtype, device: str,
                  progress: Callable[[str], None]) -> tuple[ModelFacts | None, int]:
     """(the target's facts, the context the pair budgets by)."""
     from specchat.models.config.refs import parse_ref
@@ -101,17 +103,18 @@ def target_facts(pair: Pair, backend: str, dtype: str | None, device: str,
     return facts, context_tokens(folder, device) if facts is not None else 0
 
 
-def draft_facts(pair: Pair, backend: str | None, dtype: str | None, progress: Callable[[str],
+def draft_facts(pair: PairConfig, backend: str | None, dtype: torch.dtype, progress: Callable[[str],
                 None]):
     """(the draft model's facts or None, its torch folder or None)."""
-    from specchat.models.config.refs import parse_ref
+    from specchat.models.adapters import GGUF_BACKENDS
+    from specchat.models.config.refs import head_file, parse_ref
     from specchat.models.draft_loader import draft_folder
 
-    from specchat.models.adapters import GGUF_BACKENDS
-    from specchat.models.config.refs import head_file
-
-    if pair.draft and head_file(parse_ref(pair.draft)) is not None:
-        return head_model_facts(pair.draft, head_file(parse_ref(pair.draft)), backend, dtype), None
+    if pair.draft is None:
+        return None, None
+    head = head_file(parse_ref(pair.draft))
+    if head is not None:
+        return head_model_facts(pair.draft, head, backend, dtype), None
     if backend in GGUF_BACKENDS:
         return gguf_facts("draft", pair.draft, parse_ref(pair.draft), progress,
                           int8=backend == "int8")[0], None
@@ -148,7 +151,7 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
     return facts, context if int8 else min(context, MAX_CONTEXT)
 
 
-def torch_facts(role: str, ref: str, folder: Path | str, dtype: str | None,
+def torch_facts(role: str, ref: str, folder: Path | str, dtype: torch.dtype,
                 quantization: str) -> ModelFacts | None:
     """Facts of a model torch runs, from its folder, in `dtype` or `quantization`."""
     import torch

@@ -75,6 +75,17 @@ def pair_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> l
     return [name for name in names if name.startswith(incomplete)]
 
 
+config_option = click.option(
+    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="A models.toml whose pairs win over the user's and the built-in ones.")
+"""--config, on the group and on every command that loads pairs (resolved by `config_from`)."""
+
+
+def config_from(ctx: click.Context, config_file: Path | None) -> Path | None:
+    """The models.toml a command reads: its own --config wins over the group's."""
+    return config_file or (ctx.obj or {}).get("config")
+
+
 def pair_option(function: Callable):
     return click.option("--pair", "pair_name", metavar="NAME", shell_complete=pair_names,
                         help="Pair from models.toml (default: the file's `default`).")(function)
@@ -162,15 +173,16 @@ def backend_option(function: Callable):
                              "when installed, on the GPU where its build can offload).")(function)
 
 
-def apply_overrides(pair: PairConfig, k: int | None = None, temperature: float | None = None,
+def apply_overrides(pair: PairConfig, k: int | str | None = None, temperature: float | None = None,
                     top_p: float | None = None, top_k: int | None = None,
                     backend: str | None = None) -> PairConfig:
     """The pair with command-line values in place of its own (None: the pair's own). The
     values come range-checked by their click types (`WholeNumber`, `RealNumber`)."""
-    sampling = {name: value for name, value in
-                (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
-                if value is not None}
-    changes = {name: value for name, value in (("k", k), ("backend", backend)) if value is not None}
+    sampling: dict[str, Any] = {
+        name: value for name, value in
+        (("temperature", temperature), ("top_p", top_p), ("top_k", top_k)) if value is not None}
+    changes: dict[str, Any] = {name: value for name, value in (("k", k), ("backend", backend))
+                               if value is not None}
     return dataclasses.replace(pair, sampling=dataclasses.replace(pair.sampling, **sampling),
                                **changes)
 

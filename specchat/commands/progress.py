@@ -86,16 +86,6 @@ def columns(unit: str | None, total: int | None) -> list[ProgressColumn]:
             TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[info]}", markup=False)]
 
 
-@contextmanager
-def step_bar(description: str, total: int | None, unit: str | None = None,
-             console: Console | None = None) -> Iterator[StepBar]:
-    bar = StepBar(console or stderr_console(), description, total, unit)
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
 class LoadingNotes:
     """Loading notes (`progress(note)` of the model loader): on a terminal each note runs
     as a spinner with its elapsed time until the next one (a step's `Milestone` end is a

@@ -2,8 +2,10 @@
 
 Tokens are coloured by kind with the default theme's variables as rich styles;
 rich's console turns them into what the terminal can show (24-bit, 256 or 16
-colours, none under NO_COLOR). Rejected drafts print dim and struck through. Model text is
-untrusted: its control characters print visibly (specchat/control_chars.py), never raw.
+colours, none under NO_COLOR). Rejected drafts print dim and struck through; a
+cross-tokenizer draft's token that is not one of the draft's own tokens is underlined.
+Model text is untrusted: its control characters print visibly (specchat/control_chars.py),
+never raw.
 The stats block follows `ollama run --verbose`. Pure formatting: spans in, rich
 text or strings out; knows nothing about where they are printed.
 """
@@ -22,8 +24,9 @@ def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text
     if span.kind == "rejected":
         if not ghosts or not span.text:
             return Text("")
-        return Text(visible(span.text), Style(color=colours["rejected"], dim=True, strike=True))
-    return Text(visible(span.text), Style(color=colours[span.kind]))
+        return Text(visible(span.text), Style(color=colours["rejected"], dim=True, strike=True,
+                                              underline=span.unaligned))
+    return Text(visible(span.text), Style(color=colours[span.kind], underline=span.unaligned))
 
 
 def _pct(value: float | None) -> str:

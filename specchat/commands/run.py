@@ -21,16 +21,19 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-from specchat.commands.options import (apply_overrides, argument_text, backend_option, decoded,
-                                       dtype_option, k_option, load_pair_config,
+from specchat.commands.options import (apply_overrides, argument_text, backend_option,
+                                       config_from, config_option, decoded, dtype_option,
+                                       k_option, load_pair_config,
                                        max_new_tokens_option, pair_option, system_option,
                                        temperature_option, top_k_option, top_p_option)
 from specchat.control_chars import json_text, visible
 from specchat.errors import SpecchatError, UsageError
 
 if TYPE_CHECKING:
-    from specchat.chat.events import StatsSnapshot, TokenSpan
-    from specchat.chat.pair import Pair
+    from rich.console import Console
+
+    from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
+    from specchat.models.loader import LoadedPair
 
 
 class AnswerFailed(SpecchatError):
@@ -51,7 +54,7 @@ class AnswerFailed(SpecchatError):
 @backend_option
 @system_option
 @click.option("--jsonl", is_flag=True, help="One JSON object per round, then a `done` object.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False))
+@config_option
 @click.argument("prompt", nargs=-1)
 @click.pass_context
 def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str | None,
@@ -60,9 +63,8 @@ def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str |
         jsonl: bool, config_file: Path | None, prompt: tuple[str, ...]):
     """Answer PROMPT once (- or no PROMPT with piped input: read it from stdin)."""
     text = read_prompt(prompt)
-    config = config_file or (ctx.obj or {}).get("config")
-    pair_config = apply_overrides(load_pair_config(config, pair_name), k, temperature, top_p, top_k,
-                                  backend)
+    pair_config = apply_overrides(load_pair_config(config_from(ctx, config_file), pair_name), k,
+                                  temperature, top_p, top_k, backend)
     from specchat.chat.session import ChatSession
     from specchat.models.loader import load_pair
 
@@ -95,7 +97,8 @@ class Interrupt:
     answered stays, the statistics or the `done` object follow, and the exit status is 128 +
     the signal's number: 130 or 143); a second one ends the program at once."""
 
-    SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+    SIGNALS: dict[int, str] = {signal.SIGINT: "interrupted",
+                               signal.SIGTERM: "terminated (SIGTERM)"}
 
     def __init__(self):
         self.signum: int | None = None
@@ -128,7 +131,7 @@ class Interrupt:
 
     def said(self) -> str:
         """What the last stderr line says happened: "interrupted", "terminated (SIGTERM)"."""
-        return self.SIGNALS[self.signum]
+        return self.SIGNALS[self.signum if self.signum is not None else signal.SIGINT]
 
     def __call__(self) -> bool:
         return self.requested
@@ -189,7 +192,7 @@ class TextPrinter:
         self.console = console
         self.colour = console.is_terminal
         self.colours = token_colours() if self.colour else {}
-        self.done = None
+        self.done: AnswerDone | None = None
 
     def handle(self, event: Any) -> None:
         from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate
@@ -214,7 +217,7 @@ class TextPrinter:
             sys.stdout.write(visible("".join(s.text for s in spans if s.kind != "rejected")))
         self.console.file.flush()
 
-    def finish(self, pair: Pair, session: Any) -> None:
+    def finish(self, pair: LoadedPair, session: Any) -> None:
         from specchat.commands.render import stats_block
 
         sys.stdout.write("\n")
@@ -238,12 +241,18 @@ def k_text(session: Any, stats: StatsSnapshot) -> str:
     return f"auto (mostly {stats.k_in_use})" if stats.k_in_use else "auto"
 
 
-def backend_rows(pair: Pair) -> list[tuple[str, str]]:
+def backend_rows(pair: LoadedPair) -> list[tuple[str, str]]:
     """What computes each model's logits, and why the target's backend was chosen."""
     rows = [("target backend", f"{pair.backends['target']} ({pair.reasons['backend']})")]
     if "draft" in pair.backends:
         rows.append(("draft backend", pair.backends["draft"]))
+    if getattr(pair, "draft_tokenizer", None) is not None:
+        rows.append(("draft tokenizer", CROSS_TOKENIZER))
     return rows
+
+
+CROSS_TOKENIZER = ("its own: its text is re-tokenized for the target (greedy: string match; "
+                   "sampling: shared tokens); counts are in target tokens")
 
 
 class JsonlPrinter:
@@ -267,7 +276,7 @@ class JsonlPrinter:
             if event.error:
                 self.done["error"] = event.error
 
-    def finish(self, pair: Pair, session: Any) -> None:
+    def finish(self, pair: LoadedPair, session: Any) -> None:
         if self.done is not None:
             memory = pair.memory() if hasattr(pair, "memory") else None
             if memory is not None:
@@ -275,7 +284,7 @@ class JsonlPrinter:
             emit(self.done)
 
 
-def memory_rows(pair: Pair) -> list[tuple[str, str]]:
+def memory_rows(pair: LoadedPair) -> list[tuple[str, str]]:
     """Placement and memory lines of the stats block (weights, KV cache, CUDA peak)."""
     rows = [("placement", pair.placement)] if getattr(pair, "placement", "") else []
     return rows + (pair.memory().rows() if hasattr(pair, "memory") else [])
@@ -291,7 +300,17 @@ def round_object(event: Any) -> dict:
             "token": None if token is None else token.token_id,
             "token_text": "" if token is None else token.text,
             "token_kind": None if token is None else token.kind,
-            "draft_ms": round(event.draft_ms, 3), "verify_ms": round(event.verify_ms, 3)}
+            "draft_ms": round(event.draft_ms, 3), "verify_ms": round(event.verify_ms, 3),
+            **alignment_field(event)}
+
+
+def alignment_field(event: Any) -> dict:
+    """A cross-tokenizer draft's rounds: how each draft (accepted, then rejected) lines up
+    with the draft model's own tokens; nothing for a draft of the target's tokenizer."""
+    drafts = event.accepted + event.rejected
+    if not any(s.alignment for s in drafts):
+        return {}
+    return {"alignment": [s.alignment for s in drafts]}
 
 
 def emit(obj: dict) -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import click
 
-from specchat.commands.options import k_option, pair_option, theme_option
+from specchat.commands.options import (config_from, config_option, k_option, pair_option,
+                                       theme_option)
 from specchat.errors import UsageError
 
 
@@ -41,8 +42,7 @@ from specchat.errors import UsageError
               metavar="N", help="Chats (tabs) that run at once; each loads the pair.")
 @click.option("--demo", "demo_rate", type=float, default=None, metavar="TOKENS_PER_S",
               help="Serve the scripted demo pair at this pace (no model is loaded).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="A models.toml whose pairs win over the user's and the built-in ones.")
+@config_option
 @click.pass_context
 def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | str | None,
           host: str, port: int, public_url: str | None, no_token: bool, max_sessions: int,
@@ -52,7 +52,7 @@ def serve(ctx: click.Context, pair_name: str | None, theme: str | None, k: int |
                                                  reachable_host)
     from specchat.commands.serve_guard import guarded, make_gate
 
-    config_file = config_file or (ctx.obj or {}).get("config")
+    config_file = config_from(ctx, config_file)
     check_choices(pair_name, theme, config_file, demo_rate)
     if public_url is not None:  # "" too: no URL a browser opens
         public_url = checked_public_url(public_url)

@@ -116,12 +116,12 @@ def page_refusal(given: str | None) -> str:
             f"http://…/?{QUERY}=…\n")
 
 
-def with_cookie(request: web.Request, gate: Gate) -> web.Response:
-    """The page again without the token in its URL, the token now in a cookie."""
+def with_cookie(request: web.Request, gate: Gate, token: str) -> web.Response:
+    """The page again without the token in its URL, the token (`gate.token`) now in a cookie."""
     query = {name: value for name, value in request.query.items() if name != QUERY}
     location = str(request.rel_url.with_query(query))
     response = web.Response(status=303, headers={"Location": location})
-    response.set_cookie(gate.cookie, gate.token, httponly=True, samesite="Strict", path="/")
+    response.set_cookie(gate.cookie, token, httponly=True, samesite="Strict", path="/")
     return response
 
 
@@ -151,7 +151,7 @@ def guarded(server_class: type, gate: Gate) -> type:
             if gate.token is not None and given is not None:
                 if not same_secret(given, gate.token):
                     return refuse(request, page_refusal(given))
-                return with_cookie(request, gate)
+                return with_cookie(request, gate, gate.token)
             if not has_token(request, gate):
                 return refuse(request, page_refusal(None))
             return await super().handle_index(request)
@@ -188,8 +188,8 @@ async def tell_full(request: web.Request, limit: int) -> web.WebSocketResponse:
     open (the page would cover a closed one with "Session ended") until the tab goes."""
     websocket = web.WebSocketResponse(heartbeat=15)
     await websocket.prepare(request)
-    width = request.query.get("width", "80")
-    width = min(int(width), 200) if width.isdigit() else 80
+    asked = request.query.get("width", "80")
+    width = min(int(asked), 200) if asked.isdigit() else 80
     await websocket.send_bytes(full_message(limit, width))
     click.echo(f"specchat: a tab from {request.remote} waits: {limit} chat(s) run already "
                "(--max-sessions)", err=True)

@@ -90,7 +90,7 @@ def answers(batch, jobs: list[Job], eos_ids: set[int], max_new_tokens: int,
             on_token: Callable[[], None] = lambda: None) -> Iterator[tuple[Job, FeatureSample]]:
     """Each job's answer as it ends, decoded on `batch` (an `Int8Batch`): a slot whose answer
     ended takes the next job at once, so the batch stays full."""
-    waiting, streams = list(jobs), {}
+    waiting, streams = list(jobs), dict[int, Stream]()
     while waiting or streams:
         for slot in range(len(batch.lengths)):
             if slot not in streams and waiting:

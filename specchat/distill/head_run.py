@@ -139,7 +139,7 @@ def choose_vocab(samples, size: int | None, eos: set[int], full: int) -> list[in
     end-of-sequence ids always in. None or a size past the vocabulary: every token."""
     if not size or size >= full:
         return list(range(full))
-    answers, prompts = Counter(), Counter()
+    answers, prompts = Counter[int](), Counter[int]()
     for sample in samples:
         answers.update(sample.ids[sample.prompt_len:].tolist())
         prompts.update(sample.ids[:sample.prompt_len].tolist())

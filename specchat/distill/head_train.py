@@ -174,7 +174,7 @@ def head_loss(network: HeadNetwork, tables: Tables, batch: Batch, passes: int,
     truth = batch.features[first]
     with torch.no_grad():
         p = (truth @ tables.output.T / temperature).float().softmax(-1)
-    total, weights = 0.0, 0.0
+    total, weights = torch.zeros(()), 0.0
     for s, guess in enumerate(unrolled(network, batch, tables.embed(batch.ids), passes), start=1):
         rows = scored_rows(batch, s)[first]
         if not rows.any():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
@@ -166,8 +166,3 @@ def generate_shards(model, tokenizer, eos_ids: set[int], prompts: list[str], fol
         save_shard(path, samples)
         done += answer_tokens(samples)
         report(done, tokens)
-
-
-def iter_batches(samples: list[Sample], size: int) -> Iterator[list[Sample]]:
-    for i in range(0, len(samples), size):
-        yield samples[i:i + size]

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,9 @@ import torch.nn.functional as F
 from specchat.distill.draft import trainable_parameters
 from specchat.models.torch_backend.shipped_draft import own_state
 from specchat.distill.teacher import Sample
+
+S = TypeVar("S")
+"""A training sample of any kind (a teacher answer, or a head's feature sample)."""
 
 HELDOUT_EVERY = 20
 """Every 20th answer is held out from training and used to measure acceptance."""
@@ -67,7 +70,8 @@ def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
     """
     if not size or size >= full_size:
         return None
-    answers, ranked = Counter(), Counter()
+    answers: Counter[int] = Counter()
+    ranked: Counter[int] = Counter()
     for sample in samples:
         answers.update(sample.ids[sample.prompt_len:].tolist())
         ranked.update(sample.topk_ids.flatten().tolist())
@@ -75,7 +79,7 @@ def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
     return sorted(set(order[:size]) | set(eos_ids))
 
 
-def split_heldout(samples: list[Sample]) -> tuple[list[Sample], list[Sample]]:
+def split_heldout(samples: list[S]) -> tuple[list[S], list[S]]:
     held = [s for i, s in enumerate(samples) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
     train = [s for i, s in enumerate(samples) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
     return train, held or train[:1]

@@ -25,13 +25,18 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:
-    from specchat.engine.decoder import Decoder, EngineInvariantError, Settings
-    from specchat.engine.events import Event, Finished, Round
-    from specchat.engine.drafters import LookupFirstDrafter, ModelDrafter, NgramDrafter, Proposal
-    from specchat.engine.head_drafter import HeadDrafter
-    from specchat.engine.params import SamplingParams
-    from specchat.engine.protocol import CausalModel, DraftHead, FeatureSource
-    from specchat.engine.stats import SpecStats
+    from specchat.engine.decoder import (Decoder as Decoder,
+                                         EngineInvariantError as EngineInvariantError,
+                                         Settings as Settings)
+    from specchat.engine.drafters import (LookupFirstDrafter as LookupFirstDrafter,
+                                          ModelDrafter as ModelDrafter,
+                                          NgramDrafter as NgramDrafter, Proposal as Proposal)
+    from specchat.engine.events import Event as Event, Finished as Finished, Round as Round
+    from specchat.engine.head_drafter import HeadDrafter as HeadDrafter
+    from specchat.engine.params import SamplingParams as SamplingParams
+    from specchat.engine.protocol import (CausalModel as CausalModel, DraftHead as DraftHead,
+                                          FeatureSource as FeatureSource)
+    from specchat.engine.stats import SpecStats as SpecStats
 
 
 def __getattr__(name: str) -> Any:

@@ -49,15 +49,21 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from specchat.engine.costs import Costs, fit_line
-from specchat.engine.params import K_MAX
+from specchat.engine.params import K_MAX, SamplingParams
 from specchat.engine.theory import expected_tokens_per_round
+
+if TYPE_CHECKING:
+    from specchat.engine.decoder import Settings
+    from specchat.engine.events import Round
 
 PRIOR_ALPHA = 0.6
 PRIOR_WEIGHT = 2.0
 PRIOR_VERIFY_SLOPE = 0.08
-"""Extra cost of each verified token relative to a one-token step (DESIGN.md §5: ~0.08 on CPU)."""
+"""Extra cost of each verified token relative to a one-token step, assumed while one width
+alone is timed and no prior is known (docs/design.md §5)."""
 PROBE_START = 4
 """Plain rounds before the first probe once speculation stopped paying."""
 PROBE_MAX = 64
@@ -72,14 +78,14 @@ WINDOW = 9
 """Recent samples kept per cost; an estimate is their median (one slow moment on a busy
 machine moves a median by one rank, a running mean by a fifth of the outlier)."""
 TRUSTED_SAMPLES = 3
-"""Samples of a width before its own median replaces the calibrated prior's shape."""
+"""Samples of a width before its own median replaces the prior's shape."""
 
 
 @dataclass
 class RecentMedian:
     """The median of the last `WINDOW` samples; `None` before the first."""
 
-    samples: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    samples: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     value: float | None = None
     """The median, kept up to date by `add` (the policy reads it many times a round)."""
 
@@ -95,10 +101,10 @@ class RecentMedian:
 class CostModel:
     """Seconds per draft token and per verify pass of each width, learned from rounds.
 
-    With a prior (`Costs` timed before the answer: the chat's calibration, or `bench`'s
+    With a prior (`Costs` timed before the answer: the chat's baseline, or `bench`'s
     and `run`'s own measurement), a width with fewer than `TRUSTED_SAMPLES` samples of its own
     costs the prior's figure scaled by the median ratio of recent live samples to the
-    prior (any width): the machine's present speed, the calibrated shape. Without one, a
+    prior (any width): the machine's present speed, the prior's shape. Without one, a
     measured width costs its median and the others a line fitted through them. The prior's
     shape (how verify cost grows with width, what a draft step costs beside a target
     step) holds on a machine; the live rounds set the level."""
@@ -220,7 +226,7 @@ class AdaptiveK:
             return self.k_start
         if self.k_min == 0 and 1 not in self.costs.measured_widths():
             return 0  # measure a plain step before comparing with it
-        best = max(rates, key=rates.get)
+        best = max(rates, key=lambda k: rates[k])
         if best > 0 and self.k_min == 0 and self._drafting_run >= PLAIN_EVERY:
             return 0  # measure afresh the plain step that speculation is compared with
         every = self._probe_interval()
@@ -228,7 +234,7 @@ class AdaptiveK:
         if best > 0:
             self.probe_every = PROBE_START
         elif self._probing:
-            return max((k for k in rates if k > 0), key=rates.get, default=0)
+            return max((k for k in rates if k > 0), key=lambda k: rates[k], default=0)
         return best
 
     def _probe_interval(self) -> int | None:
@@ -261,10 +267,12 @@ class AdaptiveK:
         if len(timed) < 2:
             return True
         plain = self.costs.round_cost(0)
-        return any((k + 1) * plain > self.costs.round_cost(k)
-                   for k in range(max(1, self.k_min), self.k_max + 1) if k + 1 in timed)
+        costs = {k: self.costs.round_cost(k) for k in range(max(1, self.k_min), self.k_max + 1)
+                 if k + 1 in timed}
+        return plain is None or any(cost is None or (k + 1) * plain > cost
+                                    for k, cost in costs.items())
 
-    def observe(self, event) -> None:
+    def observe(self, event: Round) -> None:
         """Learn from a `Round`: its acceptance and its draft and verify times."""
         prefill = event.fed > event.drafted + 1
         if not event.drafted and self._drafting_run >= PLAIN_EVERY:
@@ -281,7 +289,8 @@ class AdaptiveK:
             self._probing = False
 
 
-def settings_for(k: int | str, sampling, k_max: int = K_MAX, prior: Costs | None = None):
+def settings_for(k: int | str, sampling: SamplingParams, k_max: int = K_MAX,
+                 prior: Costs | None = None) -> Settings:
     """Engine `Settings` for a configured k: an int, or "auto" for an `AdaptiveK` policy
     (starting from `prior` when the step costs were timed before)."""
     from specchat.engine.decoder import Settings

@@ -2,9 +2,9 @@
 on this machine (`Costs`), and the timed forwards that measure them, for any engine
 `CausalModel` and drafter.
 
-These are the measurements the cost model of DESIGN.md §4 needs (c and v(n)), taken
+These are the measurements the cost model of docs/design.md §4 needs (c and v(n)), taken
 from forwards of their own, never from the speed of the answer they are meant to
-predict. The one owner of step costs: `bench profile`, the chat's calibration and its
+predict. The one owner of step costs: `bench profile`, the chat's target-only
 `Baseline`, k = "auto"'s starting point and `pairs --check` all hold a `Costs` and time
 it here. `Costs` is plain arithmetic and torch is imported only by the timing functions,
 so the TUI's gauges can hold one. Knows nothing about text, reports or UIs.
@@ -16,12 +16,15 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from specchat.engine.params import K_MAX, PRIOR_K_MAX, SamplingParams
 
 if TYPE_CHECKING:
     import torch
+
+    from specchat.engine.decoder import Drafter
+    from specchat.engine.protocol import CausalModel, DraftHead
 
 WIDTHS = tuple(range(1, K_MAX + 2))
 """Verify widths `bench profile` times: every fixed k's k + 1."""
@@ -48,7 +51,7 @@ def synchronize(device: torch.device | None) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_seconds(call, repeats: int, device: torch.device | None = None,
+def median_seconds(call: Callable[[], object], repeats: int, device: torch.device | None = None,
                    clock: Clock = time.perf_counter) -> float:
     """Median seconds of `repeats` calls, `device` synchronized around each (None: a call
     that works on the host, such as llama.cpp's)."""
@@ -71,7 +74,8 @@ class StepTimer:
     """Forwards of one model after `context`, for timing: prefilled once and warmed up
     (`WARMUP_STEPS`), its cache rolled back to the context after each forward."""
 
-    def __init__(self, model, context: list[int], widths=WIDTHS, warmup: int = WARMUP_STEPS):
+    def __init__(self, model: CausalModel, context: list[int], widths: Sequence[int] = WIDTHS,
+                 warmup: int = WARMUP_STEPS):
         import torch
 
         self.model = model
@@ -92,7 +96,8 @@ class StepTimer:
         return median_seconds(lambda: self.step(width), repeats, self.model.device, clock)
 
 
-def verify_costs(model, context: list[int], widths=WIDTHS, repeats: int = 5) -> dict[int, float]:
+def verify_costs(model: CausalModel, context: list[int], widths: Sequence[int] = WIDTHS,
+                 repeats: int = 5) -> dict[int, float]:
     """Median seconds of one forward of n tokens after `context`, cache rolled back each time.
 
     Each width's repeats run back to back, as decoding runs them (llama.cpp reuses its
@@ -113,16 +118,25 @@ def monotone(costs: dict[int, float]) -> dict[int, float]:
     return out
 
 
-def fit_line(points: dict[int, float]):
-    """Least-squares line through (width, seconds) points, as a function of width (its slope
-    never below 0: a wider forward never costs less)."""
+def least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points, its slope never
+    below 0 (a wider forward, or one over a longer context, never costs less); a flat line
+    through the mean where the points share one x. The one fit of every cost line: verify
+    widths here and in engine/adaptive.py, context lengths in chat/baseline.py."""
     n = len(points)
-    mean_x = sum(points) / n
-    mean_y = sum(points.values()) / n
-    spread = sum((x - mean_x) ** 2 for x in points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
-    slope = max(slope, 0.0)
-    return lambda x: mean_y + slope * (x - mean_x)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return mean_y, 0.0
+    slope = max(sum((x - mean_x) * (y - mean_y) for x, y in points) / spread, 0.0)
+    return mean_y - slope * mean_x, slope
+
+
+def fit_line(points: dict[int, float]) -> Callable[[float], float]:
+    """The least-squares line through (width, seconds) points, as a function of width."""
+    intercept, slope = least_squares(list(points.items()))
+    return lambda x: intercept + slope * x
 
 
 def extended(points: dict[int, float], width: int) -> float:
@@ -144,7 +158,7 @@ class HeadStepTimer:
     """One-row steps of a draft head after `context` (its rows read zero features: the cost
     does not depend on their values), for timing; warmed up like `StepTimer`."""
 
-    def __init__(self, head, context: list[int], warmup: int = WARMUP_STEPS):
+    def __init__(self, head: DraftHead, context: list[int], warmup: int = WARMUP_STEPS):
         import torch
 
         self.head = head
@@ -165,7 +179,8 @@ class HeadStepTimer:
         return median_seconds(self.step, repeats, self.head.device, clock)
 
 
-def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | None:
+def draft_timer(drafter: Drafter | None,
+                context: list[int]) -> Callable[[int, Clock], float] | None:
     """seconds(repeats, clock) per drafted token for `drafter` (a draft model or a draft
     head, warmed up after its prefill, or an n-gram lookup of the longest draft, K_MAX
     tokens, over its length); None for no drafter."""
@@ -187,7 +202,7 @@ def draft_timer(drafter, context: list[int]) -> Callable[[int, Clock], float] | 
     return lambda repeats, clock: median_seconds(propose, repeats, sequence.device, clock) / K_MAX
 
 
-def draft_step_cost(drafter, context: list[int], repeats: int = 5) -> float:
+def draft_step_cost(drafter: Drafter | None, context: list[int], repeats: int = 5) -> float:
     """Seconds per drafted token: a draft model's one-token step, or one n-gram lookup."""
     timer = draft_timer(drafter, context)
     return 0.0 if timer is None else timer(repeats, time.perf_counter)
@@ -238,7 +253,7 @@ class Costs:
     def widths(self) -> list[int]:
         return sorted(self.verify_s)
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, object]:
         """The costs as a report shows them: steps in milliseconds, c and v(n)."""
         draft_ms = None if self.draft_step_s is None else self.draft_step_s * 1000
         return {"target_step_ms": self.target_step_s * 1000, "draft_step_ms": draft_ms,
@@ -246,7 +261,8 @@ class Costs:
                 "v": {w: self.v(w) for w in self.verify_s}}
 
 
-def measure_costs(target, drafter, context: list[int], widths=WIDTHS, repeats: int = 5,
+def measure_costs(target: CausalModel, drafter: Drafter | None, context: list[int],
+                  widths: Sequence[int] = WIDTHS, repeats: int = 5,
                   no_drafter: float | None = 0.0,
                   should_stop: Callable[[], bool] = lambda: False) -> Costs:
     """Verify costs of `target` at each width and the drafter's step cost (`no_drafter`
@@ -284,12 +300,13 @@ class TimedCosts:
     rounds: int
     repeats: int
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, object]:
         return self.costs.report() | {"spread": self.spread, "rounds": self.rounds,
                                       "repeats": self.repeats}
 
 
-def time_rounds(target, drafter, context: list[int], widths=WIDTHS, rounds: int = ROUNDS,
+def time_rounds(target: CausalModel, drafter: Drafter | None, context: list[int],
+                widths: Sequence[int] = WIDTHS, rounds: int = ROUNDS,
                 repeats: int = 3, no_drafter: float | None = 0.0,
                 clock: Clock = time.perf_counter,
                 should_stop: Callable[[], bool] = lambda: False) -> TimedCosts:

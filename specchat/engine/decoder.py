@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal, Protocol
+from typing import Callable, Iterator, Literal, Sequence
 
 import torch
 
-from specchat.engine.drafters import Proposal, empty_proposal
+from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposal
 from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
@@ -50,19 +50,6 @@ def next_chunk(size: int, seconds: float) -> int:
 
 class EngineInvariantError(AssertionError):
     """A cache length disagrees with the committed sequence: a bug, not a user error."""
-
-
-class Drafter(Protocol):
-    def reset(self) -> None: ...
-    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
-                generator: torch.Generator | None,
-                should_stop: Callable[[], bool], committed: list[int] | None = None) -> Proposal:
-        """Up to k drafts after `sequence`; `committed` is the same tokens as host ints (the
-        decoder's own list): a drafter that reads token values reads these, since reading
-        `sequence` is a synchronisation on a GPU."""
-    def rollback(self, committed_length: int) -> None: ...
-    max_cache_lag: int
-    # optional: target_fed(start), called after every target forward (head_drafter.py)
 
 
 @dataclass
@@ -133,7 +120,8 @@ class Decoder:
         if self.drafter is not None:
             self.drafter.reset()
 
-    def _stop_reason(self, ids, produced, max_new_tokens, should_stop) -> StopReason | None:
+    def _stop_reason(self, ids: list[int], produced: int, max_new_tokens: int,
+                     should_stop: Callable[[], bool]) -> StopReason | None:
         if produced and ids[-1] in self.eos_ids:
             return "eos"
         if produced >= max_new_tokens:
@@ -142,8 +130,9 @@ class Decoder:
             return "stopped"
         return None
 
-    def _round(self, sequence, ids: list[int], settings: Settings, budget: int, generator,
-               should_stop) -> tuple[Round, torch.Tensor] | None:
+    def _round(self, sequence: torch.Tensor, ids: list[int], settings: Settings, budget: int,
+               generator: torch.Generator | None,
+               should_stop: Callable[[], bool]) -> tuple[Round, torch.Tensor] | None:
         """The round's event and its committed tokens on the device (None: cancelled)."""
         params = settings.sampling
         k = 0 if self.drafter is None else max(0, min(settings.draft_length(), budget - 1))
@@ -158,9 +147,10 @@ class Decoder:
         fed = torch.cat([sequence[start:], proposal.tokens])
         logits = self.target.forward(fed, keep=len(proposal) + 1)
         self._target_fed(start)
-        n, chosen = verify(proposal.tokens, proposal.probs, logits, params, generator)
+        kept, chosen = verify(proposal.tokens, proposal.probs, logits, params, generator)
         # the round's one host sync
-        drafts, n, token, margins = read_round(proposal.tokens, n, chosen, top_two_margins(logits))
+        drafts, n, token, margins = read_round(proposal.tokens, kept, chosen,
+                                               top_two_margins(logits))
         verified_at = time.perf_counter()
         event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
                                  fed.shape[0], margins)
@@ -170,7 +160,7 @@ class Decoder:
             self.drafter.rollback(committed_length)
         return event, committed_tensor(proposal.tokens, chosen, event)
 
-    def _catch_up(self, sequence, k: int, should_stop) -> bool:
+    def _catch_up(self, sequence: torch.Tensor, k: int, should_stop: Callable[[], bool]) -> bool:
         """Feed the target, and the draft model where this round drafts, the committed
         tokens its cache lacks in chunks sized to take about `PREFILL_CHUNK_S` each (all but
         the last chunk, which the round's own forward carries, so a short prompt takes no
@@ -198,7 +188,9 @@ class Decoder:
         if target_fed is not None:
             target_fed(start)
 
-    def _propose(self, sequence, ids, k, params, generator, should_stop) -> Proposal | None:
+    def _propose(self, sequence: torch.Tensor, ids: list[int], k: int, params: SamplingParams,
+                 generator: torch.Generator | None,
+                 should_stop: Callable[[], bool]) -> Proposal | None:
         if self.drafter is None or k == 0:
             return empty_proposal(sequence.device)
         proposal = self.drafter.propose(sequence, k, params, generator, should_stop, ids)
@@ -207,9 +199,9 @@ class Decoder:
             return None
         return proposal
 
-    def _make_round(self, drafts: list[int], n: int, token: int, k: int,
+    def _make_round(self, drafts: list[int], n: int, token: int | None, k: int,
                     draft_s: float, verify_s: float, fed: int = 0,
-                    margins: list[float] = ()) -> Round:
+                    margins: Sequence[float] = ()) -> Round:
         """Split the drafts by the verdict; an EOS among them ends the answer there."""
         eos_at = next((i for i, t in enumerate(drafts) if t in self.eos_ids), None)
         if eos_at is not None:
@@ -233,7 +225,7 @@ class Decoder:
             raise EngineInvariantError(
                 f"target cache holds {self.target.cache_length} tokens, expected {expected}")
         model = getattr(self.drafter, "model", None)
-        if model is None:
+        if model is None or self.drafter is None:
             return
         # a round that drafted leaves the draft at most `max_cache_lag` behind; one that
         # did not (k = 0) leaves it wherever it was, and its next proposal catches up
@@ -284,7 +276,7 @@ def committed_tensor(drafts: torch.Tensor, token: torch.Tensor, event: Round) ->
 
 
 def read_round(drafts: torch.Tensor, accepted: torch.Tensor, token: torch.Tensor,
-               margins: torch.Tensor | None = None):
+               margins: torch.Tensor | None = None) -> tuple[list[int], int, int, list[float]]:
     """Drafts, accepted count, next token and the verify's top-two margins as Python
     values, in one device-to-host copy (float64 holds every token id exactly)."""
     k = drafts.numel()

@@ -7,8 +7,11 @@ and is told the committed length after each round so it can roll back.
 - `ModelDrafter`: a small causal model sampled autoregressively.
 - `NgramDrafter`: prompt lookup: match the last n tokens earlier in the sequence
   and propose what followed there. No model, no distribution.
-- `LookupFirstDrafter`: both: the lookup where text is being copied (free), the model
-  elsewhere.
+- `LookupFirstDrafter`: both: the lookup where text is being copied (free), a drafter
+  (the model's) elsewhere.
+
+`Drafter` is the protocol the decoder asks of any of them (a draft of another tokenizer's
+too, chat/cross/).
 
 They know nothing about text, tokenizers or how models are loaded.
 """
@@ -16,7 +19,7 @@ They know nothing about text, tokenizers or how models are loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 
@@ -43,6 +46,23 @@ def empty_proposal(device: torch.device) -> Proposal:
     return Proposal(torch.empty(0, dtype=torch.long, device=device), None)
 
 
+class Drafter(Protocol):
+    def reset(self) -> None: ...
+    def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
+                generator: torch.Generator | None,
+                should_stop: Callable[[], bool] = ..., committed: list[int] | None = None,
+                ) -> Proposal:
+        """Up to k drafts after `sequence`; `committed` is the same tokens as host ints (the
+        decoder's own list): a drafter that reads token values reads these, since reading
+        `sequence` is a synchronisation on a GPU."""
+    def rollback(self, committed_length: int) -> None: ...
+    @property
+    def max_cache_lag(self) -> int:
+        """How many committed tokens the draft model's cache may lack after a drafting round."""
+        ...
+    # optional: target_fed(start), called after every target forward (head_drafter.py)
+
+
 class ModelDrafter:
     """Drafts by sampling a small model, with the same processing as the target.
 
@@ -65,7 +85,8 @@ class ModelDrafter:
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False,
                 committed: list[int] | None = None) -> Proposal:
-        tokens, probs = [], []
+        tokens: list[torch.Tensor] = []
+        probs: list[torch.Tensor] = []
         feed = sequence[self.model.cache_length:]
         for _ in range(k):
             if should_stop():
@@ -73,14 +94,16 @@ class ModelDrafter:
             logits = self.model.forward(feed, keep=1)
             token, q = self._choose(logits, params, generator)
             tokens.append(token)
-            probs.append(q)
+            if q is not None:
+                probs.append(q)
             feed = token
         if not tokens:
             return empty_proposal(sequence.device)
         return Proposal(torch.cat(tokens), None if params.greedy else torch.stack(probs))
 
     @staticmethod
-    def _choose(logits: torch.Tensor, params: SamplingParams, generator):
+    def _choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(the next draft token as a [1] tensor, the processed q it was drawn from). Greedy
         takes the argmax of the last row and builds no q: a one-hot q over a 152k vocabulary
         cost several milliseconds a draft step, and greedy verification never reads it."""
@@ -170,21 +193,24 @@ class LookupFirstDrafter:
     depends only on the committed tokens, never on the round being decided, so sampling
     stays lossless (each round's proposal comes with its own q: the model's, or none for
     the lookup's deterministic tokens). The model's cache may fall behind through lookup
-    rounds; its next proposal feeds what it lacks.
+    rounds; its next proposal feeds what it lacks. The drafter may be any (a draft of
+    another tokenizer's, chat/cross/, feeds its model itself: `model` is then None).
     """
 
     COPY_SPAN = 4
     CATCHES_UP = 1 << 30
     """The model's cache lag after a lookup round: any (it catches up when it next drafts)."""
 
-    def __init__(self, drafter: ModelDrafter, lookup: NgramDrafter):
+    def __init__(self, drafter: ModelDrafter | Drafter, lookup: NgramDrafter):
         self.drafter, self.lookup = drafter, lookup
         self.by_lookup = False
         """Whether the last proposal was the lookup's."""
 
     @property
-    def model(self) -> CausalModel:
-        return self.drafter.model
+    def model(self) -> CausalModel | None:
+        """The draft model the decoder feeds and checks: the inner drafter's, if it has one."""
+        model: CausalModel | None = getattr(self.drafter, "model", None)
+        return model
 
     @property
     def max_cache_lag(self) -> int:

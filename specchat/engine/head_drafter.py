@@ -68,11 +68,13 @@ class HeadDrafter:
         logits, guess = self.head.forward(features, sequence[self.head.cache_length:], keep=1)
         self._real_rows = length
         self._forget_before(length - 1)
-        tokens, probs = [], []
+        tokens: list[torch.Tensor] = []
+        probs: list[torch.Tensor] = []
         while True:
             token, q = ModelDrafter._choose(logits, params, generator)
             tokens.append(token)
-            probs.append(q)
+            if q is not None:
+                probs.append(q)
             if len(tokens) == k or should_stop():
                 break
             logits, guess = self.head.forward(guess, token, keep=1)
@@ -85,10 +87,11 @@ class HeadDrafter:
             return None
         lead = 1 if first_row == 0 else 0
         start, end = first_row - 1 + lead, length - 1
-        if end > start and (self._known is None or not self._start <= start or end > self._end):
-            return None
-        known = (self._known[start - self._start:end - self._start] if end > start
-                 else torch.empty(0, 0))
+        known = torch.empty(0, 0)
+        if end > start:
+            if self._known is None or not self._start <= start or end > self._end:
+                return None
+            known = self._known[start - self._start:end - self._start]
         if not lead:
             return known
         hidden = known.shape[1] if known.numel() else self._hidden()

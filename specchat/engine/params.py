@@ -122,7 +122,7 @@ same-family draft. The one maximum of k: the config file, -k, the chat's keys an
 k = "auto" (engine/adaptive.py) and the theory's best k all use it. (Fewer verify widths
 are timed before an answer than k may reach: PRIOR_K_MAX, extended.)"""
 PRIOR_K_MAX = 8
-"""The longest draft whose verify is timed before an answer (the chat's calibration,
+"""The longest draft whose verify is timed before an answer (the chat's baseline,
 k = "auto"'s prior in `run` and `bench`, `pairs --check` for an "auto" pair; engine/costs.py
 times them). Adaptive k still chooses up to K_MAX: a wider verify costs the line through the
 widest timed ones, extended (`Costs.verify_seconds`). Timing every width to K_MAX + 1 would

@@ -1,5 +1,5 @@
 """Speculation statistics accumulated from `Round` events, named as vLLM and
-llama.cpp users know them (DESIGN.md §4). Pure bookkeeping over token counts and
+llama.cpp users know them (docs/design.md §4). Pure bookkeeping over token counts and
 timings; knows nothing about text or wall clocks beyond what it is handed.
 """
 
@@ -121,6 +121,8 @@ class SpecStats:
 
     @property
     def per_position_acceptance(self) -> list[float]:
+        """The one definition: at each draft position i, the rounds that kept draft i over
+        the rounds that drafted it (a position after a rejection counts as not kept)."""
         return [a / d for a, d in zip(_padded(self.position_accepted, len(self.position_drafted)),
                                       self.position_drafted)]
 

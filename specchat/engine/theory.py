@@ -104,11 +104,6 @@ def acceptance_alpha(accepted: Sequence[int], tried: Sequence[int]) -> float | N
     return sum(accepted) / trials if trials else None
 
 
-def per_position_alpha(accepted: Sequence[int], tried: Sequence[int]) -> list[float | None]:
-    """Conditional acceptance at each draft position: accepted there / tried there."""
-    return [a / t if t else None for a, t in zip(accepted, tried)]
-
-
 def measured_speedup(tokens_per_s: float | None, reference_tokens_per_s: float | None) -> float | None:
     """A measured speedup: one arm's tokens/s over the reference's (target-only), both
     measured in the same run on the same prompts; None where either rate is unknown or 0."""

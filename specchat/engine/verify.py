@@ -44,7 +44,8 @@ def pick_row(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, index.reshape(1)).squeeze(0)
 
 
-def verify_greedy(drafts: torch.Tensor, target_logits: torch.Tensor):
+def verify_greedy(drafts: torch.Tensor,
+                  target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(accepted count, next token) at temperature 0."""
     choice = row_argmax(target_logits)
     accepted = leading_true(drafts == choice[: drafts.shape[0]])
@@ -58,9 +59,16 @@ def _correction_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 0, residual / mass.clamp_min(1e-30), p)
 
 
+def widened(q: torch.Tensor, width: int) -> torch.Tensor:
+    """q over `width` columns: a draft whose head is narrower than its target's (the target
+    has padding rows or special tokens the draft lacks) gives them probability 0."""
+    missing = width - q.shape[-1]
+    return torch.nn.functional.pad(q, (0, missing)) if missing > 0 else q
+
+
 def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
                    target_logits: torch.Tensor, params: SamplingParams,
-                   generator: torch.Generator | None):
+                   generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(accepted count, next token) by rejection sampling.
 
     `draft_probs` is the processed q each draft was sampled from ([k, vocab]); None
@@ -70,6 +78,7 @@ def verify_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor | None,
     p = to_probs(target_logits, params)
     if draft_probs is None:
         draft_probs = torch.nn.functional.one_hot(drafts, p.shape[-1]).to(p.dtype)
+    draft_probs = widened(draft_probs, p.shape[-1])
     positions = torch.arange(k, device=p.device)
     p_at = p[positions, drafts]
     q_at = draft_probs[positions, drafts]

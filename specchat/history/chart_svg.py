@@ -15,6 +15,7 @@ chart is drawn.
 from __future__ import annotations
 
 import re
+from typing import Any, Sequence
 
 from specchat.history.charts import CHARTS, Chart, ConversationSeries
 
@@ -46,7 +47,7 @@ def chart(kind: str, title: str, labels: list[str], values: list[float | None], 
 
 
 def chart_of(kind: str, title: str, labels: list[str],
-             series: list[tuple[str, list[float | None]]], series_colours: tuple[str, ...],
+             series: Sequence[tuple[str, Sequence[Any]]], series_colours: tuple[str, ...],
              colours: dict[str, str], width: int = WIDTH, height: int = HEIGHT,
              **options) -> str:
     """A chart of several named series (a legend where there are two or more)."""
@@ -70,7 +71,7 @@ def drawn_chart(spec: Chart, series: ConversationSeries, colours: dict[str, str]
     """One of `CHARTS` as SVG: bars per answer, a line per round (a gap where a figure
     does not exist); None for a round chart with no figure at all."""
     values = spec.values(series)
-    options = {"range": (0, 100)} if spec.percent else {}
+    options: dict[str, Any] = {"range": (0, 100)} if spec.percent else {}
     if spec.per == "answer":
         labels = [f"#{a.number}" for a in series.answers]
         return chart("bar", spec.title, labels, values, tint(colours, spec.tint), colours,

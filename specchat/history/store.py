@@ -159,6 +159,13 @@ class SavedToken:
     token_id: int | None = None
 
 
+def inserted(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just added."""
+    if cursor.lastrowid is None:
+        raise sqlite3.DatabaseError("an INSERT added no row")
+    return cursor.lastrowid
+
+
 def kept_text(tokens: Iterable[SavedToken]) -> str:
     """The text an answer's tokens make: every token but the rejected drafts."""
     return "".join(t.text for t in tokens if t.kind != "rejected")
@@ -223,7 +230,7 @@ class HistoryStore:
             "INSERT INTO conversations (title, pair, system, created, updated) VALUES (?,?,?,?,?)",
             (title[:80], pair, system, now, now))
         self.db.commit()
-        return int(cursor.lastrowid)
+        return inserted(cursor)
 
     def set_system(self, conversation_id: int, system: str | None) -> None:
         self.db.execute("UPDATE conversations SET system = ? WHERE id = ?", (system, conversation_id))
@@ -246,7 +253,7 @@ class HistoryStore:
         self.db.execute("UPDATE conversations SET updated = ?, pair = COALESCE(NULLIF(?, ''), pair) "
                         "WHERE id = ?", (now, pair, conversation_id))
         self.db.commit()
-        return int(cursor.lastrowid)
+        return inserted(cursor)
 
     def append_tokens(self, turn_id: int, tokens: Iterable[SavedToken]) -> None:
         """Add tokens to an answer and commit: what was handed over is on disk."""

@@ -71,7 +71,7 @@ def is_gguf(text: str) -> bool:
 def is_head_ref(text: str | None) -> bool:
     """Whether a draft reference names a draft head (models/head/): it runs on its target's
     backend, reading the target's features."""
-    return bool(text) and head_file(parse_ref(text)) is not None
+    return text is not None and text != "" and head_file(parse_ref(text)) is not None
 
 
 GGUF_BACKENDS = ("llama.cpp", "int8")

@@ -51,7 +51,8 @@ class LoadedModel:
     logit_columns: int
     """Columns of logits its head computes (a padded head has more than its tokenizer)."""
     tokenizer: Any = None
-    """The target's tokenizer (None for a draft)."""
+    """A target's tokenizer; a draft's own where it is not its target's (None: it shares
+    the target's, models/vocabulary.py)."""
     eos: frozenset[int] = frozenset()
     context: int = 2048
     """Most tokens its cache holds (its trained context, or llama.cpp's n_ctx)."""
@@ -84,7 +85,7 @@ class ModelBackend(Protocol):
         ...
 
     def load_draft(self, ref: ModelRef, request: LoadRequest, target: LoadedModel) -> LoadedModel:
-        """The pair's draft, checked to share `target`'s vocabulary."""
+        """The pair's draft, with its own tokenizer where it does not share `target`'s."""
         ...
 
     def load_head(self, path: Any, request: LoadRequest, target: LoadedModel) -> LoadedModel:

@@ -4,9 +4,9 @@
 `int8_support` says whether this machine and this torch can run it, and in how many bits
 the activations are quantized; given fake flags and engines, the tests ask it about other
 machines. A draft on this backend is any GGUF draft, a `specchat distill` draft (from its
-GGUF form, with its reduced vocabulary), and must share the target's tokenizer. Threads
-follow llama.cpp's rule in the chat: steps and verifies on `threads`, a prompt's chunks
-on `prefill_threads`.
+GGUF form, with its reduced vocabulary); one with a tokenizer of its own brings it
+(models/vocabulary.py decides). Threads follow llama.cpp's rule in the chat: steps and
+verifies on `threads`, a prompt's chunks on `prefill_threads`.
 """
 
 from __future__ import annotations
@@ -80,12 +80,10 @@ class Int8Backend:
         return self._loaded(model, facts, tokenizer, frozenset(eos))
 
     def load_draft(self, ref: ModelRef, request: LoadRequest, target: LoadedModel) -> LoadedModel:
-        from specchat.models.vocabulary import vocabulary_mismatch
+        from specchat.models.vocabulary import gguf_own_tokenizer
 
         model, _, facts = self._open(ref, request, target.raw.threads, target.raw.prefill_threads)
-        if facts.vocabulary != target.options["facts"].vocabulary:
-            raise vocabulary_mismatch(request.pair, model.arch.vocab, target.raw.arch.vocab)
-        return self._loaded(model, facts)
+        return self._loaded(model, facts, gguf_own_tokenizer(request.pair, ref, request.progress))
 
     def load_head(self, path, request: LoadRequest, target: LoadedModel) -> LoadedModel:
         """A draft head (models/head/) beside this target, on int8 rows like it."""
@@ -93,7 +91,9 @@ class Int8Backend:
         from specchat.models.head_backends import int8_head, loaded_head
         from specchat.models.int8.convert import converted
 
-        tensors = converted(gguf_file(parse_ref(request.pair.target))).tensors
+        source = gguf_file(parse_ref(request.pair.target))
+        assert source is not None, "an int8 target is a GGUF file"
+        tensors = converted(source).tensors
         runtime, head = int8_head(path, request.pair.name, target.raw, tensors,
                                   self.support.reduce_range)
         return loaded_head(runtime, head, target, "int8")
@@ -130,6 +130,7 @@ class Int8Backend:
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads)
+        model.path = path  # what llama.cpp's own programs run in a race (bench/llama_programs)
         return model, path, found.facts
 
     def _loaded(self, model, facts, tokenizer: Any = None,

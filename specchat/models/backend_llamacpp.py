@@ -1,8 +1,9 @@
 """The llama.cpp backend object: a GGUF target or draft opened on llama.cpp, its tokenizer read
 from the same file, and everything the loader asks of it (EOS, context, vocabulary, label).
 
-A GGUF draft beside a llama.cpp target runs on llama.cpp too, with the target's threads,
-and is checked to share its vocabulary by a digest of llama.cpp's token texts. Where the
+A GGUF draft beside a llama.cpp target runs on llama.cpp too, with the target's threads;
+one with a tokenizer of its own brings it (models/vocabulary.py decides, from the files'
+headers). Where the
 layers run (CPU, or offloaded to CUDA/Metal/Vulkan) is models/adapters.py's choice, handed
 in through the `LoadRequest`. The decoding itself is model.py's.
 """
@@ -36,12 +37,12 @@ class LlamaCppBackend:
                             frozenset(model.eos_ids | eos_token_ids(None, tokenizer)))
 
     def load_draft(self, ref: ModelRef, request: LoadRequest, target: LoadedModel) -> LoadedModel:
-        from specchat.models.vocabulary import check_same_llamacpp_vocabulary
+        from specchat.models.vocabulary import gguf_own_tokenizer
 
         model = open_llamacpp(ref, request.progress, target.raw.threads, request.gpu_layers,
                               request.main_gpu, target.raw.prefill_threads)
-        check_same_llamacpp_vocabulary(request.pair, target.raw, model)
-        return self._loaded(model, request)
+        tokenizer = gguf_own_tokenizer(request.pair, ref, request.progress)
+        return self._loaded(model, request, tokenizer)
 
     def engine_model(self, loaded: LoadedModel, vocab_size: int,
                      request: LoadRequest) -> tuple[LlamaCppModel, str]:

@@ -4,7 +4,8 @@ chooses, and everything the loader asks of them (EOS, context, vocabulary, label
 
 Where the target's layers go is models/device's plan (`plan_for`), the model itself
 models/weights.py's `load_model`; a `specchat distill` draft brings its reduced vocabulary
-and int8 weights (draft_loader.distill_facts). A draft must share its target's tokenizer.
+and int8 weights (draft_loader.distill_facts). A draft with a tokenizer of its own brings it
+(models/vocabulary.py decides).
 """
 
 from __future__ import annotations
@@ -46,15 +47,15 @@ class TorchBackend:
 
     def load_draft(self, ref: ModelRef, request: LoadRequest, target: LoadedModel) -> LoadedModel:
         from specchat.models.draft_loader import distill_facts
-        from specchat.models.vocabulary import check_same_vocabulary
+        from specchat.models.vocabulary import own_tokenizer
         from specchat.models.weights import load_model, model_folder
 
         quantization = request.pair.draft_quantization
         model, tokenizer = load_model(ref, request.dtype, target.device, quantization,
                                       request.progress)
-        check_same_vocabulary(request.pair, target.tokenizer, tokenizer)
         vocab, int8 = distill_facts(model_folder(ref, request.progress))
-        return LoadedModel(model, head_rows(model), device=target.device,
+        return LoadedModel(model, head_rows(model), own_tokenizer(target.tokenizer, tokenizer),
+                           device=target.device,
                            weights=dtype_name(request.dtype), weights_why=request.dtype_why,
                            options={"head_ids": vocab, "int8": int8,
                                     "quantized": quantization != "none"})

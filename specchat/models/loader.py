@@ -6,9 +6,11 @@ picks (torch, llama.cpp or int8), the one place that choice is made. The chosen 
 object (models/backend.py's `ModelBackend`) loads the model and answers everything the
 pair needs of it: EOS, context, logit columns, weights, label; this module never asks a
 model which backend made it. The tokenizer is always transformers' (read from the GGUF file
-for a GGUF model). Every failure a user can cause (missing or unreadable file, uncached hub
-id, vocabulary mismatch, quantization without CUDA, a draft larger than its target, a
-model that does not fit) becomes a one-line `SpecchatError`.
+for a GGUF model); a draft with a tokenizer of its own brings it (`draft_tokenizer`:
+models/vocabulary.py decides). The target computes all of its logit columns; a draft that
+shares its tokenizer proposes among those the target has (`draft_columns`). Every failure a
+user can cause (missing or unreadable file, uncached hub id, quantization without CUDA, a
+draft larger than its target, a model that does not fit) becomes a one-line `SpecchatError`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specchat.engine.protocol import CausalModel
+from specchat.engine.protocol import CausalModel, DraftHead
 from specchat.errors import PairError
 from specchat.models.adapters import Backends, backend_named, choose_backends
 from specchat.models.backend import LoadedModel, LoadRequest, Progress
@@ -37,7 +39,7 @@ class LoadedPair:
 
     config: PairConfig
     target: CausalModel
-    draft: CausalModel | NgramLookup | None
+    draft: CausalModel | DraftHead | NgramLookup | None
     """The draft model (adapted to the engine's protocol), an n-gram lookup, or none; the
     chat layer builds the engine's drafter from it (chat/decoding.py)."""
     tokenizer: Any
@@ -57,6 +59,9 @@ class LoadedPair:
     offloaded_to: str | None = None
     """The GPU a llama.cpp target's layers run on ("CUDA", "Metal"; None: none), while its
     logits, and so `device`, stay on the CPU."""
+    draft_tokenizer: Any = None
+    """The draft model's own tokenizer where it is not the target's (the chat layer turns its
+    text into the target's tokens, chat/cross/); None for a draft that shares it."""
 
     @property
     def device_label(self) -> str:
@@ -68,7 +73,7 @@ class LoadedPair:
         return set(self.eos)
 
     @property
-    def draft_model(self) -> CausalModel | None:
+    def draft_model(self) -> CausalModel | DraftHead | None:
         return None if isinstance(self.draft, NgramLookup) else self.draft
 
     @property
@@ -110,15 +115,16 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     progress(f"loading target {pair.target} ({backends.target})")
     target = target_backend.load_target(parse_ref(pair.target), request)
     request = replace(request, device=target.device)
-    draft, draft_loaded = load_draft(pair, backends, request, target, progress)
-    columns = min([target.logit_columns] + ([draft_loaded.logit_columns] if draft_loaded else []))
-    model, target_label = target_backend.engine_model(target, columns, request)
+    lookup, draft_loaded = load_draft(pair, backends, request, target, progress)
+    draft: CausalModel | DraftHead | NgramLookup | None = lookup
+    model, target_label = target_backend.engine_model(target, target.logit_columns, request)
     labels = {"target": target_label}
     if draft_loaded is not None and draft_loaded.options.get("head"):
-        draft, labels["draft"] = head_beside(pair, draft_loaded, model, columns)
+        draft, labels["draft"] = head_beside(pair, draft_loaded, model, target.logit_columns)
     elif draft_loaded is not None:
-        draft, labels["draft"] = backend_named(backends.draft).engine_model(draft_loaded, columns,
-                                                                             request)
+        assert backends.draft is not None, "a loaded draft model has a backend"
+        draft, labels["draft"] = backend_named(backends.draft).engine_model(
+            draft_loaded, draft_columns(target, draft_loaded), request)
     reset_peak(target.device)
     reasons = {"device": target.device_why or device_why,
                "dtype": weights_why(target, draft_loaded), "backend": backends.why}
@@ -129,7 +135,27 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
                       device=target.device, dtype=target.weights, reasons=reasons,
                       load_s=time.perf_counter() - started, placement=target.placement,
                       backends=labels, eos=target.eos, context=target.context,
-                      offloaded_to=target.offloaded_to)
+                      offloaded_to=target.offloaded_to,
+                      draft_tokenizer=draft_tokenizer(pair, target, draft_loaded))
+
+
+def draft_tokenizer(pair: PairConfig, target: LoadedModel, draft: LoadedModel | None) -> Any:
+    """The draft's own tokenizer where its text is re-tokenized for the target: one of another
+    tokenizer, or (`retokenize = "always"`) the target's own; None: one tokenizer."""
+    if draft is None:
+        return None
+    if draft.tokenizer is None and pair.retokenize == "always":
+        return target.tokenizer
+    return draft.tokenizer
+
+
+def draft_columns(target: LoadedModel, draft: LoadedModel) -> int:
+    """The logit columns a draft proposes from: its own where it has a tokenizer of its own;
+    else those its target also has (a padded head's extra rows, or special tokens only one
+    model added, are never proposed). The target always computes all of its own."""
+    if draft.tokenizer is not None:
+        return draft.logit_columns
+    return min(draft.logit_columns, target.logit_columns)
 
 
 def load_request(pair: PairConfig, device: str, device_why: str, backends: Backends,
@@ -151,13 +177,14 @@ def load_draft(pair: PairConfig, backends: Backends, request: LoadRequest, targe
     if ref.kind == "ngram":
         return NgramLookup(max_ngram=pair.ngram_n, min_ngram=min(2, pair.ngram_n)), None
     progress(f"loading draft {pair.draft} ({backends.draft})")
-    if head_file(ref) is not None:
-        return None, backend_named(backends.draft).load_head(head_file(ref), request, target)
+    assert backends.draft is not None, "choose_backends names one for every draft model"
+    if (head := head_file(ref)) is not None:
+        return None, backend_named(backends.draft).load_head(head, request, target)
     return None, backend_named(backends.draft).load_draft(ref, request, target)
 
 
 def head_beside(pair: PairConfig, head: LoadedModel, target: CausalModel,
-                columns: int) -> tuple[CausalModel, str]:
+                columns: int) -> tuple[DraftHead, str]:
     """A draft head's run time and label; a `PairError` where the target's forward keeps no
     features for it (transformers' eager forward)."""
     from specchat.engine.protocol import FeatureSource

@@ -40,10 +40,10 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 def model_folder(ref: ModelRef, progress: Progress = lambda _: None) -> Path | str:
     """A folder (or cached hub id) transformers can load `ref` from."""
-    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
-        return assembled_draft(builtin_draft(ref.value), progress)
-    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
-        return assembled_draft(builtin_draft_gguf(ref.value), progress)  # same draft on torch
+    if ref.kind == "builtin" and (draft := builtin_draft(ref.value)) is not None:
+        return assembled_draft(draft, progress)
+    if ref.kind == "builtin" and (draft := builtin_draft_gguf(ref.value)) is not None:
+        return assembled_draft(draft, progress)  # same draft on torch
     if ref.kind == "builtin" or ref.kind in GGUF_KINDS:
         return gguf_cache.ensure_converted(gguf_file_of(ref, progress), progress)
     if ref.kind == "folder":
@@ -98,7 +98,8 @@ def load_model(ref: ModelRef, dtype: torch.dtype, device: str, quantization: str
         raise OutOfMemory(f"model {ref} does not fit in {device}'s free memory: use "
                           "quantization = \"4bit\", device = \"auto\" or a smaller model") from None
     if "device_map" not in kwargs:
-        model = model.to(device)
+        # transformers' decorated `to` hides torch's signature from the type checker
+        model = model.to(device)  # type: ignore[arg-type]
     return model.eval(), tokenizer
 
 
@@ -106,13 +107,13 @@ def load_kwargs(dtype: torch.dtype, device: str, quantization: str,
                 placement: Placement | None) -> dict[str, Any]:
     """`from_pretrained` keywords: dtype, bitsandbytes config, device_map and max_memory."""
     kwargs: dict[str, Any] = {"dtype": dtype}
-    spread = placement is not None and placement.device_map is not None
-    if spread:
-        kwargs.update(placement.kwargs())
-        if "disk" in placement.max_memory:
+    spread = placement if placement is not None and placement.device_map is not None else None
+    if spread is not None:
+        kwargs.update(spread.kwargs())
+        if "disk" in (spread.max_memory or {}):
             kwargs["offload_folder"] = str(paths.cache_dir() / "offload")
     if quantization != "none":
-        offload = spread and "cpu" in placement.max_memory
+        offload = spread is not None and "cpu" in (spread.max_memory or {})
         kwargs["quantization_config"] = bnb_config(quantization, dtype, offload)
         kwargs.setdefault("device_map", device)
     return kwargs

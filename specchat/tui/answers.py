@@ -22,7 +22,8 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from specchat.chat.events import spans_of
+from specchat.chat.baseline import Baseline
+from specchat.chat.events import AnswerDone, RoundUpdate, spans_of
 from specchat.chat.service import ConversationService, PairInfo, answer_mode
 from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
@@ -31,6 +32,7 @@ from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarte
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn, answer_status
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
+from specchat.turn import Turn
 
 if TYPE_CHECKING:  # the app's other parts, as the host protocol names them
     from specchat.tui.history_actions import HistoryActions
@@ -46,7 +48,7 @@ READING = f"{ANSWERING} reading the prompt"
 class ReplayResults(Protocol):
     """Where the replays' results go (tui/replays.py's `Replays`)."""
 
-    def race_finished(self, done) -> None: ...
+    def race_finished(self, done: AnswerDone) -> None: ...
     def announce(self, text: str) -> None: ...
 
 
@@ -61,14 +63,14 @@ class TranscriptHost(Protocol):
     pair: PairSwitch
     replays: ReplayResults
 
-    def remember(self, **preferences) -> None: ...
+    def remember(self, **preferences: object) -> None: ...
 
 
 class ChatTranscript(VerticalScroll):
     """The transcript, and the answers streaming into it."""
 
     class Idle(Message):
-        """No answer streams any more: a waiting pair may take over, a calibration may run."""
+        """No answer streams any more: a waiting pair may take over, a baseline may be measured."""
 
     def __init__(self, gauges: Gauges, ghosts: bool, slow_motion_ms: int):
         super().__init__(id="transcript")
@@ -82,14 +84,14 @@ class ChatTranscript(VerticalScroll):
         self.job_counter = 0
         self.answer_view: AnswerView | None = None
         self.last_answer: AnswerView | None = None
-        self.last_speculative = None
+        self.last_speculative: tuple[AnswerDone, Baseline | None] | None = None
         """(AnswerDone, the baseline its gauge used) of the last speculative answer: what a
         race compares."""
-        self.held_round = None
+        self.held_round: RoundUpdate | None = None
         self.failed: tuple[AnswerView, str] | None = None
         """The last answer if it failed, and its message, so that regenerate retries it."""
         self.queued_prompt: str | None = None
-        self.pending_turns = []
+        self.pending_turns: list[Turn] = []
         """The conversation's turns while no pair has loaded (a reopened one)."""
 
     @property
@@ -98,7 +100,15 @@ class ChatTranscript(VerticalScroll):
 
     @property
     def recorder(self) -> HistoryRecorder:
-        return self.host.history.recorder
+        return self.host.history.live_recorder
+
+    @property
+    def service(self) -> ConversationService:
+        """The pair's service: answers, replays and regenerate start only once it loaded."""
+        service = self.host.service
+        if service is None:
+            raise RuntimeError("no pair has loaded yet")
+        return service
 
     # ----- asking --------------------------------------------------------------------------
 
@@ -148,8 +158,9 @@ class ChatTranscript(VerticalScroll):
         host = self.host
         self.failed = None
         speculate = self.speculate and bool(host.info and host.info.has_drafter)
-        mode = answer_mode(host.service) if speculate else "target only"
-        job = AnswerJob(self.next_job_id(), host.service, self.pacing, speculate=speculate, text=text)
+        mode = answer_mode(self.service) if speculate else "target only"
+        job = AnswerJob(self.next_job_id(), self.service, self.pacing, speculate=speculate,
+                        text=text)
         self._start_job(job, f"{host.pair_name} · {mode}")
         self.recorder.start_answer(mode, host.pair_name)
 
@@ -179,8 +190,8 @@ class ChatTranscript(VerticalScroll):
         gauges.start_job(job.id)
         gauges.mode = "race" if race else ("speculative" if job.speculate else "target-only")
         gauges.status = "racing target-only…" if race else ANSWERING
-        gauges.sampling = host.service.sampling_key()
-        gauges.calibration = host.pair.baseline()
+        gauges.sampling = self.service.sampling_params()
+        gauges.baseline = host.pair.baseline()
         self._answer_worker(job)
 
     @work(thread=True, group="answer", exclusive=True, exit_on_error=False)
@@ -195,16 +206,21 @@ class ChatTranscript(VerticalScroll):
 
     # ----- what the workers post -----------------------------------------------------------
 
-    def _current(self, job_id: int) -> bool:
-        return self.job is not None and self.job.id == job_id and self.answer_view is not None
+    def _current(self, job_id: int) -> tuple[Job, AnswerView] | None:
+        """The streaming job and its view, if `job_id` is that job's (else a late message)."""
+        if self.job is None or self.job.id != job_id or self.answer_view is None:
+            return None
+        return self.job, self.answer_view
 
     def on_prompt_reading(self, message: PromptReading) -> None:
-        if self._current(message.job_id) and message.tokens >= LONG_PROMPT:
+        if self._current(message.job_id) is not None and message.tokens >= LONG_PROMPT:
             self.gauges.status = f"{READING} ({message.tokens:,} tokens)"
 
     def on_round_arrived(self, message: RoundArrived) -> None:
-        if not self._current(message.job_id):
+        current = self._current(message.job_id)
+        if current is None:
             return
+        view = current[1]
         if self.gauges.status.startswith(READING):
             self.gauges.status = ANSWERING
         updates = message.updates
@@ -215,14 +231,13 @@ class ChatTranscript(VerticalScroll):
         self.gauges.push_rounds([len(u.accepted) + (1 if u.token else 0) for u in updates])
         last = updates[-1]
         if self.pacing.step and last.accepted + last.rejected:
-            self.answer_view.tokens.append(spans_of(updates[:-1]),
-                                           pending=last.accepted + last.rejected)
+            view.tokens.append(spans_of(updates[:-1]), pending=last.accepted + last.rejected)
             self.held_round = last
             return
-        self.answer_view.tokens.append(spans_of(updates))
+        view.tokens.append(spans_of(updates))
 
     def on_context_notice(self, message: ContextNotice) -> None:
-        if not self._current(message.job_id):
+        if self._current(message.job_id) is None:
             return
         trimmed = message.trimmed
         text = (f"⚠ dropped the {trimmed.dropped_exchanges} oldest exchange(s) from the prompt to "
@@ -231,9 +246,10 @@ class ChatTranscript(VerticalScroll):
         self.notify(text, severity="warning")
 
     def on_answer_finished(self, message: AnswerFinished) -> None:
-        if not self._current(message.job_id):
+        current = self._current(message.job_id)
+        if current is None:
             return
-        done, view, job = message.done, self.answer_view, self.job
+        (job, view), done = current, message.done
         self._release_held()
         status = answer_status(done.stop_reason)
         view.finish(done.stats, status, done.error or None)
@@ -247,17 +263,19 @@ class ChatTranscript(VerticalScroll):
             self.recorder.finish(done, status, done.text)
             self.last_answer = view
             if job.speculate:
-                self.last_speculative = (done, self.gauges.calibration)
+                self.last_speculative = (done, self.gauges.baseline)
         self._job_ended()
 
     def on_answer_failed(self, message: AnswerFailed) -> None:
-        if not self._current(message.job_id):
+        current = self._current(message.job_id)
+        if current is None:
             return
+        job, view = current
         self._release_held()
-        self.answer_view.finish(None, "error", message.error)
-        if isinstance(self.job, AnswerJob):
-            self.recorder.finish(None, "error", self.answer_view.text)
-            self.failed = (self.answer_view, self.job.text)
+        view.finish(None, "error", message.error)
+        if isinstance(job, AnswerJob):
+            self.recorder.finish(None, "error", view.text)
+            self.failed = (view, job.text)
         self.notify(f"generation failed: {message.error} — the conversation is intact",
                     severity="error", timeout=12)
         self._job_ended()
@@ -265,13 +283,15 @@ class ChatTranscript(VerticalScroll):
     def on_answer_not_started(self, message: AnswerNotStarted) -> None:
         """Stopped before the model was free: marked stopped, and regenerate asks it again
         (the conversation never had the turn, so there is no exchange to drop)."""
-        if not self._current(message.job_id):
+        current = self._current(message.job_id)
+        if current is None:
             return
+        job, view = current
         self._release_held()
-        self.answer_view.finish(None, "stopped")
-        if isinstance(self.job, AnswerJob):
+        view.finish(None, "stopped")
+        if isinstance(job, AnswerJob):
             self.recorder.finish(None, "stopped", "")
-            self.failed = (self.answer_view, self.job.text)
+            self.failed = (view, job.text)
         self._job_ended()
 
     def on_identity_checked(self, message: IdentityChecked) -> None:
@@ -326,15 +346,15 @@ class ChatTranscript(VerticalScroll):
             view.remove()
             self._start_answer(text)
             return
-        text = self.host.service.drop_last_exchange()
-        if text is None or self.last_answer is None:
+        asked = self.service.drop_last_exchange()
+        if asked is None or self.last_answer is None:
             self.notify("nothing to regenerate yet")
             return
         self.last_answer.remove()
         self.last_answer = None
         self.recorder.forget_last_exchange()
-        self.recorder.user(text, self.host.pair_name)
-        self._start_answer(text)
+        self.recorder.user(asked, self.host.pair_name)
+        self._start_answer(asked)
 
     def action_copy_answer(self) -> None:
         if self.last_answer is None:
@@ -366,7 +386,8 @@ class ChatTranscript(VerticalScroll):
         self.notify(f"speculation {state} from the next answer")
 
     def asked(self) -> bool:
-        return any(turn.role == "user" for turn in self.host.service.turns())
+        service = self.host.service
+        return service is not None and any(turn.role == "user" for turn in service.turns())
 
     def ready_for(self, what: str) -> bool:
         if self.job is not None:

@@ -30,7 +30,7 @@ from specchat.tui.hangup import HangupWatch
 from specchat.tui.history_actions import HistoryActions
 from specchat.tui.keymap import load_keymap
 from specchat.tui.keys import owner_actions
-from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
+from specchat.tui.messages import BaselineMeasured, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import ServiceFactory
 from specchat.tui.pacing_controls import PacingControls
 from specchat.tui.pair_switch import PairSwitch
@@ -161,8 +161,8 @@ class SpecchatApp(App):
     def _theme_changed(self, theme) -> None:
         for widget in self.query(TokenText):
             widget.restyle()
-        for widget in self.query("#legend"):
-            widget.refresh()
+        for legend in self.query("#legend"):
+            legend.refresh()
 
     def remember(self, **preferences) -> None:
         """Change preferences and save them."""
@@ -181,8 +181,8 @@ class SpecchatApp(App):
     def on_pair_loaded(self, message: PairLoaded) -> None:
         self.pair.loaded(message)
 
-    def on_calibrated(self, message: Calibrated) -> None:
-        self.pair.calibrated(message)
+    def on_baseline_measured(self, message: BaselineMeasured) -> None:
+        self.pair.baseline_measured(message)
 
     def on_chat_transcript_idle(self) -> None:
         self.pair.idle()

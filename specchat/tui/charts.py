@@ -96,9 +96,11 @@ class ChartsScreen(ModalScreen[None]):
         if self.series.empty:
             return
         self.call_after_refresh(self.fit_rows)
+        from textual_plotext import PlotextPlot
+
         variables = self.app.theme_variables
         for spec in CHARTS:
-            plt = self.query_one(f"#chart-{spec.name}").plt
+            plt = self.query_one(f"#chart-{spec.name}", PlotextPlot).plt
             colour = rgb(variables[f"spec-{spec.tint}"])
             draw = bars if spec.per == "answer" else lines
             draw(plt, spec, spec.values(self.series), colour)

@@ -24,7 +24,7 @@ from specchat.tui.answers import ChatTranscript
 from specchat.tui.gauges import Gauges
 from specchat.tui.keys import bindings
 from specchat.tui.themes import Preferences
-from specchat.tui.transcript import KIND_LABELS, token_styles
+from specchat.tui.transcript import KIND_LABELS, UNALIGNED_LABEL, UNALIGNED_MARK, token_styles
 from specchat.tui.worker import Pacing
 
 
@@ -61,7 +61,8 @@ class ChatInput(TextArea):
 
 
 class Legend(Static):
-    """One line naming each token colour, in that colour ("pending" too in step mode)."""
+    """One line naming each token colour, in that colour ("pending" too in step mode), and
+    the mark of a cross-tokenizer draft's unaligned tokens where the pair has one."""
 
     def __init__(self, pacing: Pacing, **kwargs):
         super().__init__(**kwargs)
@@ -73,6 +74,9 @@ class Legend(Static):
         kinds = TOKEN_KINDS + (("pending",) if self.pacing.step else ())
         for kind in kinds:
             parts += [(" ■ ", Style(foreground=styles[kind].foreground)), (KIND_LABELS[kind], styles[kind])]
+        if getattr(getattr(self.app, "info", None), "cross_tokenizer", False):
+            marked = styles["target"] + UNALIGNED_MARK
+            parts += [("  ", styles["target"]), (UNALIGNED_LABEL, marked)]
         return Content.assemble(*parts)
 
 

@@ -6,7 +6,7 @@ help line and a callback on the part of the app that owns the setting.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -53,8 +53,8 @@ def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[],
     for fmt in ("markdown", "json", "html"):
         yield (f"Export conversation as {fmt.upper() if fmt != 'markdown' else 'Markdown'}",
                "write it to the data folder", partial(app.history.export_current, fmt))
-    yield ("Recalibrate target-only speed", "measure the speedup baseline again",
-           app.pair.recalibrate)
+    yield ("Remeasure the baseline", "time target-only speed again: the speedup's baseline",
+           app.pair.remeasure_baseline)
     for title, about, action in palette_actions():
         yield title, about, partial(app.run_action, action)
 
@@ -62,13 +62,18 @@ def palette_entries(app: PaletteTarget) -> Iterator[tuple[str, str, Callable[[],
 class SpecchatCommands(Provider):
     """The palette's specchat section."""
 
+    @property
+    def target(self) -> PaletteTarget:
+        """The app the palette drives (Textual types it as any App)."""
+        return cast(PaletteTarget, self.app)
+
     async def discover(self) -> Hits:
-        for title, about, callback in palette_entries(self.app):
+        for title, about, callback in palette_entries(self.target):
             yield DiscoveryHit(title, callback, help=about)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, about, callback in palette_entries(self.app):
+        for title, about, callback in palette_entries(self.target):
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, help=about)

@@ -33,7 +33,7 @@ def fmt(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
-def fmt_bytes(count: int) -> str:
+def fmt_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -124,7 +124,7 @@ class Gauges(VerticalScroll):
 
     stats: reactive[StatsSnapshot | None] = reactive(None, always_update=True)
     info: reactive[PairInfo | None] = reactive(None)
-    calibration: reactive[Baseline | None] = reactive(None)
+    baseline: reactive[Baseline | None] = reactive(None)
     """The target-only baseline for the current answer's sampling settings."""
     mode: reactive[str] = reactive("speculative")
     """What the current (or last) run is: "speculative", "target-only" or "race"."""
@@ -183,7 +183,7 @@ class Gauges(VerticalScroll):
         if isinstance(child, Static):
             width = child.content_size.width
             child.update(value, layout=before is None or _height(before, width) != _height(value, width))
-        else:
+        elif isinstance(child, Digits):
             child.update(value)
 
     def start_job(self, job_id: int) -> None:
@@ -226,7 +226,7 @@ class Gauges(VerticalScroll):
                                f"rounds {shown.rounds}\nlast 16 rounds "
                                f"{fmt(shown.live_tokens_per_s, '.1f', ' tok/s')}")
         self._show_speedup()
-        self._put("#g-theory", theory_line(stats, self.calibration))
+        self._put("#g-theory", theory_line(stats, self.baseline))
         self._show_controls()
 
     def _positions(self, stats: StatsSnapshot) -> str:
@@ -238,14 +238,14 @@ class Gauges(VerticalScroll):
     def _show_speedup(self) -> None:
         value = self.speedup()
         self._put("#g-speedup", NO_PAIR if self.info is None else speedup_line(
-            self.stats, self.calibration, self.mode, self.sampling, value))
+            self.stats, self.baseline, self.mode, self.sampling, value))
         self._put("#g-speedup-big", "-" if value is None else f"{value:.2f}x")
 
     def speedup(self) -> float | None:
         """The speedup the gauge shows now (None where it shows none)."""
-        return speedup_value(self.stats, self.calibration, self.mode)
+        return speedup_value(self.stats, self.baseline, self.mode)
 
-    def watch_calibration(self) -> None:
+    def watch_baseline(self) -> None:
         if self._drawn:
             self.watch_stats(self.stats)
 

@@ -43,7 +43,8 @@ class HangupWatch:
 
     def __init__(self, app, fd: int | None = None):
         self.app = app
-        self.fd = sys.__stdin__.fileno() if fd is None else fd
+        stdin = sys.__stdin__  # None where the app was started with its stdin closed
+        self.fd = fd if fd is not None else stdin.fileno() if stdin is not None else -1
         self.fired = False
 
     def start(self) -> None:

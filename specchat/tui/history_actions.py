@@ -15,26 +15,41 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
+from textual.notifications import SeverityLevel
+
 from specchat.history.store import SavedConversation, default_path
 from specchat.tui.recorder import HistoryRecorder
+from specchat.turn import Turn
 
 EXPORT_SUFFIXES = {"markdown": "md", "json": "json", "html": "html"}
 RETRY_EVERY_S = 1.0
 """How often saves waiting in memory are tried again (the recorder's pause still applies)."""
 
 
+class SavedTranscript(Protocol):
+    """What reopening a conversation needs of the transcript (tui/answers.py's
+    `ChatTranscript`, named by its parts: that module imports this one)."""
+
+    @property
+    def pending_turns(self) -> list[Turn]: ...
+    def show_saved(self, conversation: SavedConversation) -> bool: ...
+
+
 class HistoryHost(Protocol):
     """What the history actions need of the app."""
 
     service: Any
-    conversation: Any
+    @property
+    def transcript(self) -> SavedTranscript: ...
     settings: Any
     theme_variables: dict[str, str]
-    current_theme: Any
 
-    def push_screen(self, screen, callback=None) -> object: ...
-    def set_interval(self, interval: float, callback) -> object: ...
-    def notify(self, message: str, **options) -> None: ...
+    @property
+    def current_theme(self) -> Any: ...
+    def push_screen(self, screen: Any, callback: Any = None) -> object: ...
+    def set_interval(self, interval: float, callback: Any) -> object: ...
+    def notify(self, message: str, *, title: str = ..., severity: SeverityLevel = ...,
+               timeout: float | None = ..., markup: bool = ...) -> None: ...
     def report_problem(self, text: str) -> None: ...
 
 
@@ -46,6 +61,13 @@ class HistoryActions:
         self.confirm_deletes = confirm_deletes
         """Ask before deleting a saved conversation (a served chat)."""
         self.recorder: HistoryRecorder | None = None
+
+    @property
+    def live_recorder(self) -> HistoryRecorder:
+        """The recorder, once `open` ran (the app opens it when it mounts, before any action)."""
+        if self.recorder is None:
+            raise RuntimeError("the history is not open yet")
+        return self.recorder
 
     def open(self, system: str | None) -> None:
         """Open the database (once the app runs: a problem stays on screen); while saves wait
@@ -64,9 +86,9 @@ class HistoryActions:
 
     def unsaved_note(self) -> str | None:
         """Once closed: where the conversation went that the history file could not take."""
-        copy = self.recorder.unsaved_copy if self.recorder is not None else None
-        if copy is None:
+        if self.recorder is None or self.recorder.unsaved_copy is None:
             return None
+        copy = self.recorder.unsaved_copy
         folder = (self.path or default_path()).parent
         elsewhere = "" if copy.parent == folder else f" (its folder {folder} cannot be written)"
         return (f"the history file could not be written ({self.recorder.failing}); "
@@ -75,7 +97,7 @@ class HistoryActions:
     def action_history(self) -> None:
         from specchat.tui.screens import HistoryScreen
 
-        self.app.push_screen(HistoryScreen(self.recorder.list()), self._choice)
+        self.app.push_screen(HistoryScreen(self.live_recorder.list()), self._choice)
 
     def _choice(self, choice: tuple[str, int] | None) -> None:
         if not choice:
@@ -84,7 +106,7 @@ class HistoryActions:
         if what == "delete":
             self.delete(conversation_id)
         elif what == "open":
-            conversation = self.recorder.load(conversation_id)
+            conversation = self.live_recorder.load(conversation_id)
             if conversation is not None:
                 self.reopen(conversation)
         else:
@@ -97,7 +119,7 @@ class HistoryActions:
             return
         from specchat.tui.screens import ConfirmScreen
 
-        conversation = self.recorder.load(conversation_id)
+        conversation = self.live_recorder.load(conversation_id)
         if conversation is None:
             return
         question = f"Delete the saved conversation “{conversation.title}”? It cannot be undone."
@@ -105,7 +127,7 @@ class HistoryActions:
                              lambda yes: self._delete(conversation_id) if yes else None)
 
     def _delete(self, conversation_id: int) -> None:
-        self.recorder.delete(conversation_id)
+        self.live_recorder.delete(conversation_id)
         self.app.notify("conversation deleted")
 
     def reopen(self, conversation: SavedConversation) -> None:
@@ -114,20 +136,21 @@ class HistoryActions:
         if not app.transcript.show_saved(conversation):
             return
         app.settings.system = conversation.system
-        self.recorder.reopen(conversation)
+        self.live_recorder.reopen(conversation)
         if app.service is not None:
             app.service.reset(conversation.system, app.transcript.pending_turns)
 
     # ----- export --------------------------------------------------------------------------
 
     def export_current(self, fmt: str) -> None:
-        if self.recorder.conversation_id is None:
+        conversation_id = self.live_recorder.conversation_id
+        if conversation_id is None:
             self.app.notify("nothing to export yet")
             return
-        self.export(self.recorder.conversation_id, fmt)
+        self.export(conversation_id, fmt)
 
     def export(self, conversation_id: int, fmt: str) -> None:
-        conversation = self.recorder.load(conversation_id)
+        conversation = self.live_recorder.load(conversation_id)
         if conversation is None:
             return
         target = export_path(conversation, fmt)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 if TYPE_CHECKING:
     from textual.screen import Screen
@@ -188,7 +188,7 @@ DIALOG_KEYS: tuple[DialogKey, ...] = (
 """The keys of the dialogs (Enter and the arrows are their lists' own)."""
 
 
-def dialog_bindings(dialog: str) -> list[Binding]:
+def dialog_bindings(dialog: str) -> list[BindingType]:
     """A dialog's bindings, each with its id (a keymap moves it)."""
     return [Binding(key.keys, key.action, key.label, priority=key.priority, id=key.id)
             for key in DIALOG_KEYS if key.dialog == dialog]
@@ -196,7 +196,8 @@ def dialog_bindings(dialog: str) -> list[Binding]:
 
 def binding_ids() -> set[str]:
     """Every id a keymap may name: the chat's keys and the dialogs'."""
-    return {key.id for key in (*KEYS, *DIALOG_KEYS) if key.id}
+    keys: list[Key | DialogKey] = [*KEYS, *DIALOG_KEYS]
+    return {key.id for key in keys if key.id}
 
 
 COLOURS_HELP = """\
@@ -206,7 +207,7 @@ after a full accept), **target** (plain decoding), **pending** (step mode).
 """
 
 
-def bindings(keys: tuple[Key, ...] = KEYS) -> list[Binding]:
+def bindings(keys: tuple[Key, ...] = KEYS) -> list[BindingType]:
     """The chat screen's bindings: every entry with keys, running its app action, with its id
     (a keymap moves it)."""
     return [Binding(key.keys, f"app.{key.action}", key.label, show=key.footer,
@@ -228,7 +229,7 @@ def key_name(key: str) -> str:
 def shown_keys(key: Key | DialogKey, keymap: dict[str, str] | None = None) -> str:
     """The key's keys as the help shows them, a keymap's in place of the defaults."""
     if not key.keys:
-        return key.shown
+        return key.shown if isinstance(key, Key) else ""
     names = (keymap or {}).get(key.id, key.keys)
     return " or ".join(key_name(name.strip()) for name in names.split(",") if name.strip())
 
@@ -252,7 +253,8 @@ def keys_markdown(columns: list[str], rows: list[list[str]],
     """A Markdown table with a row of cells per key; with `ids`, a last column of each key's
     binding id (for keymap.toml)."""
     if ids:
-        columns, rows = [*columns, "id"], [[*row, id_cell(key)] for row, key in zip(rows, keys)]
+        listed: list[Key | DialogKey] = list(keys)
+        columns, rows = [*columns, "id"], [[*row, id_cell(key)] for row, key in zip(rows, listed)]
     header = f"| {' | '.join(columns)} |\n|" + "---|" * len(columns)
     return header + "\n" + "\n".join(f"| {' | '.join(row)} |" for row in rows)
 

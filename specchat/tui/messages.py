@@ -16,7 +16,7 @@ from textual.message import Message
 from specchat.chat.events import AnswerDone, ContextTrimmed, RoundUpdate, StatsSnapshot
 from specchat.chat.baseline import Baseline
 from specchat.chat.verdict import IdentityCheck
-from specchat.chat.service import ConversationService as Backend, PairInfo
+from specchat.chat.service import ConversationService, PairInfo
 
 
 @dataclass
@@ -32,7 +32,7 @@ class PairLoaded(Message):
     """A pair finished loading and can answer."""
 
     load_id: int
-    backend: Backend
+    service: ConversationService
     info: PairInfo
 
 
@@ -46,11 +46,11 @@ class LoadFailed(Message):
 
 
 @dataclass
-class Calibrated(Message):
-    """The target-only calibration of a pair ended (None: stopped or failed)."""
+class BaselineMeasured(Message):
+    """The target-only baseline of a pair was measured (None: stopped or failed)."""
 
     load_id: int
-    calibration: Baseline | None
+    baseline: Baseline | None
 
 
 @dataclass
@@ -71,7 +71,7 @@ class PromptReading(Message, bubble=False):
 
 @dataclass
 class AnswerNotStarted(Message, bubble=False):
-    """The job was stopped while it waited for the model (busy with a calibration): the
+    """The job was stopped while it waited for the model (busy measuring the baseline): the
     model was never asked, and the conversation has no turn of it."""
 
     job_id: int

@@ -17,8 +17,23 @@ from typing import Any, Protocol
 
 from specchat.chat.baseline import Baseline
 from specchat.chat.service import ConversationService, PairInfo
-from specchat.tui.messages import Calibrated, LoadFailed, LoadProgress, PairLoaded
+from specchat.tui.messages import BaselineMeasured, LoadFailed, LoadProgress, PairLoaded
 from specchat.tui.pair_loading import PairLoading, ServiceFactory
+from specchat.turn import Turn
+
+
+class PairTranscript(Protocol):
+    """What the pair switch needs of the transcript (tui/answers.py's `ChatTranscript`,
+    named by its parts: that module imports this one)."""
+
+    @property
+    def job(self) -> object | None:
+        """The answer or race streaming now, if any."""
+        ...
+    @property
+    def pending_turns(self) -> list[Turn]: ...
+    def pair_ready(self) -> None: ...
+    def pair_failed(self, reason: str) -> None: ...
 
 
 class PairHost(Protocol):
@@ -28,11 +43,13 @@ class PairHost(Protocol):
     info: PairInfo | None
     pair_name: str
     sub_title: str
-    conversation: Any
+    @property
+    def transcript(self) -> PairTranscript: ...
     settings: Any
     gauges: Any
+    chat_screen: Any
 
-    def notify(self, message: str, **options) -> None: ...
+    def notify(self, message: str, **options: Any) -> None: ...
     def show_load_failure(self, text: str | None) -> None: ...
 
 
@@ -105,38 +122,40 @@ class PairSwitch:
         if waiting is not None:
             self._adopt(waiting)
         else:
-            self.maybe_calibrate()
+            self.maybe_measure_baseline()
 
     def _adopt(self, loaded: PairLoaded) -> None:
         """Make a loaded pair the one that answers, carrying the conversation over."""
         app = self.app
-        previous, service, info = app.service, loaded.backend, loaded.info
+        previous, service, info = app.service, loaded.service, loaded.info
         service.reset(app.settings.system,
                       previous.turns() if previous else app.transcript.pending_turns)
         app.service, app.info, self.loading.current_load_id = service, info, loaded.load_id
         app.pair_name = app.sub_title = info.name
         app.gauges.info = info
+        for legend in app.chat_screen.query("#legend"):
+            legend.refresh()  # a cross-tokenizer pair's legend names its mark
         app.settings.adopt(service, info, first=previous is None)
-        app.gauges.calibration = self.baseline()
+        app.gauges.baseline = self.baseline()
         app.gauges.status = f"ready · loaded in {info.load_s:.1f} s"
         if previous is not None:
             app.gauges.forget_answer()
             app.notify(f"now answering with {info.name}")
         app.transcript.pair_ready()
-        self.maybe_calibrate()
+        self.maybe_measure_baseline()
 
-    def calibrated(self, message: Calibrated) -> None:
-        current = self.loading.calibrated(message)
+    def baseline_measured(self, message: BaselineMeasured) -> None:
+        current = self.loading.baseline_measured(message)
         if not (current and self._idle()):
             return
         gauges = self.app.gauges
-        if message.calibration is None:
-            gauges.status = "ready · calibration did not finish (palette: Recalibrate)"
+        if message.baseline is None:
+            gauges.status = "ready · baseline not measured (palette: Remeasure the baseline)"
             return
-        baseline = gauges.calibration = self.baseline()
-        gauges.status = f"ready · target-only measured in {message.calibration.measure_s:.1f} s" + (
+        baseline = gauges.baseline = self.baseline()
+        gauges.status = f"ready · target-only measured in {message.baseline.measure_s:.1f} s" + (
             "" if baseline is None else passes_text(baseline))
-        self.maybe_calibrate()  # a further pass, or the settings changed meanwhile
+        self.maybe_measure_baseline()  # a further pass, or the settings changed meanwhile
 
     # ----- baselines -----------------------------------------------------------------------
 
@@ -144,24 +163,24 @@ class PairSwitch:
         """The baseline for the next answer's sampling settings, if measured."""
         return self.loading.baseline(self.app.service)
 
-    def maybe_calibrate(self) -> None:
+    def maybe_measure_baseline(self) -> None:
         """Measure target-only costs while nothing else runs; a new question interrupts it."""
         if self.app.service is not None and self._idle():
-            self.loading.calibrate_if_stale(self.app.service)
+            self.loading.measure_baseline_if_stale(self.app.service)
 
     def refresh_baseline(self) -> None:
         """The sampling settings changed: show their baseline, measure it if missing."""
         if self._idle():
-            self.app.gauges.calibration = self.baseline()
-            self.maybe_calibrate()
+            self.app.gauges.baseline = self.baseline()
+            self.maybe_measure_baseline()
 
-    def recalibrate(self) -> None:
+    def remeasure_baseline(self) -> None:
         """Measure target-only speed again (after the current answer, if one streams)."""
         if self.app.service is None:
             self.app.notify("no pair loaded yet", severity="warning")
             return
         self.loading.forget(self.app.service)
-        self.maybe_calibrate()
+        self.maybe_measure_baseline()
 
 
 def passes_text(baseline: Baseline) -> str:

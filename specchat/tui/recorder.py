@@ -28,12 +28,13 @@ import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from specchat.chat.events import AnswerDone, StatsSnapshot, TokenSpan
 from specchat.history.store import (HistoryStore, SavedConversation, SavedToken, SavedTurn,
                                     default_path, kept_text, open_history, unsaved_copy_places,
                                     write_new)
+from specchat.token_kinds import TOKEN_KINDS, TokenKind
 from specchat.turn import Turn
 
 UI_WAIT_S = 0.25
@@ -105,9 +106,11 @@ class HistoryRecorder:
             return
         if self.store is None and not self._open():
             return
+        store = self.store
+        assert store is not None, "_open sets it"
         while self.queue:
             try:
-                self.queue[0](self.store)
+                self.queue[0](store)
             except (sqlite3.Error, OSError) as error:
                 self._failed(error)
                 return
@@ -165,7 +168,7 @@ class HistoryRecorder:
         self.memory.turns.append(SavedTurn("assistant", "", "streaming", mode))
 
         def save(store: HistoryStore) -> None:
-            self.answer_id = store.start_answer(self.conversation_id, mode, pair)
+            self.answer_id = store.start_answer(row(self.conversation_id), mode, pair)
         self._save(save)
 
     def spans(self, spans: tuple[TokenSpan, ...]) -> None:
@@ -181,7 +184,7 @@ class HistoryRecorder:
         whatever waits in the queue; `at_once`: even within the pause after a failed try."""
         if self.pending:
             tokens, self.pending = self.pending, []
-            self._save(lambda store: store.append_tokens(self.answer_id, tokens), at_once)
+            self._save(lambda store: store.append_tokens(row(self.answer_id), tokens), at_once)
         elif self.queue:
             self._save(at_once=at_once)
 
@@ -193,7 +196,7 @@ class HistoryRecorder:
             answer.text, answer.status, answer.stats = text, status, stats
 
         def save(store: HistoryStore) -> None:
-            store.finish_answer(self.answer_id, text, status, stats)
+            store.finish_answer(row(self.answer_id), text, status, stats)
             self.answer_id = None
         self._save(save)
 
@@ -270,6 +273,14 @@ def write_unsaved_copy(conversation: SavedConversation, path: Path | None) -> Pa
     return None
 
 
+def row(row_id: int | None) -> int:
+    """The id of a row that an earlier step of the queue inserted (steps run in order: the
+    user's turn before its answer, the answer before its tokens)."""
+    if row_id is None:
+        raise RuntimeError("a history step ran before the row it writes into was saved")
+    return row_id
+
+
 def streamed_text(turn: SavedTurn) -> SavedTurn:
     """An answer still streaming gets the text its tokens so far make (only `finish` sets it)."""
     return replace(turn, text=kept_text(turn.tokens)) if turn.status == "streaming" else turn
@@ -277,7 +288,12 @@ def streamed_text(turn: SavedTurn) -> SavedTurn:
 
 def saved_spans(turn: SavedTurn) -> list[TokenSpan]:
     """A saved answer's tokens as the spans an answer view draws."""
-    return [TokenSpan(t.text, t.kind, t.token_id or 0) for t in turn.tokens]
+    return [TokenSpan(t.text, kind_of(t.kind), t.token_id or 0) for t in turn.tokens]
+
+
+def kind_of(text: str) -> TokenKind:
+    """A saved token's kind; one this version does not know (a newer one's) draws as target."""
+    return next((kind for kind in TOKEN_KINDS if kind == text), "target")
 
 
 def saved_stats(data: dict | None) -> StatsSnapshot | None:
@@ -285,8 +301,9 @@ def saved_stats(data: dict | None) -> StatsSnapshot | None:
     if not data:
         return None
     fields = StatsSnapshot.__dataclass_fields__
-    return StatsSnapshot(**{key: tuple(value) if isinstance(value, list) else value
-                            for key, value in data.items() if key in fields})
+    values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                              for key, value in data.items() if key in fields}
+    return StatsSnapshot(**values)
 
 
 def saved_turns(conversation: SavedConversation) -> list[Turn]:

@@ -36,7 +36,7 @@ class Replays:
             transcript.notify("race needs a speculative answer first: ask something",
                               severity="warning")
             return
-        transcript.start_replay(RaceJob(transcript.next_job_id(), transcript.host.service,
+        transcript.start_replay(RaceJob(transcript.next_job_id(), transcript.service,
                                         transcript.pacing),
                                 f"{transcript.host.pair_name} · race: same prompt, target only")
 
@@ -50,13 +50,15 @@ class Replays:
             return
         transcript.notify("float32 replay: loading a float32 copy of the pair and answering twice…")
         transcript.gauges.status = "float32 replay running…"
-        transcript.float32_worker(transcript.host.service)
+        transcript.float32_worker(transcript.service)
 
     def race_finished(self, done: AnswerDone) -> None:
         """The race's verdict against the last speculative answer and its gauge."""
-        host = self.transcript.host
-        spec, baseline = self.transcript.last_speculative
-        greedy = host.service.sampling_key().greedy
+        host, last = self.transcript.host, self.transcript.last_speculative
+        if last is None:  # a race starts only after a speculative answer
+            return
+        spec, baseline = last
+        greedy = self.transcript.service.sampling_params().greedy
         verdict = race_verdict(spec, done, gauge_speedup(spec.stats, baseline), greedy,
                                host.info.dtype if host.info else "", baseline)
         self.announce(describe(verdict))

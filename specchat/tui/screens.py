@@ -107,7 +107,8 @@ class HistoryScreen(ModalScreen[tuple[str, int] | None]):
             yield OptionList(*options, id="history-list")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(("open", int(event.option.id)))
+        if event.option.id is not None:  # the "none yet" line has none (and is disabled)
+            self.dismiss(("open", int(event.option.id)))
 
     def action_pick(self, what: str) -> None:
         options = self.query_one("#history-list", OptionList)

@@ -10,9 +10,14 @@ never imports models or torch.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from textual.notifications import SeverityLevel
 
 from specchat.chat.service import FIXED_DRAFT_LENGTH, ConversationService, PairInfo
+
+if TYPE_CHECKING:  # the app's other part, as the host protocol names it
+    from specchat.tui.history_actions import HistoryActions
 
 
 class SettingsHost(Protocol):
@@ -21,13 +26,14 @@ class SettingsHost(Protocol):
     service: ConversationService | None
     pairs: list[tuple[str, str]]
     pair_name: str
-    conversation: Any
+    history: HistoryActions
     chat_screen: Any
     gauges: Any
     pair: Any
 
-    def push_screen(self, screen, callback=None) -> object: ...
-    def notify(self, message: str, **options) -> None: ...
+    def push_screen(self, screen: Any, callback: Any = None) -> object: ...
+    def notify(self, message: str, *, title: str = ..., severity: SeverityLevel = ...,
+               timeout: float | None = ..., markup: bool = ...) -> None: ...
 
 
 class Settings:
@@ -43,15 +49,17 @@ class Settings:
         """A pair takes over: the command line's k and temperature (first pair), or its own."""
         if self.cli_k is not None and first:
             service.set_k(self.cli_k)  # a fixed k replaces the pair's adaptive policy
-        use_cli = self.cli_temperature is not None and first
-        service.set_temperature(self.cli_temperature if use_cli else info.temperature)
+        cli = self.cli_temperature if first else None
+        service.set_temperature(cli if cli is not None else info.temperature)
         self.show()
 
     def show(self) -> None:
         """Show the service's k and temperature on the gauges."""
         gauges, service = self.app.gauges, self.app.service
+        if service is None:
+            return
         gauges.k, gauges.k_auto, gauges.temperature = service.k, service.k_auto, service.temperature
-        gauges.sampling = service.sampling_key()
+        gauges.sampling = service.sampling_params()
 
     def _service(self, what: str) -> ConversationService | None:
         if self.app.service is None:
@@ -101,7 +109,7 @@ class Settings:
     def _set_system(self, text: str | None) -> None:
         app = self.app
         self.system = text
-        app.history.recorder.set_system(text)
+        app.history.live_recorder.set_system(text)
         if app.service is not None:
             app.service.reset(text, app.service.turns())
         app.notify("system prompt set" if text else "no system prompt")

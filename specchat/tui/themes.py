@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -34,7 +35,8 @@ ALTERNATES = ("primary", "secondary")
 
 def to_textual(spec: ThemeSpec) -> Theme:
     """A Textual theme whose variables include spec-accepted, spec-rejected, ..."""
-    return Theme(name=spec.name, dark=spec.dark, variables=dict(spec.variables), **spec.colors)
+    colours: dict[str, Any] = dict(spec.colors)  # Theme's colour arguments, by name
+    return Theme(name=spec.name, dark=spec.dark, variables=dict(spec.variables), **colours)
 
 
 def computed_colours(theme: Theme) -> dict[str, str]:
@@ -94,7 +96,9 @@ def named_theme(name: str | None) -> Theme:
     broken = next((problem for problem in problems if problem.name == name), None)
     if broken:
         raise ConfigError(str(broken))
-    raise unknown_theme_error(name, themes, problems)  # neither loaded nor broken: never None
+    error = unknown_theme_error(name, themes, problems)
+    assert error is not None, "neither loaded nor broken"
+    raise error
 
 
 def load_textual_themes() -> tuple[dict[str, Theme], list[ThemeProblem]]:

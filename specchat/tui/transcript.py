@@ -1,5 +1,6 @@
 """The transcript: user turns, answers drawn token by token in their kind's colour,
-rejected drafts as dim struck-through ghosts, notices.
+rejected drafts as dim struck-through ghosts, notices. A draft of another tokenizer's
+token that is not exactly one of the draft's own tokens is underlined.
 
 Every colour comes from the app's theme variables (`spec-accepted`, ...), read
 when the text is styled and again whenever the theme changes. Model and saved text is
@@ -27,6 +28,10 @@ from specchat.chat.events import StatsSnapshot, TokenSpan
 from specchat.control_chars import visible
 from specchat.token_kinds import TOKEN_KINDS
 
+UNALIGNED_MARK = Style(underline=True)
+"""Added to a cross-tokenizer draft's token that is not one of the draft's own tokens
+(`TokenSpan.unaligned`)."""
+UNALIGNED_LABEL = "underlined: not one draft token"
 KIND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft (ghost)",
                "resampled": "resampled", "bonus": "bonus", "target": "target only",
                "pending": "pending draft"}
@@ -37,7 +42,7 @@ def token_styles(variables: dict[str, str]) -> dict[str, Style]:
     def colour(kind: str) -> Color:
         return Color.parse(variables.get(f"spec-{kind}") or variables.get("foreground", "#ffffff"))
 
-    styles = {kind: Style(foreground=colour(kind)) for kind in TOKEN_KINDS}
+    styles: dict[str, Style] = {kind: Style(foreground=colour(kind)) for kind in TOKEN_KINDS}
     styles["rejected"] = Style(foreground=colour("rejected"), dim=True, strike=True)
     styles["pending"] = Style(foreground=colour("pending"), underline=True, italic=True)
     return styles
@@ -87,10 +92,15 @@ class TokenText(Widget):
         """Redraw after new text; ask for a new layout (which reflows the whole screen) only
         when the wrapped text no longer takes the rows it has."""
         width, rows = self.content_size
-        if width and self.render().get_height(self.styles, width) == rows:
+        if width and self._wrapped_rows(width) == rows:
             self.refresh()
         else:
             self.refresh(layout=True)
+
+    def _wrapped_rows(self, width: int) -> int:
+        """Rows the text takes at `width` (the widget's styles handed over as Textual's own
+        Widget.get_content_height hands them, which its annotation does not foresee)."""
+        return self.render().get_height(self.styles, width)  # type: ignore[arg-type]
 
     def restyle(self) -> None:
         """Theme changed: recolour everything."""
@@ -103,14 +113,19 @@ class TokenText(Widget):
         self.refresh(layout=True)
 
     def _draw(self, spans: Iterable[TokenSpan]) -> None:
-        styles = self.styles_by_kind
+        styles, pieces = self.styles_by_kind, self._pieces
+        if pieces is None:
+            return  # nothing drawn yet: the next render draws every span
         for span in spans:
             if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
                 continue
             text = visible(span.text)
             end = self._length + len(text)
-            self._pieces.append(text)
-            self._styled.append(ContentSpan(self._length, end, styles.get(span.kind, styles["target"])))
+            pieces.append(text)
+            style = styles.get(span.kind, styles["target"])
+            if span.unaligned:
+                style = style + UNALIGNED_MARK
+            self._styled.append(ContentSpan(self._length, end, style))
             self._length = end
 
     def plain_text(self) -> str:
@@ -202,9 +217,9 @@ class TokenFlow(Vertical):
     def plain_text(self) -> str:
         return "".join(chunk.plain_text() for chunk in self.chunks)
 
-    def drawn(self) -> list[tuple[str, Style]]:
+    def drawn(self) -> list[tuple[str, Style | str]]:
         """(text, style) of every styled run on screen, all chunks in order."""
-        runs = []
+        runs: list[tuple[str, Style | str]] = []
         for chunk in self.chunks:
             content = chunk.content()
             runs += [(content.plain[s.start:s.end], s.style) for s in content.spans]

@@ -22,8 +22,8 @@ from typing import Callable, Iterator
 from textual.message_pump import MessagePump
 
 from specchat.chat.events import AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt, RoundUpdate
-from specchat.chat.service import ConversationService as Backend, ShouldStop, describe_error
-from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, Calibrated,
+from specchat.chat.service import ConversationService, ShouldStop, describe_error
+from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, BaselineMeasured,
                                    ContextNotice, IdentityChecked, LoadFailed, LoadProgress,
                                    PairLoaded, PromptReading, RoundArrived, StatsUpdated)
 
@@ -46,7 +46,7 @@ class Job:
     """What one answer worker streams: an `AnswerJob` or a `RaceJob`."""
 
     id: int
-    backend: Backend
+    service: ConversationService
     pacing: Pacing
     gate: threading.Event = field(default_factory=threading.Event)
     """Set by the UI to release a round held in step mode."""
@@ -63,7 +63,7 @@ class AnswerJob(Job):
     text: str = ""
 
     def events(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
-        return self.backend.answer(self.text, self.speculate, should_stop)
+        return self.service.answer(self.text, self.speculate, should_stop)
 
 
 @dataclass
@@ -73,20 +73,20 @@ class RaceJob(Job):
     speculate: bool = False
 
     def events(self, should_stop: ShouldStop) -> Iterator[ChatEvent]:
-        return self.backend.race(should_stop)
+        return self.service.race(should_stop)
 
 
 def stream_job(job: Job, app: MessagePump, gauges: MessagePump, should_stop: ShouldStop) -> None:
     """Run a job to its end, posting one message per round; every job ends with exactly one
     of `AnswerFinished`, `AnswerFailed` or `AnswerNotStarted`, or the chat would wait for it."""
     try:
-        if not _acquire(job.backend.busy, should_stop):
+        if not _acquire(job.service.busy, should_stop):
             app.post_message(AnswerNotStarted(job.id))
             return
         try:
             _stream(job, app, gauges, should_stop)
         finally:
-            job.backend.busy.release()
+            job.service.busy.release()
     except Exception as error:  # any failure in generation becomes a notification
         app.post_message(AnswerFailed(job.id, describe_error(error)))
 
@@ -154,45 +154,49 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
     return True
 
 
-def calibrate_backend(load_id: int, backend: Backend, app: MessagePump,
-                      should_stop: ShouldStop, needed_context: int = 0) -> None:
-    """Measure target-only speed on a loaded pair; always ends with a `Calibrated` message
-    (calibration None when it was stopped because the user asked something, or failed)."""
-    calibration = None
+def measure_service_baseline(load_id: int, service: ConversationService, app: MessagePump,
+                             should_stop: ShouldStop, needed_context: int = 0) -> None:
+    """Measure the target-only baseline of a loaded pair; always ends with a
+    `BaselineMeasured` message (baseline None when it was stopped because the user asked
+    something, or failed)."""
+    baseline = None
     try:
-        if _acquire(backend.busy, should_stop):
+        if _acquire(service.busy, should_stop):
             try:
                 app.post_message(LoadProgress(load_id, "measuring target-only speed…"))
-                calibration = backend.calibrate(should_stop, needed_context)
+                baseline = service.measure_baseline(should_stop, needed_context)
             finally:
-                backend.busy.release()
+                service.busy.release()
     except Exception as error:
-        app.post_message(LoadProgress(load_id, f"calibration failed: {describe_error(error)}"))
-    app.post_message(Calibrated(load_id, calibration))
+        app.post_message(LoadProgress(load_id, f"baseline failed: {describe_error(error)}"))
+    app.post_message(BaselineMeasured(load_id, baseline))
 
 
-def check_float32(backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
+def check_float32(service: ConversationService, app: MessagePump, should_stop: ShouldStop) -> None:
     """Run the float32 replay; always ends with an `IdentityChecked` message."""
     try:
-        if not _acquire(backend.busy, should_stop):
+        if not _acquire(service.busy, should_stop):
             app.post_message(IdentityChecked(None, "stopped"))
             return
         try:
-            result = backend.float32_check(should_stop)
+            result = service.float32_check(should_stop)
         finally:
-            backend.busy.release()
+            service.busy.release()
     except Exception as error:
         app.post_message(IdentityChecked(None, describe_error(error)))
         return
     app.post_message(IdentityChecked(result, None if result else "stopped"))
 
 
-def load_backend(load_id: int, backend: Backend, app: MessagePump, should_stop: ShouldStop) -> None:
-    """Load a pair and announce it (the app calibrates it once it is idle)."""
-    progress: Callable[[str], None] = lambda text: app.post_message(LoadProgress(load_id, text))
+def load_service(load_id: int, service: ConversationService, app: MessagePump,
+                 should_stop: ShouldStop) -> None:
+    """Load a pair and announce it (the app measures its baseline once it is idle)."""
+    def progress(text: str) -> None:
+        app.post_message(LoadProgress(load_id, text))
+
     try:
-        info = backend.load(progress)
+        info = service.load(progress)
     except Exception as error:
-        app.post_message(LoadFailed(load_id, backend.name, describe_error(error)))
+        app.post_message(LoadFailed(load_id, service.name, describe_error(error)))
         return
-    app.post_message(PairLoaded(load_id, backend, info))
+    app.post_message(PairLoaded(load_id, service, info))

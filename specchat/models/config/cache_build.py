@@ -20,7 +20,7 @@ def is_built(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def build_once(target: Path, write: Callable[[Path], None], note: str) -> Path:
+def build_once(target: Path, write: Callable[[Path], object], note: str) -> Path:
     """`target`, running `write(staging_folder)` first unless it was built before."""
     if is_built(target):
         return target

@@ -14,6 +14,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from specchat import paths
 from specchat.engine.params import (DRAFT_LENGTH, NGRAM_N, TEMPERATURE, TOP_K, TOP_P, Bound,
@@ -25,8 +26,10 @@ QUANTIZATIONS = ("none", "8bit", "4bit")
 BACKENDS = ("auto", "torch", "llama.cpp", "int8")
 TORCH_FORWARDS = ("auto", "static", "lean", "eager")
 CUDA_GRAPHS = ("auto", "graphs", "reduce-overhead", "cudagraphs", "none")
+RETOKENIZE = ("auto", "always")
 CHOICES = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "draft_quantization": QUANTIZATIONS,
-           "backend": BACKENDS, "torch_forward": TORCH_FORWARDS, "cuda_graphs": CUDA_GRAPHS}
+           "backend": BACKENDS, "torch_forward": TORCH_FORWARDS, "cuda_graphs": CUDA_GRAPHS,
+           "retokenize": RETOKENIZE}
 """Keys whose value is one of a few words."""
 THREADS = Bound(0, None)
 """threads: 0 chooses; more than this machine's usable cores are capped to them when the
@@ -92,6 +95,10 @@ class PairConfig:
     gpu_layers: int | str = "all"
     """Layers of a llama.cpp model offloaded to the GPU: "all" where the llama-cpp-python build
     supports it (CUDA, Metal, Vulkan; the CPU otherwise), 0 keeps the CPU, N offloads N."""
+    retokenize: str = "auto"
+    """auto: a draft of another tokenizer has its text re-tokenized for the target, one of the
+    target's tokenizer speculates as it is; always: re-tokenize it even so (to measure what
+    the cross-tokenizer path costs against speculating as one tokenizer, same draft)."""
     description: str = ""
     source: str = ""
     """The file this pair came from."""
@@ -188,7 +195,7 @@ def parse_pair(name: str, table: dict, file: Path) -> PairConfig:
 MODEL_REFERENCE = "a hub id, folder, .gguf file or builtin:NAME, in quotes"
 
 
-def _check_target(where: str, target) -> None:
+def _check_target(where: str, target: Any) -> None:
     """'target' is there, and a model reference: text, not empty."""
     if target is None:
         raise ConfigError(f"{where}: 'target' is required: {MODEL_REFERENCE}")
@@ -200,13 +207,14 @@ def _check_target(where: str, target) -> None:
                           f"({MODEL_REFERENCE})")
 
 
-_TYPES = {"target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
-          "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
-          "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
-          "description": str, "lookup": bool}
+_TYPES: dict[str, Any] = {
+    "target": str, "draft": str, "temperature": (int, float), "top_p": (int, float),
+    "dtype": str, "device": str, "quantization": str, "draft_quantization": str,
+    "max_memory": dict, "backend": str, "torch_forward": str, "cuda_graphs": str,
+    "retokenize": str, "description": str, "lookup": bool}
 
 
-def _typed(where: str, key: str, value):
+def _typed(where: str, key: str, value: Any) -> Any:
     if key in BOUNDS:
         problem = BOUNDS[key].message(f"'{key}'", value)
         if problem:

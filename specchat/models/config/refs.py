@@ -225,15 +225,14 @@ def availability(ref: ModelRef) -> tuple[bool, str]:
 def _availability(ref: ModelRef) -> tuple[bool, str]:
     if ref.kind == "ngram":
         return True, "prompt lookup, no model"
-    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
-        return draft_availability(builtin_draft(ref.value))
-    if ref.kind == "builtin" and builtin_head(ref.value) is not None:
-        path = builtin_head(ref.value)
-        if not path.is_file():
-            return False, missing_head(path)
-        return True, f"{path} (a draft head: reads the target's features)"
-    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
-        ok, where = draft_availability(builtin_draft_gguf(ref.value))
+    if ref.kind == "builtin" and (draft := builtin_draft(ref.value)) is not None:
+        return draft_availability(draft)
+    if ref.kind == "builtin" and (head := builtin_head(ref.value)) is not None:
+        if not head.is_file():
+            return False, missing_head(head)
+        return True, f"{head} (a draft head: reads the target's features)"
+    if ref.kind == "builtin" and (draft := builtin_draft_gguf(ref.value)) is not None:
+        ok, where = draft_availability(draft)
         return ok, f"GGUF written on first use from {where}" if ok else where
     if ref.kind == "builtin" and ref.value in SPLIT_BUILTINS:
         return split_availability(SPLIT_BUILTINS[ref.value])

@@ -58,16 +58,6 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats(torch.device(device))
 
 
-def pair_context(target, draft) -> int:
-    """Tokens both caches hold (a static cache's size, else the model's context)."""
-    limits = [int(getattr(m, "context_limit", 0) or 0) for m in (target, draft) if m is not None]
-    limits = [n for n in limits if n > 0]
-    if limits:
-        return min(limits)
-    config = getattr(target, "config", None)
-    return int(getattr(config, "max_position_embeddings", 2048) or 2048)
-
-
 def check_draft_size(pair, target_folder: Path | str, draft_folder: Path | str | None) -> None:
     """A draft with more parameters than its target cannot speed it up: say so before loading."""
     if draft_folder is None:

@@ -32,10 +32,6 @@ def converted_folder(gguf: Path) -> Path:
     return paths.cache_dir() / "converted" / cache_key(gguf)
 
 
-def is_converted(gguf: Path) -> bool:
-    return is_built(converted_folder(gguf))
-
-
 def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> Path:
     """The converted folder for `gguf`, converting it first if needed."""
     target = converted_folder(gguf)
@@ -113,6 +109,6 @@ def _convert(gguf: Path, out: Path) -> None:
     # the weights are plain float32 now: drop the GGUF marker so they can be saved
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __setattr__ typing
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

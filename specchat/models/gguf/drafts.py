@@ -128,10 +128,10 @@ def gguf_file(ref: ModelRef, progress: Progress = lambda _: None) -> Path | None
     A `specchat distill` draft (a folder, `builtin:<draft>` or `builtin:<draft>.gguf`)
     runs from its GGUF form, written on first use.
     """
-    if ref.kind == "builtin" and builtin_draft_gguf(ref.value) is not None:
-        return ensure_draft_gguf(builtin_draft_gguf(ref.value), progress)
-    if ref.kind == "builtin" and builtin_draft(ref.value) is not None:
-        return ensure_draft_gguf(builtin_draft(ref.value), progress)
+    if ref.kind == "builtin" and (draft := builtin_draft_gguf(ref.value)) is not None:
+        return ensure_draft_gguf(draft, progress)
+    if ref.kind == "builtin" and (draft := builtin_draft(ref.value)) is not None:
+        return ensure_draft_gguf(draft, progress)
     if ref.kind == "folder" and is_draft_folder(Path(ref.value)):
         return ensure_draft_gguf(Path(ref.value), progress)
     if ref.kind == "builtin":

@@ -21,13 +21,18 @@ draft's. Storing that mean row in Q8_0/F16 moves its logit by at most
 gives that number so it can be checked against the real gap (docs/gguf.md).
 Its vocabulary is also stored as `specchat.draft.vocab`, so specchat can mask
 exactly. Knows nothing about training, click or llama_cpp.
+
+The one owner of how a transformers weight is named and ordered in a GGUF file
+(`llama_cpp_name`, `rope_heads`, `rope_row_order`): the tests' tiny GGUF writers use them.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -182,30 +187,46 @@ def copy_metadata(reader, writer, spec: DraftSpec, gguf_type: str) -> None:
         writer.add_string(KEY_PREFIX + "outside_vocab_rows", "mean of the vocab rows")
 
 
-def raw(tensor) -> tuple[np.ndarray, object]:
+def raw(tensor: Any) -> tuple[np.ndarray, Any]:
     """A reader tensor's stored data and type, to be written unchanged."""
     return np.array(tensor.data), tensor.tensor_type
 
 
 def own_tensors(state: dict, layers: int, shape: dict, qtype) -> list[tuple]:
     """(gguf name, data, type) of the draft's layers and final norm."""
-    import gguf
-
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, layers)
     out = []
     for name in sorted(k for k in state if not k.endswith(INT8_SCALE)):
         scale = state.get(name + INT8_SCALE)
         rows = state[name].numpy() if scale is not None else state[name].float().numpy()
         scale = None if scale is None else scale.float().numpy()
-        heads = next((shape[h] for suffix, h in PERMUTED.items() if name.endswith(suffix)), None)
+        heads = rope_heads(name, shape)
         if heads:
             order = rope_row_order(rows.shape[0], heads)
             rows, scale = rows[order], None if scale is None else scale[order]
-        gguf_name = names.get_name(name, try_suffixes=(".weight",))
+        gguf_name = llama_cpp_name(name, layers)
         if gguf_name is None:
             raise UsageError(f"draft weight {name} has no llama.cpp name: not a llama draft")
         out.append((gguf_name, *encode(rows, scale, qtype)))
     return out
+
+
+def llama_cpp_name(hf_name: str, layers: int, arch: str = "llama") -> str | None:
+    """llama.cpp's name of a transformers weight or bias, by gguf's own name map
+    (model.layers.0.self_attn.q_proj.weight -> blk.0.attn_q.weight); None where it has none."""
+    return _name_map(arch, layers).get_name(hf_name, try_suffixes=(".weight", ".bias"))
+
+
+@functools.lru_cache(maxsize=8)
+def _name_map(arch: str, layers: int) -> Any:
+    import gguf
+
+    return gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], layers)
+
+
+def rope_heads(hf_name: str, shape: dict) -> int | None:
+    """The head count by which llama.cpp's rope order regroups a weight's rows (Q: the
+    `head_count` of `shape`, K: its `head_count_kv`); None for a weight it keeps as it is."""
+    return next((shape[key] for suffix, key in PERMUTED.items() if hf_name.endswith(suffix)), None)
 
 
 def rope_row_order(rows: int, heads: int) -> np.ndarray:
@@ -214,7 +235,7 @@ def rope_row_order(rows: int, heads: int) -> np.ndarray:
     return index.reshape(heads, 2, rows // heads // 2).swapaxes(1, 2).reshape(rows)
 
 
-def encode(rows: np.ndarray, scale: np.ndarray | None, qtype) -> tuple[np.ndarray, object]:
+def encode(rows: np.ndarray, scale: np.ndarray | None, qtype: Any) -> tuple[np.ndarray, Any]:
     """A weight as stored in the file: vectors in F32; matrices in `qtype`."""
     import gguf
 

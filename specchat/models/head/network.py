@@ -21,11 +21,22 @@ nothing about files, targets' formats or decoding.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 LINEARS = ("fc", "qkv", "o", "gate_up", "down")
+
+
+class Kernel(Protocol):
+    """A callable x -> x W^T (+ bias) that replaces one of the head's linears when drafting
+    (the int8 backend's rows, models/int8/linear.py)."""
+
+    @property
+    def weight_bytes(self) -> int: ...
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
 @dataclass(frozen=True)
 class HeadShape:
@@ -78,8 +89,8 @@ class HeadNetwork(torch.nn.Module):
         self.gate_up = torch.nn.Linear(hidden, 2 * inner, bias=False)
         self.down = torch.nn.Linear(inner, hidden, bias=False)
         self.out_norm = torch.nn.Parameter(torch.ones(hidden))
-        self.kernels: dict[str, object] = {}
-        """name -> a callable x -> x W^T (+ bias) that replaces that linear (run time's)."""
+        self.kernels: dict[str, Kernel] = {}
+        """name -> the kernel that replaces that linear (run time's)."""
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

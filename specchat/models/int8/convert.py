@@ -55,10 +55,6 @@ class Architecture:
     vocab: int
     qkv_bias: bool
 
-    @property
-    def kv_width(self) -> int:
-        return self.kv_heads * self.head_dim
-
 
 @dataclass(frozen=True)
 class FileFacts:

@@ -21,6 +21,8 @@ nothing about files, tokenizers or decoding.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataclasses import dataclass, field
 
 import torch
@@ -100,6 +102,8 @@ class Int8Model:
                  reduce_range: bool = False, head_ids: list[int] | None = None,
                  vocab_size: int | None = None, threads: int | None = None,
                  prefill_threads: int | None = None):
+        self.path: Path | None = None
+        """The GGUF file the weights were converted from (the backend sets it)."""
         self.arch = arch
         self.threads, self.threads_note = capped_threads(threads)
         self.prefill_threads = capped_threads(prefill_threads)[0] if prefill_threads else self.threads

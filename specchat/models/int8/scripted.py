@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 
 def flat_linear(x: torch.Tensor, buffer: torch.Tensor, view: torch.Tensor,
-                packed: torch.classes.quantized.LinearPackedParamsBase,
+                packed: (  # TorchScript's class for packed weights, which mypy cannot see
+                    torch.classes.quantized.LinearPackedParamsBase),  # type: ignore[name-defined]
                 base: Optional[torch.Tensor], reduce_range: bool) -> torch.Tensor:
     """x [n, in] -> x W^T (+ base): x / its rows' magnitudes into `view` (the input columns
     of `buffer`, whose last two columns hold +1 and -1), the int8 product, the magnitudes back."""
@@ -68,7 +69,8 @@ def attend_rows(qkv: torch.Tensor, turns: torch.Tensor, key_rows: torch.Tensor,
 
 
 def decoder_layer(x: torch.Tensor, norms: List[torch.Tensor], eps: float,
-                  packed: List[torch.classes.quantized.LinearPackedParamsBase],
+                  packed: List[  # TorchScript's class for packed weights (see flat_linear)
+                    torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
                   inputs: List[int], qkv_bias: Optional[torch.Tensor], pins: torch.Tensor,
                   reduce_range: bool, turns: torch.Tensor, cache: List[torch.Tensor],
                   start: int, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:

@@ -144,7 +144,7 @@ class LlamaCppModel:
         self._ctx = self._new_context()
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
-        self._view: tuple[int, np.ndarray] | None = None
+        self._view: tuple[int | None, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
         self.decode_s = 0.0
         """Seconds spent inside `llama_decode` (and, with layers offloaded, waiting for the
@@ -290,14 +290,6 @@ class LlamaCppModel:
         if view is None or view[0] != address or view[1].shape[0] < rows:
             self._view = view = (address, np.ctypeslib.as_array(pointer, shape=(rows, self.n_vocab)))
         return view[1][:rows]
-
-    def vocabulary_digest(self) -> str:
-        """sha256 over every token's text in id order: equal for two models exactly when
-        llama.cpp reads the same vocabulary from both files."""
-        import hashlib
-
-        text = self._lib.llama_vocab_get_text
-        return hashlib.sha256(b"\0".join(text(self._vocab, i) for i in range(self.n_vocab))).hexdigest()
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         """llama.cpp's own tokenization of `text` (to check a tokenizer agrees with it)."""

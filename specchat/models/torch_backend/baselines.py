@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -32,7 +33,7 @@ class BaselineSettings:
 class Speculation:
     """Which kind of transformers speculation to run (None fields: plain generate)."""
 
-    assistant: object | None = None
+    assistant: Any = None
     """A transformers draft model for assisted generation."""
     lookup_tokens: int | None = None
     """prompt_lookup_num_tokens for n-gram prompt lookup."""

@@ -7,6 +7,8 @@ long prefill never materialises a full-vocabulary row per prompt token.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -18,7 +20,8 @@ class HFCausalModel:
         self.config = model.config
         self.device = next(model.parameters()).device
         self.vocab_size = vocab_size or model.get_output_embeddings().weight.shape[0]
-        self._cache = None
+        self._cache: Any = None
+        """transformers' DynamicCache, made by `reset` (on the first forward)."""
 
     @property
     def cache_length(self) -> int:

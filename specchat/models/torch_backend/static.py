@@ -21,6 +21,7 @@ Knows nothing about decoding or text.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import torch
 
@@ -32,6 +33,9 @@ BUCKETS = (1, 2, 3, 5, 9, 17, 33)
 """Widths a compiled forward is captured at: one draft step, a catch-up, and k + 1 verifies."""
 PREFILL_EAGER_ABOVE = BUCKETS[-1]
 CAPTURE_MODES = ("graphs", "reduce-overhead", "cudagraphs", "none")
+StepOutput = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+"""What a step (`_logits`) returns: its logits, or (logits, final hidden states) where a
+subclass keeps the features a draft head reads (static_llama.py)."""
 """How steps are captured on CUDA (the pair key `cuda_graphs`): graphs (explicit
 torch.cuda.CUDAGraph, the default for specchat's own Llama-family forward), reduce-overhead
 (inductor + CUDA graphs, the default for transformers' forward), cudagraphs (CUDA graphs of
@@ -61,7 +65,8 @@ def positioned_cache(config, max_length: int, start: torch.Tensor, dtype: torch.
     from transformers import StaticCache
 
     cache = StaticCache(config=config, max_cache_len=max_length)
-    for layer in cache.layers:
+    layers: list[Any] = list(cache.layers)  # each patched to write at the shared position
+    for layer in layers:
         layer.start = start
         layer.cumulative_length = start  # what get_seq_length reports: the same shared position
         layer.update = types.MethodType(positioned_update, layer)
@@ -123,7 +128,7 @@ class StaticCausalModel(HFCausalModel):
             return torch.compile(self._logits, backend="cudagraphs", dynamic=False)
         return torch.compile(self._logits, mode="reduce-overhead", fullgraph=False, dynamic=False)
 
-    def _logits(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
+    def _logits(self, ids: torch.Tensor, keep: int) -> StepOutput:
         positions = self._start + torch.arange(ids.shape[-1], device=ids.device)
         out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
                          cache_position=positions, position_ids=positions.unsqueeze(0),
@@ -146,9 +151,10 @@ class StaticCausalModel(HFCausalModel):
         self._advance(n)
         return self._kept(out, n, keep)
 
-    def _kept(self, logits: torch.Tensor, n: int, keep: int) -> torch.Tensor:
+    def _kept(self, out: StepOutput, n: int, keep: int) -> torch.Tensor:
         """The logits of the last `keep` of the `n` tokens fed (the rows past them padding)."""
-        return logits[n - keep:n]
+        assert isinstance(out, torch.Tensor), "this model's steps return logits only"
+        return out[n - keep:n]
 
     def _width(self, n: int) -> tuple[int, bool]:
         """(width `n` tokens run at, whether that width is a captured step): the bucket,
@@ -159,7 +165,7 @@ class StaticCausalModel(HFCausalModel):
             return n, False
         return width, step
 
-    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
+    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> StepOutput:
         if not (self.compiled and captured):
             return self._logits(ids, width)
         try:

@@ -23,13 +23,14 @@ Other architectures keep transformers' forward over its StaticCache
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from specchat.models.blocks.logits import scatter_logits
 from specchat.models.torch_backend.lean import rotate
-from specchat.models.torch_backend.static import StaticCausalModel, bucket
+from specchat.models.torch_backend.static import StaticCausalModel, StepOutput, bucket
 
 FAMILY = ("llama", "mistral", "qwen2")
 FIRST_SPAN = 256
@@ -79,7 +80,9 @@ class StaticLlama(StaticCausalModel):
         self.head_dim, self.scaling = int(attn.head_dim), float(attn.scaling)
         self.heads = int(model.config.num_attention_heads)
         self.kv_heads = int(getattr(model.config, "num_key_value_heads", None) or self.heads)
-        self.keys = self.values = None
+        self.keys: torch.Tensor | None = None
+        """[layers, kv heads, max_length, head dim], allocated by the first `reset`."""
+        self.values: torch.Tensor | None = None
         self.features: torch.Tensor | None = None
         """[n, hidden]: the final hidden states of the n tokens the last forward fed."""
         self._span = FIRST_SPAN
@@ -112,7 +115,7 @@ class StaticLlama(StaticCausalModel):
             return GraphSteps(self._logits, self)
         return timed_compile(self._logits, how, self)
 
-    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> torch.Tensor:
+    def _run(self, ids: torch.Tensor, width: int, captured: bool) -> StepOutput:
         end = self._position + width
         self._span = next((s for s in self.spans if s >= end), self.max_length)
         return super()._run(ids, width, captured)
@@ -133,9 +136,10 @@ class StaticLlama(StaticCausalModel):
         self._position = position
         self._start.fill_(position)
 
-    def _kept(self, out: tuple[torch.Tensor, torch.Tensor], n: int, keep: int) -> torch.Tensor:
+    def _kept(self, out: StepOutput, n: int, keep: int) -> torch.Tensor:
         """The logits of the last `keep` of the `n` tokens fed; their final hidden states are
         kept as `features` (engine/protocol.py's `FeatureSource`: a draft head reads them)."""
+        assert isinstance(out, tuple), "this model's steps return (logits, hidden states)"
         logits, hidden = out
         self.features = hidden[:n]
         return logits[n - keep:n]
@@ -159,16 +163,17 @@ class StaticLlama(StaticCausalModel):
         return self.head(hidden)[:, : self.vocab_size].float(), hidden
 
     def _layer(self, index: int, layer, x, cos, sin, positions, visible, span: int):
-        n, attn = x.shape[0], layer.self_attn
+        n, attn, keys, values = x.shape[0], layer.self_attn, self.keys, self.values
+        assert keys is not None and values is not None, "reset allocates the buffers"
         h = layer.input_layernorm(x)
         q = rotate(attn.q_proj(h).view(n, self.heads, self.head_dim).transpose(0, 1), cos, sin)
         k = rotate(attn.k_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1), cos, sin)
         v = attn.v_proj(h).view(n, self.kv_heads, self.head_dim).transpose(0, 1)
-        self.keys[index].index_copy_(1, positions, k.to(self.keys.dtype))
-        self.values[index].index_copy_(1, positions, v.to(self.values.dtype))
+        keys[index].index_copy_(1, positions, k.to(keys.dtype))
+        values[index].index_copy_(1, positions, v.to(values.dtype))
         out = F.scaled_dot_product_attention(
-            q.unsqueeze(0), self.keys[index, :, :span].unsqueeze(0),
-            self.values[index, :, :span].unsqueeze(0),
+            q.unsqueeze(0), keys[index, :, :span].unsqueeze(0),
+            values[index, :, :span].unsqueeze(0),
             attn_mask=visible, scale=self.scaling, enable_gqa=self.kv_heads != self.heads)
         x = x + attn.o_proj(out[0].transpose(0, 1).reshape(n, self.heads * self.head_dim))
         return x + layer.mlp(layer.post_attention_layernorm(x))
@@ -189,7 +194,8 @@ class GraphSteps:
         self.forward, self.owner = forward, owner
         self.graphs: dict[tuple[int, int], tuple] = {}
         """(width, attention span) -> (input buffer, graph, output buffer)."""
-        self.pool = None
+        self.pool: Any = None
+        """torch's memory pool the graphs share (made at the first capture)."""
 
     def __call__(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         key = (keep, self.owner._span)

@@ -53,9 +53,10 @@ def random_llama(name: str, device: str, dtype: torch.dtype, layers: int | None 
     full_layers = dims["num_hidden_layers"]
     dims["num_hidden_layers"] = min(layers or full_layers, full_layers)
     config = LlamaConfig(vocab_size=TINY_VOCAB if tiny else VOCAB, max_position_embeddings=8192,
-                         rope_theta=500000.0, **dims)
+                         rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, **dims)
     with torch.device("meta"):
-        model = LlamaForCausalLM(config).to(dtype)
+        # transformers' decorated `to` hides torch's signature from the type checker
+        model = LlamaForCausalLM(config).to(dtype)  # type: ignore[arg-type]
     model = model.to_empty(device=device)
     model.tie_weights()  # to_empty gives tied parameters separate storage
     with torch.no_grad():

@@ -25,6 +25,7 @@ from specchat.chat.baseline import Baseline
 from specchat.chat.decoding import drafter_for
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
+from specchat.chat.pair import Pair
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK
 from specchat.engine.costs import PRIOR_WIDTHS, Costs, TimingStopped, filler_ids, measure_costs
@@ -51,8 +52,8 @@ def contexts_for(needed: int, context_length: int) -> tuple[int, ...]:
     return tuple(sorted({min(p, limit) for p in points if p > 0}))
 
 
-def step_costs(pair, prompt: list[int], params: SamplingParams, steps: int,
-                 should_stop: ShouldStop) -> tuple[float, float] | None:
+def step_costs(pair: Pair, prompt: list[int], params: SamplingParams, steps: int,
+               should_stop: ShouldStop) -> tuple[float, float] | None:
     """(seconds per target-only token, seconds of its target forward) after `prompt`, timed
     over `steps` rounds after the first."""
     decoder = Decoder(pair.target, None, eos_ids=set())
@@ -63,7 +64,8 @@ def step_costs(pair, prompt: list[int], params: SamplingParams, steps: int,
         if isinstance(event, Finished):
             break
         metrics.record(event)
-        detok.push(event.token)
+        for token in event.committed:
+            detok.push(token)
         metrics.snapshot()
     done = metrics.snapshot()
     if done.decode_tokens < steps or not done.target_forwards:
@@ -72,7 +74,7 @@ def step_costs(pair, prompt: list[int], params: SamplingParams, steps: int,
     return done.decode_s / done.decode_tokens, forward_s / rounds
 
 
-def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lambda: False,
+def measure_baseline(pair: Pair, params: SamplingParams, should_stop: ShouldStop = lambda: False,
                      contexts: Sequence[int] | None = None) -> Baseline | None:
     """The pair's target-only costs now, or None if it was stopped first."""
     started = time.perf_counter()
@@ -81,45 +83,47 @@ def measure_baseline(pair, params: SamplingParams, should_stop: ShouldStop = lam
     step_costs(pair, filler_ids(seed, contexts[0]), params, 2, should_stop)  # warm-up
     points, forwards = [], []
     for length in contexts:
-        costs = step_costs(pair, filler_ids(seed, length), params, STEPS, should_stop)
-        if costs is None:
+        step = step_costs(pair, filler_ids(seed, length), params, STEPS, should_stop)
+        if step is None:
             return None
-        points.append((length, costs[0]))
-        forwards.append((length, costs[1]))
+        points.append((length, step[0]))
+        forwards.append((length, step[1]))
     try:
-        costs = measure_prior(pair, should_stop=should_stop)
+        costs = measure_baseline_costs(pair, should_stop=should_stop)
     except TimingStopped:
         return None  # a question came: it gets the model within one timed step
     return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
                     time.perf_counter() - started, forward_points=tuple(forwards))
 
 
-def measure_prior(pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3,
-                  should_stop: ShouldStop = lambda: False) -> Costs:
+def measure_baseline_costs(pair: Pair, widths: Sequence[int] = VERIFY_WIDTHS, repeats: int = 3,
+                           should_stop: ShouldStop = lambda: False) -> Costs:
     """One forward of each width and one draft step (the median of `repeats`), timed at
     `VERIFY_CONTEXT` tokens: the c and v(n) of the theory, and k = "auto"'s starting point
     (engine/adaptive.py). `TimingStopped` (engine/costs.py) where `should_stop` says so."""
     try:
-        return measure_costs(pair.target, drafter_for(pair), prior_context(pair), tuple(widths),
-                             repeats, no_drafter=None, should_stop=should_stop)
+        return measure_costs(pair.target, drafter_for(pair), baseline_costs_context(pair),
+                             tuple(widths), repeats, no_drafter=None, should_stop=should_stop)
     finally:
         pair.target.reset()
 
 
-def prior_context(pair) -> list[int]:
+def baseline_costs_context(pair: Pair) -> list[int]:
     """The `VERIFY_CONTEXT` filler tokens the pair's step costs are timed after."""
     return filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
 
 
-def start_auto_from_prior(pair, settings: Settings, prior: Costs | None = None) -> Costs | None:
-    """Hand a k = "auto" policy in `settings` the pair's step costs before its first round:
-    `prior` if given, else timed now (about a second, so before any answer's clock starts).
-    Returns the prior in use (None where there is no adaptive policy or no draft)."""
+def start_auto_from_baseline(pair: Pair, settings: Settings,
+                             costs: Costs | None = None) -> Costs | None:
+    """Hand a k = "auto" policy in `settings` the baseline's step costs before its first round
+    (the policy's prior, engine/adaptive.py): `costs` if given, else timed now (about a second,
+    so before any answer's clock starts). Returns the costs in use (None where there is no
+    adaptive policy or no draft)."""
     policy = settings.k_policy
     if not isinstance(policy, AdaptiveK) or not pair.has_draft:
-        return prior
+        return costs
     if policy.has_prior:
         return policy.costs.prior
-    prior = prior or measure_prior(pair)
-    policy.use_prior(prior)
-    return prior
+    costs = costs or measure_baseline_costs(pair)
+    policy.use_prior(costs)
+    return costs

@@ -1,4 +1,4 @@
-"""The app over the real backend: the tiny random pair through the real loader,
+"""The app over a real pair's service: the tiny random pair through the real loader,
 session and engine (fast), and the built-in SmolLM2 pair (slow)."""
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ def real_app(config_file, pair: str, max_new_tokens: int):
         return built[name]
 
     app = create_app(factory, [(n, p.description) for n, p in catalog.pairs.items()], pair)
-    app.backends = built  # the services the app was given, as tui_support.make_app keeps them
+    app.services = built  # the services the app was given, as tui_support.make_app keeps them
     return app
 
 
 async def answer_and_check(app, pilot, timeout: float) -> None:
-    await wait_for(pilot, lambda: app.gauges.calibration is not None, timeout)
+    await wait_for(pilot, lambda: app.gauges.baseline is not None, timeout)
     await pilot.press(*"Say hello", "enter")
     await wait_for(pilot, lambda: answers(app) and not streaming(app), timeout)
     spans = last_answer(app).tokens.spans
@@ -46,7 +46,7 @@ async def answer_and_check(app, pilot, timeout: float) -> None:
     assert "speedup:" in str(app.gauges.query_one("#g-speedup").render())
 
 
-async def test_tiny_pair_answers_in_the_app_through_the_real_backend(tiny_config):
+async def test_tiny_pair_answers_in_the_app_through_the_real_loader(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=16)
     async with app.run_test(size=(140, 45)) as pilot:
         await answer_and_check(app, pilot, timeout=60)
@@ -63,7 +63,7 @@ async def test_switching_to_another_real_pair_carries_the_conversation(tiny_conf
         await answer_and_check(app, pilot, timeout=60)
         palette(app)["Switch pair: tiny-ngram"]()
         await wait_for(pilot, lambda: app.sub_title == "tiny-ngram", timeout=60)
-        assert app.backends["tiny-ngram"].turns()[0] == ("user", "Say hello")
+        assert app.services["tiny-ngram"].turns()[0] == ("user", "Say hello")
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ async def test_builtin_pair_answers_in_the_app():
 async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
     app = real_app(tiny_config, "tiny", max_new_tokens=150)
     async with app.run_test(size=(140, 45)) as pilot:
-        await wait_for(pilot, lambda: app.gauges.calibration is not None, 60)
+        await wait_for(pilot, lambda: app.gauges.baseline is not None, 60)
         palette(app)["Slow motion delay = 100 ms"]()
         await pilot.press(*"Count", "enter")
         await wait_for(pilot, lambda: app.gauges.stats and app.gauges.stats.rounds >= 2, 60)
@@ -87,7 +87,7 @@ async def test_k_changed_mid_answer_applies_from_the_next_round(tiny_config):
         await wait_for(pilot, lambda: not streaming(app), 120)
         assert app.gauges.stats.rounds >= rounds_then + 5
         stats = app.gauges.stats
-        assert app.backends["tiny"].session.settings.k == 5
+        assert app.services["tiny"].session.settings.k == 5
         assert len(stats.per_position_acceptance) == 5, "later rounds drafted 5 tokens"
 
 
