@@ -395,3 +395,39 @@ def test_bench_races_a_builtin_head_pair_against_llamacpps_plain_decoding(files,
     assert result.exit_code == 0, result.output
     arms = json.loads(result.stdout[result.stdout.index("{"):])["total"]["arms"]
     assert {"spec", "target", "llama"} <= set(arms) and "llama_spec" not in arms
+
+
+def test_the_head_trains_where_device_says(files, tmp_path):
+    out = tmp_path / "head-cpu"
+    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 3,
+                                                "--device", "cpu"))
+    assert result.exit_code == 0, result.output
+    assert "answers, on cpu" in result.output
+    assert (out / "head.safetensors").is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_head_trained_on_a_gpu_drafts_losslessly_on_the_cpu(files, tmp_path):
+    out = tmp_path / "head-cuda"
+    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 9,
+                                                "--device", "cuda"))
+    assert result.exit_code == 0, result.output
+    assert "answers, on cuda" in result.output
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    pair = load_pair(load_catalog(pair_toml(files, out, tmp_path)).get("int8"))
+    plain, _ = committed(Decoder(pair.target, None, set()), PROMPT, Settings(k=0), 30)
+    spec, _ = committed(Decoder(pair.target, drafter_for(pair), set()), PROMPT, Settings(k=3), 30)
+    assert spec == plain
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_a_gpu_asked_for_where_there_is_none_is_one_line_before_any_feature(files, tmp_path):
+    out = tmp_path / "head-nogpu"
+    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 3,
+                                                "--device", "cuda"))
+    assert result.exit_code != 0
+    assert "no CUDA GPU" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (out / "features").exists()

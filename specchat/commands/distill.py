@@ -91,7 +91,8 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
 
         return distill_head(HeadOptions(
             target, out, tokens or 150_000, prompts, 16384 if vocab is None else vocab or None,
-            width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings))
+            width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings,
+            device))
     if gguf:
         check_gguf_export(target, gguf)
     from specchat.distill.run import Callbacks, DistillOptions, run_distill

@@ -56,6 +56,9 @@ class HeadOptions:
     features_only: bool = False
     train: TrainSettings = field(default_factory=lambda: TrainSettings(
         steps=1500, batch_size=8, lr=5e-4, checkpoint_every=50, eval_every=50))
+    device: str = "auto"
+    """Where the head trains: auto (a CUDA GPU where there is one), cpu, cuda or cuda:N. The
+    features always come from the int8 backend, on the CPU."""
 
 
 @dataclass
@@ -78,6 +81,7 @@ def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -
 
     out = Path(options.out)
     check_out_folder(out, options.resume)
+    device = training_device(options.device)  # a wrong --device fails before any feature
     path = gguf_file(parse_ref(options.target), callbacks.message)
     if path is None:
         raise UsageError(f"--head needs a GGUF target (its features come from the int8 backend), "
@@ -93,8 +97,8 @@ def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -
     found = converted(path, callbacks.message)
     settings = load_or_save_run(out, options, samples, found)
     vocab = settings["vocab"]
-    tables = int8_tables(found.tensors, vocab)
-    network = HeadNetwork(HeadShape(**settings["shape"]))
+    tables = int8_tables(found.tensors, vocab, device)
+    network = HeadNetwork(HeadShape(**settings["shape"])).to(device)
     best = train(network, tables, samples, vocab, options, callbacks)
     return summary | {"vocab": len(vocab), "parameters": network.parameter_count,
                       "train_s": time.perf_counter() - started - collect_s, "best_tau": best}
@@ -152,12 +156,21 @@ def choose_vocab(samples, size: int | None, eos: set[int], full: int) -> list[in
     return sorted(chosen)
 
 
-def int8_tables(tensors: dict[str, torch.Tensor], vocab: list[int]) -> head_train.Tables:
+def training_device(requested: str) -> torch.device:
+    """The device the head trains on (`HeadOptions.device`; the models layer's rule)."""
+    from specchat.models.device.hardware import resolve_device
+
+    return torch.device(resolve_device(requested)[0])
+
+
+def int8_tables(tensors: dict[str, torch.Tensor], vocab: list[int],
+                device: torch.device = torch.device("cpu")) -> head_train.Tables:
     """The target's embedding (its int8 rows, looked up and scaled per batch) and its output
-    rows of `vocab` (float32), from the int8 conversion."""
-    rows, scale = tensors["embed.rows"], tensors["embed.scale"]
+    rows of `vocab` (float32), from the int8 conversion, on `device`."""
+    rows, scale = tensors["embed.rows"].to(device), tensors["embed.scale"].to(device)
     ids = torch.tensor(vocab, dtype=torch.long)
-    output = tensors["head.rows"][ids].float() * tensors["head.scale"][ids].float()[:, None]
+    output = (tensors["head.rows"][ids].float() * tensors["head.scale"][ids].float()[:, None]
+              ).to(device)
 
     def embed(tokens: torch.Tensor) -> torch.Tensor:
         return rows[tokens].float() * scale[tokens].float().unsqueeze(-1)
@@ -178,7 +191,8 @@ def train(network: HeadNetwork, tables, samples, vocab: list[int], options: Head
         save_head(network, vocab, options.target, info, out / HEAD_FILE)
 
     callbacks.message(f"training a head ({network.parameter_count / 1e6:.1f} M parameters, "
-                      f"output vocabulary {len(vocab)}) on {len(samples)} answers")
+                      f"output vocabulary {len(vocab)}) on {len(samples)} answers, "
+                      f"on {network.device}")
     run = head_train.HeadTraining(options.train, options.passes, out / "checkpoint.pt", on_best,
                                   callbacks.trained, options.resume)
     return head_train.train_head(network, tables, samples, run)

@@ -86,7 +86,9 @@ class Batch:
     """[B] one past the last row with a known next feature."""
 
 
-def make_batch(samples: list[FeatureSample], hidden: int) -> Batch:
+def make_batch(samples: list[FeatureSample], hidden: int,
+               device: torch.device = torch.device("cpu")) -> Batch:
+    """The samples padded to one width, on `device`."""
     width = max(int(s.ids.shape[0]) for s in samples)
     ids = torch.zeros((len(samples), width), dtype=torch.long)
     features = torch.zeros((len(samples), width, hidden))
@@ -96,7 +98,7 @@ def make_batch(samples: list[FeatureSample], hidden: int) -> Batch:
         features[i, : n - 1] = sample.features.float()
     first = torch.tensor([s.prompt_len - 1 for s in samples])
     last = torch.tensor([int(s.ids.shape[0]) - 1 for s in samples])
-    return Batch(ids, features, first, last)
+    return Batch(ids.to(device), features.to(device), first.to(device), last.to(device))
 
 
 def shifted(x: torch.Tensor, by: int) -> torch.Tensor:
@@ -116,7 +118,7 @@ def unrolled(network: HeadNetwork, batch: Batch, embeds: torch.Tensor, passes: i
     """The head's feature guesses [B, T, hidden] of each pass (module docstring)."""
     shape = network.shape
     B, T = batch.ids.shape
-    positions = torch.arange(T)
+    positions = torch.arange(T, device=batch.ids.device)
     keys, values, guesses = [], [], []
     previous = shifted(batch.features, 1)
     causal = positions[None, :] <= positions[:, None]  # [T(query), T(key)]
@@ -152,7 +154,7 @@ def pass_attention(q: torch.Tensor, keys: list, values: list, first_mask: torch.
 
 def scored_rows(batch: Batch, s: int) -> torch.Tensor:
     """[B, T] bool: rows of pass s that are the s-th draft of a round inside the answer."""
-    positions = torch.arange(batch.ids.shape[1])[None, :]
+    positions = torch.arange(batch.ids.shape[1], device=batch.ids.device)[None, :]
     return ((positions >= batch.first_loss[:, None] + s - 1)
             & (positions < batch.last_loss[:, None]))
 
@@ -174,7 +176,7 @@ def head_loss(network: HeadNetwork, tables: Tables, batch: Batch, passes: int,
     truth = batch.features[first]
     with torch.no_grad():
         p = (truth @ tables.output.T / temperature).float().softmax(-1)
-    total, weights = torch.zeros(()), 0.0
+    total, weights = torch.zeros((), device=batch.ids.device), 0.0
     for s, guess in enumerate(unrolled(network, batch, tables.embed(batch.ids), passes), start=1):
         rows = scored_rows(batch, s)[first]
         if not rows.any():
@@ -192,7 +194,7 @@ def heldout_acceptance(network: HeadNetwork, tables: Tables, samples: list[Featu
     """Per pass: share of held-out scored rows where the head's argmax is the target's."""
     hits, totals = [0] * passes, [0] * passes
     for i in range(0, len(samples), 8):
-        batch = make_batch(samples[i:i + 8], network.shape.hidden)
+        batch = make_batch(samples[i:i + 8], network.shape.hidden, network.device)
         guesses = unrolled(network, batch, tables.embed(batch.ids), passes)
         for s, guess in enumerate(guesses, start=1):
             mask = scored_rows(batch, s)
@@ -262,10 +264,10 @@ def train_step(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
                step: int, run: HeadTraining) -> tuple[float, int, float]:
     started, settings = time.perf_counter(), run.settings
     batch = make_batch([samples[i] for i in batch_order(len(samples), step, settings)],
-                       network.shape.hidden)
+                       network.shape.hidden, network.device)
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(step, settings)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(network.device.type, dtype=torch.bfloat16):
         loss, rows = head_loss(network, tables, batch, run.passes, settings.temperature)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

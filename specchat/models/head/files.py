@@ -63,12 +63,12 @@ def save_head(network: HeadNetwork, vocab: list[int], target: str, info: dict,
 
     tensors = {"vocab": torch.tensor(vocab, dtype=torch.int32)}
     for name, linear in network.linears().items():
-        rows, scale = quantize_rows(linear.weight.detach())
+        rows, scale = quantize_rows(linear.weight.detach().cpu())
         tensors[f"{name}.rows"], tensors[f"{name}.scale"] = rows.contiguous(), scale.contiguous()
         if linear.bias is not None:
-            tensors[f"{name}.bias"] = linear.bias.detach().float().contiguous()
+            tensors[f"{name}.bias"] = linear.bias.detach().float().cpu().contiguous()
     for name in VECTORS:
-        tensors[name] = getattr(network, name).detach().float().contiguous()
+        tensors[name] = getattr(network, name).detach().float().cpu().contiguous()
     metadata = {"format": FORMAT, "shape": json.dumps(network.shape.as_dict()), "target": target,
                 "info": json.dumps(info)}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -137,5 +137,10 @@ class HeadNetwork(torch.nn.Module):
         return rms_norm(x, self.out_norm, eps)
 
     @property
+    def device(self) -> torch.device:
+        """Where the head's parameters are (where it trains)."""
+        return self.out_norm.device
+
+    @property
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())
