@@ -113,6 +113,16 @@ def test_an_empty_machine_suggests_nothing_and_says_where_it_looked(target, stor
     assert str(stores["lmstudio"]) in report["looked_in"]["lm-studio"]
 
 
+def test_a_draft_head_is_never_a_candidate_for_another_target(target, stores):
+    from specchat.models.config.refs import known_builtins
+
+    heads = [r for r in known_builtins().split(", ") if r.endswith("-head")]
+    assert heads, "the package names a built-in head"
+    report = suggest(target)
+    assert not set(heads) & {c["ref"] for c in report["candidates"]}
+    assert not any("head" in note for note in report["notes"])
+
+
 def test_drafts_rank_same_tokenizer_then_same_family_then_another_tokenizer(target, stores,
                                                                             tokenizers):
     files = stores["files"]

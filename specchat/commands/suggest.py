@@ -110,8 +110,9 @@ def gather(catalog: Any) -> tuple[list[ModelCard], list[str], dict[str, list[str
 def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
     """The catalog's models and the built-ins that are on this machine as files (a built-in
     not installed or not joined from its parts yet is no note: `specchat pairs` says where
-    each stands)."""
+    each stands). Draft heads are left out: each drafts only for the target it read."""
     from specchat.errors import SpecchatError
+    from specchat.models.adapters import is_head_ref
     from specchat.models.cards import card_for_ref
     from specchat.models.config.refs import known_builtins
 
@@ -120,7 +121,7 @@ def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
              for ref in (pair.target, pair.draft) if ref and ref != "ngram"]
     named += [(ref, "builtin") for ref in known_builtins().split(", ")
               if not ref.endswith(".gguf")]
-    for ref, source in dict.fromkeys(named):
+    for ref, source in dict.fromkeys((ref, s) for ref, s in named if not is_head_ref(ref)):
         try:
             cards.append(card_for_ref(ref, source))
         except SpecchatError as error:

@@ -135,11 +135,14 @@ def folder_name(folder: Path) -> str:
 def card_for_ref(ref: str, source: str) -> ModelCard:
     """The card of a model reference, from what is on this machine only: `SpecchatError`
     where it is not here (never downloaded, a built-in not joined yet) or cannot be read."""
-    from specchat.models.config.refs import availability, builtin_draft, gguf_path, parse_ref
+    from specchat.models.config.refs import (availability, builtin_draft, gguf_path, head_file,
+                                             parse_ref)
 
     parsed = parse_ref(ref)
     if parsed.kind == "ngram":
         raise SpecchatError("ngram is a lookup, not a model")
+    if head_file(parsed) is not None:
+        raise SpecchatError(f"{ref} is a draft head: it drafts only for the target it read")
     available, where = availability(parsed)
     if not available or "on first use" in where:
         raise SpecchatError(f"{ref}: not on this machine as a file yet ({where})")
