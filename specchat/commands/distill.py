@@ -30,16 +30,16 @@ from specchat.commands.export_gguf import report, type_option
                    "[default: 8192; 16384 with --head].")
 @click.option("--tokens", type=click.IntRange(min=1), default=None,
               help="Answer tokens of teacher data the target generates "
-                   "[default: 40000; 150000 with --head].")
+                   "[default: 40000; 75000 with --head].")
 @click.option("--prompts", type=click.Path(path_type=Path, dir_okay=False),
               help="Prompt set (.jsonl with a \"prompt\" field, or one per line); "
                    "default: the built-in set.")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Training steps [default: 1000; 1500 with --head].")
+              help="Training steps [default: 1000, with --head too].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Answers per training step.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Peak learning rate [default: 0.001; 0.0005 with --head].")
+              help="Peak learning rate [default: 0.001, with --head too].")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True,
               help="Longest teacher answer.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=50, show_default=True)
@@ -64,7 +64,7 @@ from specchat.commands.export_gguf import report, type_option
                    "a small draft model; the target is a GGUF file, run on the int8 backend.")
 @click.option("--width", type=click.IntRange(min=16), default=4096, show_default=True,
               help="With --head: the head's MLP width.")
-@click.option("--passes", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--passes", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --head: draft steps unrolled in training (each reads the last's guess).")
 @click.option("--streams", type=click.IntRange(min=1), default=16, show_default=True,
               help="With --head: answers the target generates at once.")
@@ -85,12 +85,12 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
     from specchat.distill.train import TrainSettings
 
     if head:
-        settings = TrainSettings(steps=steps or 1500, batch_size=batch_size, lr=lr or 5e-4,
+        settings = TrainSettings(steps=steps or 1000, batch_size=batch_size, lr=lr or 1e-3,
                                  checkpoint_every=checkpoint_every, eval_every=checkpoint_every)
         from specchat.distill.head_run import HeadOptions
 
         return distill_head(HeadOptions(
-            target, out, tokens or 150_000, prompts, 16384 if vocab is None else vocab or None,
+            target, out, tokens or 75_000, prompts, 16384 if vocab is None else vocab or None,
             width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings,
             device))
     if gguf:

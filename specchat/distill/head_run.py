@@ -37,7 +37,7 @@ class HeadOptions:
 
     target: str
     out: Path
-    tokens: int = 150_000
+    tokens: int = 75_000
     """Answer tokens of the target's own answers to collect features for."""
     prompts: Path | None = None
     """A prompt file; None: every packaged set (PROMPT_FILES)."""
@@ -45,7 +45,7 @@ class HeadOptions:
     """Output vocabulary: the N most frequent answer tokens; None keeps the target's."""
     width: int = 4096
     """The head's MLP width."""
-    passes: int = 3
+    passes: int = 2
     """Draft steps unrolled in training (head_train's training-time test)."""
     streams: int = 16
     """Answers the target generates at once."""
@@ -55,7 +55,7 @@ class HeadOptions:
     threads: int | None = None
     features_only: bool = False
     train: TrainSettings = field(default_factory=lambda: TrainSettings(
-        steps=1500, batch_size=8, lr=5e-4, checkpoint_every=50, eval_every=50))
+        steps=1000, batch_size=8, lr=1e-3, checkpoint_every=50, eval_every=50))
     device: str = "auto"
     """Where the head trains: auto (a CUDA GPU where there is one), cpu, cuda or cuda:N. The
     features always come from the int8 backend, on the CPU."""
