@@ -24,6 +24,18 @@ def isolated_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test (tensors of a few entries: one thread is several times
+    faster on a shared machine); a module asks for it with `usefixtures("one_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def shared_cache_dir() -> Path:
     """One model-conversion cache for the whole run, so the built-in GGUF converts once."""
     import tempfile

@@ -86,12 +86,7 @@ CASES = {"temperature 1": (SamplingParams(temperature=1.0), 4),
          "temperature 1.5, top-p 0.8": (SamplingParams(temperature=1.5, top_p=0.8), 4)}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("name", CASES)

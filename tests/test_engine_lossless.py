@@ -116,13 +116,7 @@ FAIL = 1e-8
 """A broken engine's verdict falls below this."""
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tensors of four entries: one thread is several times faster on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_target(model: TableModel | None = None) -> TableModel:

@@ -397,10 +397,14 @@ def test_bench_races_a_builtin_head_pair_against_llamacpps_plain_decoding(files,
     assert {"spec", "target", "llama"} <= set(arms) and "llama_spec" not in arms
 
 
+def trained_on(device: str, files, out: Path, steps: int):
+    return CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], steps,
+                                              "--device", device))
+
+
 def test_the_head_trains_where_device_says(files, tmp_path):
     out = tmp_path / "head-cpu"
-    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 3,
-                                                "--device", "cpu"))
+    result = trained_on("cpu", files, out, 3)
     assert result.exit_code == 0, result.output
     assert "answers, on cpu" in result.output
     assert (out / "head.safetensors").is_file()
@@ -410,8 +414,7 @@ def test_the_head_trains_where_device_says(files, tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_head_trained_on_a_gpu_drafts_losslessly_on_the_cpu(files, tmp_path):
     out = tmp_path / "head-cuda"
-    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 9,
-                                                "--device", "cuda"))
+    result = trained_on("cuda", files, out, 9)
     assert result.exit_code == 0, result.output
     assert "answers, on cuda" in result.output
     from specchat.models.config.pairs import load_catalog
@@ -426,8 +429,7 @@ def test_a_head_trained_on_a_gpu_drafts_losslessly_on_the_cpu(files, tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_a_gpu_asked_for_where_there_is_none_is_one_line_before_any_feature(files, tmp_path):
     out = tmp_path / "head-nogpu"
-    result = CliRunner().invoke(main, head_args(files["gguf"], out, files["prompts"], 3,
-                                                "--device", "cuda"))
+    result = trained_on("cuda", files, out, 3)
     assert result.exit_code != 0
     assert "no CUDA GPU" in result.output and len(result.output.strip().splitlines()) == 1
     assert not (out / "features").exists()

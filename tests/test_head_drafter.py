@@ -174,12 +174,7 @@ TOP_P = SamplingParams(temperature=1.5, top_p=0.8)
 ROUNDS = 1000
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sampled_case(k: int, params: SamplingParams, seed: int = 1):

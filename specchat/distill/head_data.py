@@ -22,7 +22,9 @@ from typing import Callable, Iterator
 
 import torch
 
-from specchat.distill.teacher import SAMPLED_TEMPERATURE, batch_plan, render_chat
+from specchat.distill import teacher
+from specchat.distill.teacher import (SAMPLED_TEMPERATURE, AnswerSample, answer_tokens,
+                                      batch_plan, render_chat, save_shard)
 
 REPORT_EVERY = 64
 """Answer tokens between two progress reports while a shard runs."""
@@ -32,18 +34,11 @@ beside a shard's last ones, so the batch stays full)."""
 
 
 @dataclass
-class FeatureSample:
-    """One answer: ids = prompt + answer, the target's features at every fed position."""
+class FeatureSample(AnswerSample):
+    """An answer for a head (ids int32): the target's features at every fed position."""
 
-    ids: torch.Tensor
-    """[n] int32."""
-    prompt_len: int
     features: torch.Tensor
     """[n - 1, hidden] float16: the target's final hidden state after each token but the last."""
-
-    @property
-    def answer_len(self) -> int:
-        return int(self.ids.shape[0]) - self.prompt_len
 
 
 @dataclass(frozen=True)
@@ -111,25 +106,16 @@ def answers(batch, jobs: list[Job], eos_ids: set[int], max_new_tokens: int,
                 yield stream.job, stream.sample()
 
 
+FEATURE_STEM = "features"
+"""Feature shards are `features-NNNN.pt`, written and read by teacher.py's shard functions."""
+
+
 def shard_path(folder: Path, index: int) -> Path:
-    return folder / f"features-{index:04d}.pt"
-
-
-def save_shard(path: Path, samples: list[FeatureSample]) -> None:
-    staging = path.with_suffix(".tmp")
-    torch.save([s.__dict__ for s in samples], staging)
-    staging.replace(path)
+    return teacher.shard_path(folder, index, FEATURE_STEM)
 
 
 def load_shards(folder: Path) -> list[FeatureSample]:
-    samples = []
-    for path in sorted(Path(folder).glob("features-*.pt")):
-        samples += [FeatureSample(**row) for row in torch.load(path)]
-    return samples
-
-
-def answer_tokens(samples: list[FeatureSample]) -> int:
-    return sum(s.answer_len for s in samples)
+    return teacher.load_shards(folder, FeatureSample, FEATURE_STEM)
 
 
 def planned_jobs(tokenizer, prompts: list[str], folder: Path, tokens: int, max_new_tokens: int,

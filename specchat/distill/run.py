@@ -92,7 +92,7 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
     started = time.perf_counter()
     generate(target, tokenizer, eos, prompts, options, callbacks)
     generated_s = time.perf_counter() - started
-    samples = teacher.load_shards(out / "teacher")
+    samples = teacher.load_shards(out / "teacher", teacher.Sample)
     if options.teacher_only:
         return {"teacher_only": True, "samples": len(samples), "generate_s": generated_s,
                 "answer_tokens": teacher.answer_tokens(samples)}
@@ -112,7 +112,8 @@ def run_distill(options: DistillOptions, callbacks: Callbacks = Callbacks()) -> 
 
 def generate(target, tokenizer, eos, prompts, options: DistillOptions, callbacks: Callbacks) -> None:
     folder = Path(options.out) / "teacher"
-    if folder.exists() and teacher.answer_tokens(teacher.load_shards(folder)) >= options.tokens:
+    if (folder.exists() and teacher.answer_tokens(teacher.load_shards(folder, teacher.Sample))
+            >= options.tokens):
         return
     callbacks.message(f"generating {options.tokens} answer tokens with the target")
     from specchat.models.device.hardware import resolve_dtype

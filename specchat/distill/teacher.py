@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence, TypeVar
 
 import torch
 
@@ -27,20 +27,26 @@ SAMPLED_TEMPERATURE = 0.8
 
 
 @dataclass
-class Sample:
-    """One answer of the target: ids = prompt + answer, teacher top-k per answer token."""
+class AnswerSample:
+    """One answer of the target: ids = prompt + answer; what was kept of it is the subclass's."""
 
     ids: torch.Tensor
-    """Prompt and answer ids, [n] (long)."""
+    """Prompt and answer ids, [n]."""
     prompt_len: int
-    topk_ids: torch.Tensor
-    """[answer_len, TOP_K] token ids; row j is the target's view of answer token j."""
-    topk_logits: torch.Tensor
-    """[answer_len, TOP_K] raw target logits (float16)."""
 
     @property
     def answer_len(self) -> int:
         return int(self.ids.shape[0]) - self.prompt_len
+
+
+@dataclass
+class Sample(AnswerSample):
+    """A teacher answer (ids long): the target's top-k per answer token."""
+
+    topk_ids: torch.Tensor
+    """[answer_len, TOP_K] token ids; row j is the target's view of answer token j."""
+    topk_logits: torch.Tensor
+    """[answer_len, TOP_K] raw target logits (float16)."""
 
 
 def read_prompts(path: Path) -> list[str]:
@@ -125,24 +131,32 @@ def make_sample(prompt: list[int], answer: torch.Tensor, top_ids, top_logits, eo
                   top_logits[:length].to(torch.float16))
 
 
-def shard_path(folder: Path, index: int) -> Path:
-    return folder / f"shard-{index:04d}.pt"
+SHARD_STEM = "shard"
+"""Teacher shards are `shard-NNNN.pt`; a head's feature shards use their own stem."""
+
+S = TypeVar("S", bound=AnswerSample)
 
 
-def save_shard(path: Path, samples: list[Sample]) -> None:
+def shard_path(folder: Path, index: int, stem: str = SHARD_STEM) -> Path:
+    return folder / f"{stem}-{index:04d}.pt"
+
+
+def save_shard(path: Path, samples: Sequence[AnswerSample]) -> None:
+    """Write the samples' fields, atomically (a staging file renamed into place)."""
     staging = path.with_suffix(".tmp")
     torch.save([s.__dict__ for s in samples], staging)
     staging.replace(path)
 
 
-def load_shards(folder: Path) -> list[Sample]:
-    samples = []
-    for path in sorted(folder.glob("shard-*.pt")):
-        samples += [Sample(**row) for row in torch.load(path)]
+def load_shards(folder: Path, kind: type[S], stem: str = SHARD_STEM) -> list[S]:
+    """Every `stem-*.pt` shard in `folder`, in order, as `kind` samples."""
+    samples: list[S] = []
+    for path in sorted(Path(folder).glob(f"{stem}-*.pt")):
+        samples += [kind(**row) for row in torch.load(path)]
     return samples
 
 
-def answer_tokens(samples: list[Sample]) -> int:
+def answer_tokens(samples: Sequence[AnswerSample]) -> int:
     return sum(s.answer_len for s in samples)
 
 
@@ -151,7 +165,7 @@ def generate_shards(model, tokenizer, eos_ids: set[int], prompts: list[str], fol
                     report: Callable[[int, int], None] = lambda done, total: None) -> None:
     """Fill `folder` with shards until they hold at least `tokens` answer tokens."""
     folder.mkdir(parents=True, exist_ok=True)
-    done = answer_tokens(load_shards(folder))
+    done = answer_tokens(load_shards(folder, Sample))
     report(done, tokens)  # the starting point, so a rate counts only new tokens
     passes = max(1, -(-tokens // max(1, len(prompts) * max_new_tokens // 2)))
     for index, (number, batch) in enumerate(batch_plan(prompts, batch_size, passes + 4, seed)):
