@@ -46,3 +46,30 @@ def test_peek_decodes_rejected_drafts_in_context_without_committing(tokenizer):
 def test_special_tokens_add_no_text(tokenizer):
     detok = IncrementalDetokenizer(tokenizer)
     assert detok.push(tokenizer.convert_tokens_to_ids("<|im_end|>")) == ""
+
+
+class ByteTokens:
+    """A tokenizer whose tokens are byte strings, decoded as UTF-8 with U+FFFD for what is
+    incomplete (as byte-level BPE decoders do)."""
+
+    PIECES = {0: b"a", 1: "\u04b4".encode() + b"\xd2", 2: b"\xb4&", 3: b"\xe6", 4: b"\x97",
+              5: b"\xa5!"}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return b"".join(self.PIECES[i] for i in ids).decode("utf-8", "replace")
+
+
+def test_whole_characters_before_an_incomplete_one_are_given_out_at_once():
+    detok = IncrementalDetokenizer(ByteTokens(), [0])
+    # token 1 is a whole character and the first byte of a second one, which token 2 ends
+    assert detok.push(1) == "\u04b4"
+    assert detok.push(2) == "\u04b4&"
+    assert [detok.push(t) for t in (3, 4, 5)] == ["", "", "\u65e5!"]
+
+
+def test_a_stop_inside_a_character_holds_back_only_its_bytes():
+    detok = IncrementalDetokenizer(ByteTokens(), [0])
+    streamed = detok.push(1)
+    assert streamed == "\u04b4" and detok.flush() == "\ufffd"
+    ghost = IncrementalDetokenizer(ByteTokens(), [0]).peek([1, 2])
+    assert ghost == ["\u04b4", "\u04b4&"]
