@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(not int8_support().usable, reason=int8_support()
 
 from specchat.chat.decoding import drafter_for  # noqa: E402
 from specchat.cli import main  # noqa: E402
-from specchat.engine import Decoder, HeadDrafter, Round, SamplingParams, Settings  # noqa: E402
+from specchat.engine import (Decoder, HeadDrafter, LookupFirstDrafter, Round,  # noqa: E402
+                             SamplingParams, Settings)
 
 PROMPTS = ["Say hello.", "Count to five.", "Write code.", "Tell a story.", "Name a colour.",
            "Describe the sea.", "Add two numbers.", "Sort a list."]
@@ -134,6 +135,13 @@ backend = "torch"
 torch_forward = "static"
 dtype = "float32"
 
+[pairs.int8-lookup]
+target = "{files['gguf']}"
+draft = "{trained}"
+k = 3
+backend = "int8"
+lookup = true
+
 [pairs.eager]
 target = "{files['folder']}"
 draft = "{trained}"
@@ -177,6 +185,28 @@ def test_greedy_with_the_trained_head_equals_target_only(loaded, name, k):
                              Settings(k=k), 40)
     assert spec == plain
     assert all(r.drafted for r in rounds[1:-1]) and any(r.accepted for r in rounds)
+
+
+def test_greedy_with_the_head_and_prompt_lookup_equals_target_only_and_both_draft(loaded):
+    """A prompt that repeats itself: the lookup drafts the copy, the head the rest, and the
+    head keeps drafting after lookup rounds (it is handed the features of their verifies)."""
+    pair = loaded("int8-lookup")
+    drafter = drafter_for(pair)
+    assert isinstance(drafter, LookupFirstDrafter) and isinstance(drafter.drafter, HeadDrafter)
+    sources: list[str] = []
+    propose = drafter.propose
+
+    def recording(*args, **kwargs):
+        proposal = propose(*args, **kwargs)
+        sources.append(("lookup" if drafter.by_lookup else "head") if len(proposal) else "none")
+        return proposal
+
+    drafter.propose = recording
+    prompt = PROMPT + PROMPT[:7] + [3, 9] + PROMPT + PROMPT[:5]
+    plain, _ = committed(Decoder(pair.target, None, set()), prompt, Settings(k=0), 60)
+    spec, rounds = committed(Decoder(pair.target, drafter, set()), prompt, Settings(k=3), 60)
+    assert spec == plain and any(r.accepted for r in rounds)
+    assert "lookup" in sources and "head" in sources[sources.index("lookup"):], sources
 
 
 def test_the_static_forward_keeps_the_final_hidden_states_of_every_token_fed(files):

@@ -28,10 +28,10 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
                 adaptive_k: bool = False) -> Drafter | None:
     """The engine's drafter for the pair's draft: a `ModelDrafter` over the draft model, a
     `CrossTokenizerDrafter` over one with a tokenizer of its own (`draft_tokenizer`,
-    chat/cross/), either inside a `LookupFirstDrafter` where the pair's `lookup` key asks for
-    prompt lookup too; a `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the
-    target's features); an `NgramDrafter` for an n-gram lookup (anything with `max_ngram`),
-    None without a draft.
+    chat/cross/), a `HeadDrafter` for a draft head (an engine `DraftHead`: it reads the
+    target's features), any of the three inside a `LookupFirstDrafter` where the pair's
+    `lookup` key asks for prompt lookup too; an `NgramDrafter` for an n-gram lookup (anything
+    with `max_ngram`), None without a draft.
     Under k = "auto" (`adaptive_k`) the lookup proposes all of the k the policy chose, which
     weighed the measured verify costs: its own window would only cut that shorter. `wrap`
     wraps draft models only: a head is no `CausalModel`, and its features come from the
@@ -42,10 +42,10 @@ def drafter_for(pair: Any, wrap: Callable[[Any], Any] | None = None,
     if hasattr(draft, "max_ngram"):
         return NgramDrafter(max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
                             window=not adaptive_k)
-    if isinstance(draft, DraftHead):
-        return HeadDrafter(draft, pair.target)
     drafter: Drafter
-    if getattr(pair, "draft_tokenizer", None) is not None:
+    if isinstance(draft, DraftHead):
+        drafter = HeadDrafter(draft, pair.target)
+    elif getattr(pair, "draft_tokenizer", None) is not None:
         drafter = cross_drafter(pair, wrap)
     else:
         draft = fitted(draft, pair.target)

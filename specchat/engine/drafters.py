@@ -194,7 +194,8 @@ class LookupFirstDrafter:
     stays lossless (each round's proposal comes with its own q: the model's, or none for
     the lookup's deterministic tokens). The model's cache may fall behind through lookup
     rounds; its next proposal feeds what it lacks. The drafter may be any (a draft of
-    another tokenizer's, chat/cross/, feeds its model itself: `model` is then None).
+    another tokenizer's, chat/cross/, feeds its model itself, and a head reads the target's
+    features: `model` is then None).
     """
 
     COPY_SPAN = 4
@@ -230,6 +231,13 @@ class LookupFirstDrafter:
         if self.by_lookup:
             return self.lookup.propose_match(match, ids, k, sequence.device)
         return self.drafter.propose(sequence, k, params, generator, should_stop, committed)
+
+    def target_fed(self, start: int) -> None:
+        """Pass the target's forwards on to a drafter that reads its features (a head,
+        engine/head_drafter.py): it keeps those of lookup rounds too, for its next proposal."""
+        target_fed = getattr(self.drafter, "target_fed", None)
+        if target_fed is not None:
+            target_fed(start)
 
     def rollback(self, committed_length: int) -> None:
         self.drafter.rollback(committed_length)
