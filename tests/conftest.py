@@ -36,6 +36,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def fake_cpu(monkeypatch):
+    """fake_cpu(flags): the CPU's flags as every reader of /proc/cpuinfo sees them
+    (models/device/hardware.py's `cpu_flags`) for the test."""
+    from specchat.models.device import hardware
+
+    def fake(flags: set[str]) -> None:
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
+
+    return fake
+
+
 def shared_cache_dir() -> Path:
     """One model-conversion cache for the whole run, so the built-in GGUF converts once."""
     import tempfile

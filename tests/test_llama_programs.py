@@ -112,7 +112,8 @@ def test_the_ngram_arms_name_llama_cpps_own_options():
                                                     "--spec-ngram-map-k-size-m", "8"]
 
 
-def test_llama_bench_times_the_answers_work_from_the_prompts_depth():
+def test_llama_bench_times_the_answers_work_from_the_prompts_depth(fake_cpu):
+    fake_cpu({"avx2"})  # a CPU where llama.cpp repacks (no AMX: test_llamacpp_repack.py)
     arm = BenchProgramArm(Programs(Path("/bin")), SETUP)
     assert arm.command(41, 95) == ["/bin/llama-bench", "-m", "/models/target.gguf", "-t", "2",
                                    "-ngl", "0", "-p", "0", "-n", "0", "-pg", "41,95", "-r", "1",

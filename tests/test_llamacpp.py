@@ -345,7 +345,8 @@ def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(con
     pair = dataclasses.replace(load_catalog(config).get("gguf-plain"), threads=3)
     assert load_pair(pair).target.threads == 3
     assert load_pair(pair, threads=2).target.threads == 2  # the chat's choice wins
-    assert loaded("gguf-plain", threads=1).backends["target"].endswith("1 thread)")
+    label = loaded("gguf-plain", threads=1).backends["target"]
+    assert ", 1 thread)" in label or ", 1 thread;" in label  # notes may follow (AMX: repack.py)
     assert chat_threads(0, cores=2) == 1 and chat_threads(0, cores=1) == 1  # the screen's core
     assert chat_threads(0, cores=16) == 15 and chat_threads(2, cores=16) == 2
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from specchat import paths
 from specchat.bench.arms import ArmRun
 from specchat.errors import UsageError
+from specchat.models.llamacpp.repack import repack_allowed
 
 if TYPE_CHECKING:
     from specchat.chat.pair import Pair
@@ -165,7 +166,7 @@ class SpeculativeProgramArm:
         self.spec_args = spec_args
 
     def command(self, prompt_text: str, max_new_tokens: int) -> list[str]:
-        return [str(self.programs.path(SPECULATIVE)), *self.setup.common(),
+        return [str(self.programs.path(SPECULATIVE)), *self.setup.common(), *repack_args(SPECULATIVE),
                 "-c", str(self.setup.context), "-n", str(max_new_tokens), "--temp", "0",
                 "--seed", str(self.setup.seed), *self.spec_args, "-p", prompt_text]
 
@@ -188,12 +189,21 @@ class BenchProgramArm:
 
     def command(self, prompt_tokens: int, generated: int) -> list[str]:
         return [str(self.programs.path(BENCH)), *self.setup.common(BENCH_EVERY_LAYER),
+                *repack_args(BENCH),
                 "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},{generated}", "-r", "1", "-o", "json"]
 
     def run(self, prompt: list[int], max_new_tokens: int) -> ArmRun:
         generated = max(0, max_new_tokens - 1)  # the prompt's batch gives the first token
         done = run_program(self.command(len(prompt), generated))
         return ArmRun([], parse_bench(done.stdout, len(prompt), generated), count=max_new_tokens)
+
+
+def repack_args(program: str) -> list[str]:
+    """Weight repacking off where specchat's own llama.cpp loads turn it off (its AMX kernels
+    crash: models/llamacpp/repack.py), spelled as each program reads it."""
+    if repack_allowed():
+        return []
+    return ["--repack", "0"] if program == BENCH else ["--no-repack"]
 
 
 def draft_args(draft: Path, k: int, threads: int, gpu_layers: int = 0) -> list[str]:

@@ -17,6 +17,7 @@ from specchat.models.backend import LoadedModel, LoadRequest, Progress
 from specchat.models.config.refs import ModelRef
 from specchat.models.gguf import cache as gguf_cache
 from specchat.models.llamacpp.model import LlamaCppModel
+from specchat.models.llamacpp.repack import NOT_REPACKED
 
 
 class LlamaCppBackend:
@@ -100,6 +101,7 @@ def llamacpp_label(model: LlamaCppModel, gpu: str | None = None) -> str:
     prompts = (f", prompts on {model.prefill_threads}" if model.prefill_threads != model.threads
                else "")
     where = f", {model.offloaded} of {model.layers} layers on {gpu}" if gpu and model.offloaded else ""
-    note = f"; {model.threads_note}" if model.threads_note else ""
+    notes = [model.threads_note] + ([] if model.repacked else [NOT_REPACKED])
+    note = "".join(f"; {text}" for text in notes if text)
     return (f"llama.cpp ({model.description}, {model.threads} thread{plural}{prompts}{where}"
             f"{note})")

@@ -86,9 +86,9 @@ class PairConfig:
     ngram_n: int = 3
     """Longest n-gram prompt lookup tries to match."""
     lookup: bool = False
-    """With a draft model: also prompt lookup, first, where the answer is copying text (a
-    match running 4 tokens or more): its continuation costs nothing, the model drafts
-    everywhere else (engine/drafters.py `LookupFirstDrafter`)."""
+    """With a draft model or a draft head: also prompt lookup, first, where the answer is
+    copying text (a match running 4 tokens or more): its continuation costs nothing, the
+    model or head drafts everywhere else (engine/drafters.py `LookupFirstDrafter`)."""
     threads: int = 0
     """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
     one fewer in the chat, whose screen needs a core of its own to draw on."""

@@ -23,14 +23,16 @@ nothing else about specchat's engine, nor about reports.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from specchat.engine.params import SamplingParams
 from specchat.errors import ModelNotFound, UsageError
 from specchat.models.device.cores import capped_threads
+from specchat.models.llamacpp.repack import repack_allowed
 
 
 def llama_cpp_module():
@@ -56,12 +58,33 @@ def open_llama(path: Path, threads: int, n_ctx: int = 2048, draft_model=None,
     if main_gpu is not None and gpu_layers != 0:
         placement |= {"split_mode": llama_cpp.LLAMA_SPLIT_MODE_NONE, "main_gpu": main_gpu}
     try:
-        return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                               n_batch=512, draft_model=draft_model, logits_all=logits_all,
-                               seed=seed, verbose=False, **placement)
+        with default_repacking(llama_cpp, repack_allowed()):
+            return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads,
+                                   n_threads_batch=threads, n_batch=512, draft_model=draft_model,
+                                   logits_all=logits_all, seed=seed, verbose=False, **placement)
     except ValueError as error:
         raise ModelNotFound(f"llama.cpp cannot load {path} ({error}): "
                             "is it a complete GGUF model?") from None
+
+
+@contextmanager
+def default_repacking(llama_cpp: Any, allowed: bool) -> Iterator[None]:
+    """While it lasts, the bindings' default model parameters repack weights only where
+    `allowed`: `llama_cpp.Llama` takes no `use_extra_bufts` of its own but builds its
+    parameters from those defaults (models/llamacpp/repack.py says why it may not)."""
+    low_level = llama_cpp.llama_cpp
+    original = low_level.llama_model_default_params
+
+    def defaults() -> Any:
+        params = original()
+        params.use_extra_bufts = allowed
+        return params
+
+    low_level.llama_model_default_params = defaults
+    try:
+        yield
+    finally:
+        low_level.llama_model_default_params = original
 
 
 def llama_generate(llm, prompt: Sequence[int], max_new_tokens: int, eos_ids: set[int],

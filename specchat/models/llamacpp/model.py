@@ -27,6 +27,7 @@ import torch
 from specchat.errors import ModelNotFound, shortened
 from specchat.models.device.cores import capped_threads, physical_cores  # noqa: F401  (scripts' name)
 from specchat.models.device.estimate import file_type_name, size_label
+from specchat.models.llamacpp.repack import repack_allowed
 
 MAX_CONTEXT = 4096
 """n_ctx cap: the model's trained context where smaller. The KV cache is allocated for
@@ -104,6 +105,7 @@ def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None):
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
+    params.use_extra_bufts = repack_allowed()  # off where its AMX kernels crash (repack.py)
     if main_gpu is not None and gpu_layers != 0:  # the whole model on that one GPU
         params.split_mode = lib.LLAMA_SPLIT_MODE_NONE
         params.main_gpu = main_gpu
@@ -127,6 +129,8 @@ class LlamaCppModel:
         self.main_gpu = main_gpu
         """The one GPU holding them (a pair's device = "cuda:N"), None: llama.cpp's default."""
         self._model = load_model(self.path, gpu_layers, main_gpu)
+        self.repacked = repack_allowed()
+        """Whether llama.cpp repacked the weights for its kernels (models/llamacpp/repack.py)."""
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
         self.vocab_size = self.n_vocab
