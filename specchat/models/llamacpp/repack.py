@@ -9,8 +9,10 @@ than one token crashed, in llama-cpp-python 0.3.36 and in the llama-bench built 
 same sources, for the Qwen2.5-Coder Q4_K_M and the SmolLM2 Q4_1 files alike; one-token
 steps ran. So on a CPU with AMX every llama.cpp load specchat makes turns repacking off
 (the model parameter `use_extra_bufts`; llama-bench's `--repack 0`, the other programs'
-`--no-repack`): there llama-bench's plain decoding of the Qwen 1.5B Q4_K_M ran 11.0
-tok/s without repacking against 13.1 with it, the price of not crashing.
+`--no-repack`): there llama-bench's plain decoding of the Qwen 1.5B Q4_K_M ran 12.0 and
+12.5 tok/s without repacking against 12.8 and 14.0 with it (alternated; one-token steps
+do not crash), about 9% slower: the price of not crashing
+(results/cpu-2026-11-27-spr/llama-bench-repack.txt).
 
 Knows nothing but the CPU's flags.
 """
