@@ -48,10 +48,10 @@ def torch_side(folder: Path, ids: list[int]):
 
 
 def llama_side(path: Path, ids: list[int]) -> torch.Tensor:
-    import llama_cpp
+    from specchat.models.llamacpp.baselines import open_llama
 
-    llm = llama_cpp.Llama(str(path), n_ctx=max(512, len(ids) + 8), logits_all=True,
-                          n_threads=2, verbose=False)
+    # open_llama, not llama_cpp.Llama: it turns weight repacking off where it crashes (AMX)
+    llm = open_llama(path, threads=2, n_ctx=max(512, len(ids) + 8), logits_all=True)
     llm.eval(ids)
     return torch.tensor(np.array(llm.scores[: len(ids)])), llm.n_vocab()
 
