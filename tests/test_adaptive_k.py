@@ -522,3 +522,54 @@ def test_a_prior_whose_extension_barely_pays_at_k_max_still_starts_plain_and_nev
         ks.append(k)
         policy.observe(make_round(k, k, prior.draft_step_s * k, prior.verify_seconds(k + 1), k))
     assert ks == [0] * 500 and not policy.can_pay()
+
+
+def lookup_round(drafted: int, accepted: int, verify_s: float, k: int) -> Round:
+    """A round whose drafts prompt lookup copied inside a lookup-first drafter (free)."""
+    event = make_round(drafted, accepted, 0.00001, verify_s, k)
+    return Round(event.accepted, event.rejected, event.token, event.token_kind, event.draft_s,
+                 event.verify_s, k, event.fed, by_lookup=True)
+
+
+def test_copied_text_and_the_models_guesses_are_sized_apart():
+    """Lookup rounds accepted in full and model rounds mostly rejected (a draft costing half
+    a step): lookup proposals grow long, the model's stay short, and neither moves the
+    other's α or the model's draft cost."""
+    policy = AdaptiveK(k_max=16)
+    for _ in range(40):
+        for _ in range(2):  # a draft step is learned from a model round after a model round
+            k = policy()
+            policy.observe(make_round(k, min(k, 1), 0.005 * k, 0.010 + 0.0005 * k, k))
+        copy = policy.lookup_length()
+        policy.observe(lookup_round(copy, copy, 0.010 + 0.0005 * copy, copy))
+    assert policy.lookup_length() >= 12 and policy() <= 4
+    assert policy.acceptance.alpha < 0.6 < 0.95 < policy.lookup_acceptance.alpha
+    assert policy.costs.draft_cost() == pytest.approx(0.005, rel=0.01)
+
+
+def test_the_decoder_asks_a_lookup_first_drafter_which_will_draft_before_choosing_k():
+    """On a prompt that repeats, k = "auto" gives lookup rounds their own length, and
+    the rounds say which drafter drafted them; the answer stays the target's greedy one."""
+    from specchat.engine import LookupFirstDrafter, ModelDrafter, Settings
+    from toy import TableModel, plain_greedy
+
+    asked: list[bool] = []
+    policy = AdaptiveK(k_max=8)
+    settings = Settings(policy.k_start, SamplingParams(), policy)
+    drafter = LookupFirstDrafter(ModelDrafter(TableModel(seed=1)),
+                                 NgramDrafter(max_ngram=2, min_ngram=1, window=False))
+    original = drafter.will_look_up
+
+    def recording(committed):
+        asked.append(original(committed))
+        return asked[-1]
+
+    drafter.will_look_up = recording
+    prompt = [2, 2, 2, 2, 2, 2]
+    rounds = [e for e in Decoder(TableModel(seed=0), drafter, set()).generate(prompt, settings, 60)
+              if isinstance(e, Round)]
+    assert [t for r in rounds for t in r.committed] == plain_greedy(TableModel(seed=0), prompt, 60)
+    assert len(asked) == len(rounds) and True in asked
+    assert [r.by_lookup for r in rounds if r.drafted] == [a for a, r in zip(asked, rounds)
+                                                          if r.drafted]
+    assert policy.lookup_acceptance.accepted != AcceptanceEstimate().accepted

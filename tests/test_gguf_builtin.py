@@ -35,21 +35,24 @@ def real_text_ids(tokenizer) -> list[int]:
 
 
 def test_llama_cpp_would_accept_the_builtin_gguf_draft_for_its_target(built):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from specchat.models.config.refs import builtin_gguf
 
-    draft = llama_cpp.Llama(str(built), n_ctx=64, verbose=False)
-    target = llama_cpp.Llama(str(builtin_gguf("smollm2-135m-instruct")), n_ctx=64, verbose=False)
-    from specchat.models.llamacpp.baselines import speculation_incompatibility
+    from specchat.models.llamacpp.baselines import open_llama, speculation_incompatibility
+
+    # open_llama, not llama_cpp.Llama: it never repacks where llama.cpp's AMX kernels crash
+    draft = open_llama(built, threads=2, n_ctx=64)
+    target = open_llama(builtin_gguf("smollm2-135m-instruct"), threads=2, n_ctx=64)
 
     assert draft.n_vocab() == target.n_vocab()
     assert speculation_incompatibility(target, draft) is None
 
 
 def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from specchat.models.llamacpp.baselines import open_llama
     from specchat.models.weights import assembled_draft as ensure_assembled
     from specchat.models.torch_backend.shipped_draft import DraftSpec
     from specchat.models.config.refs import builtin_draft
@@ -62,7 +65,7 @@ def test_builtin_gguf_draft_proposes_what_the_torch_draft_proposes(built):
     vocab = torch.tensor(DraftSpec.load(folder).vocab)
     with torch.no_grad():
         reference = model(torch.tensor([ids])).logits[0][:, vocab]
-    llm = llama_cpp.Llama(str(built), n_ctx=512, logits_all=True, verbose=False)
+    llm = open_llama(built, threads=2, n_ctx=512, logits_all=True)
     llm.eval(ids)
     scores = torch.tensor(np.array(llm.scores[:POSITIONS]))
     chosen = scores.argmax(-1)

@@ -40,6 +40,15 @@ plain round in `PLAIN_EVERY` measures it afresh (the old estimate is dropped): a
 step timed on a busy moment would otherwise keep speculation on long after it stopped
 paying, since drafting rounds never time a plain step.
 
+Inside a lookup-first drafter (prompt lookup where the answer copies text, a model or a
+head elsewhere: engine/drafters.py) the rounds whose drafts the lookup copied are learned
+apart (`Round.by_lookup`): their own α, no draft step, and their k the best at that α with
+drafting free (`lookup_length`); the decoder asks the drafter which of the two will draft
+before it asks for k, and the drafter decides from the committed tokens alone. Copied text
+is accepted far more than guesses are, so one α for both would size the model's rounds too
+long and the lookup's too short, and the lookup's near-free drafting would pull the model's
+draft cost down.
+
 Torch-free bookkeeping; knows nothing about models or text. Every decision uses past
 rounds only, never the round it decides (that would bias the output).
 """
@@ -199,6 +208,9 @@ class AdaptiveK:
         self.k_min, self.k_max, self.k_start = k_min, k_max, k_start
         self.costs = CostModel(prior)
         self.acceptance = AcceptanceEstimate()
+        self.lookup_acceptance = AcceptanceEstimate()
+        """α of the rounds prompt lookup drafted inside a lookup-first drafter (`Round.by_lookup`):
+        copied text is accepted far more than the model's guesses, and costs nothing to draft."""
         self.history: list[int] = []
         self.probe_every = PROBE_START
         """Plain rounds between probes while speculation does not pay."""
@@ -245,12 +257,23 @@ class AdaptiveK:
             return self.probe_every
         return None if self.costs.prior is not None else CANNOT_PAY_PROBE_EVERY
 
-    def rates(self) -> dict[int, float] | None:
-        """Expected tokens per second for each k, or None before any cost is known."""
-        alpha = self.acceptance.alpha
+    def lookup_length(self) -> int:
+        """k for a round whose drafts prompt lookup copies: the best k at the lookup's own α
+        with drafting free (the verify costs are the same target's); k_start before any
+        verify cost is known."""
+        rates = self.rates(self.lookup_acceptance.alpha, free_drafts=True)
+        k = self.k_start if rates is None else max(rates, key=lambda k: rates[k])
+        self.history.append(k)
+        return k
+
+    def rates(self, alpha: float | None = None,
+              free_drafts: bool = False) -> dict[int, float] | None:
+        """Expected tokens per second for each k (at the model's α unless given; `free_drafts`:
+        drafting costs nothing), or None before any cost is known."""
+        alpha = self.acceptance.alpha if alpha is None else alpha
         out = {}
         for k in range(self.k_min, self.k_max + 1):
-            cost = self.costs.round_cost(k)
+            cost = self.costs.verify_cost(k + 1) if free_drafts else self.costs.round_cost(k)
             if cost is None:
                 return None
             out[k] = expected_tokens_per_round(alpha, k) / cost
@@ -277,10 +300,12 @@ class AdaptiveK:
         prefill = event.fed > event.drafted + 1
         if not event.drafted and self._drafting_run >= PLAIN_EVERY:
             self.costs.forget(1)
+        # a lookup round's drafting time is no draft step's, and its acceptance is its own
         self.costs.observe(event.drafted, event.draft_s, event.verify_s, learn_verify=not prefill,
-                           learn_draft=not prefill and self._drafted_last)
-        self.acceptance.observe(event.drafted, len(event.accepted))
-        self._drafted_last = event.drafted > 0
+                           learn_draft=not prefill and self._drafted_last and not event.by_lookup)
+        acceptance = self.lookup_acceptance if event.by_lookup else self.acceptance
+        acceptance.observe(event.drafted, len(event.accepted))
+        self._drafted_last = event.drafted > 0 and not event.by_lookup
         self._plain_run = 0 if event.drafted else self._plain_run + 1
         self._drafting_run = self._drafting_run + 1 if event.drafted else 0
         if self._probing and event.drafted:

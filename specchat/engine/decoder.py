@@ -19,7 +19,7 @@ Knows token ids only: no text, no tokenizer, no UI.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Literal, Sequence
 
 import torch
@@ -61,8 +61,15 @@ class Settings:
     k_policy: Callable[[], int] | None = None
     """When set (k = "auto"), called each round instead of reading `k`."""
 
-    def draft_length(self) -> int:
-        return self.k_policy() if self.k_policy is not None else self.k
+    def draft_length(self, by_lookup: bool = False) -> int:
+        """k for the next round; `by_lookup`: its drafts will be prompt lookup's, which an
+        adaptive policy with a `lookup_length` sizes on their own acceptance (free drafts)."""
+        if self.k_policy is None:
+            return self.k
+        lookup_length = getattr(self.k_policy, "lookup_length", None)
+        if by_lookup and lookup_length is not None:
+            return int(lookup_length())
+        return self.k_policy()
 
     def observe(self, event: "Round") -> None:
         """Tell an adaptive policy (one with `observe`, e.g. engine.adaptive.AdaptiveK) what a round did."""
@@ -135,7 +142,8 @@ class Decoder:
                should_stop: Callable[[], bool]) -> tuple[Round, torch.Tensor] | None:
         """The round's event and its committed tokens on the device (None: cancelled)."""
         params = settings.sampling
-        k = 0 if self.drafter is None else max(0, min(settings.draft_length(), budget - 1))
+        k = 0 if self.drafter is None else max(0, min(
+            settings.draft_length(self._will_look_up(ids)), budget - 1))
         if not self._catch_up(sequence, k, should_stop):
             return None
         started = time.perf_counter()
@@ -154,6 +162,8 @@ class Decoder:
         verified_at = time.perf_counter()
         event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
                                  fed.shape[0], margins)
+        if len(proposal) and getattr(self.drafter, "by_lookup", False):
+            event = replace(event, by_lookup=True)
         committed_length = sequence.shape[0] + len(event.committed)
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
@@ -180,6 +190,12 @@ class Decoder:
                 if model is self.target:
                     self._target_fed(start)
         return True
+
+    def _will_look_up(self, ids: list[int]) -> bool:
+        """Whether the drafter will copy this round's drafts by prompt lookup (a lookup-first
+        drafter decides from the committed tokens alone, so k may depend on it losslessly)."""
+        will_look_up = getattr(self.drafter, "will_look_up", None)
+        return bool(will_look_up(ids)) if will_look_up is not None else False
 
     def _target_fed(self, start: int) -> None:
         """Tell a drafter that reads the target's features (engine/head_drafter.py) that the

@@ -60,7 +60,8 @@ class Drafter(Protocol):
     def max_cache_lag(self) -> int:
         """How many committed tokens the draft model's cache may lack after a drafting round."""
         ...
-    # optional: target_fed(start), called after every target forward (head_drafter.py)
+    # optional: target_fed(start), called after every target forward (head_drafter.py);
+    # will_look_up(committed), asked before k is chosen (LookupFirstDrafter)
 
 
 class ModelDrafter:
@@ -206,6 +207,8 @@ class LookupFirstDrafter:
         self.drafter, self.lookup = drafter, lookup
         self.by_lookup = False
         """Whether the last proposal was the lookup's."""
+        self._looked_up: tuple[int, Match | None] | None = None
+        """(sequence length, its match) of the last look-up, reused by the proposal after it."""
 
     @property
     def model(self) -> CausalModel | None:
@@ -220,13 +223,26 @@ class LookupFirstDrafter:
     def reset(self) -> None:
         self.drafter.reset()
         self.lookup.reset()
+        self._looked_up = None
+
+    def will_look_up(self, committed: list[int]) -> bool:
+        """Whether the next proposal after `committed` is the lookup's (the decoder asks
+        first, so that k = "auto" sizes it on the lookup's own acceptance)."""
+        match = self._match(committed)
+        return match is not None and match.span >= self.COPY_SPAN
+
+    def _match(self, ids: list[int]) -> "Match | None":
+        if self._looked_up is None or self._looked_up[0] != len(ids):
+            self._looked_up = (len(ids), find_match(ids, self.lookup.max_ngram,
+                                                    self.lookup.min_ngram))
+        return self._looked_up[1]
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False,
                 committed: list[int] | None = None) -> Proposal:
         ids = sequence.tolist() if committed is None else committed
-        match = find_match(ids, self.lookup.max_ngram, self.lookup.min_ngram)
+        match = self._match(ids)
         self.by_lookup = match is not None and match.span >= self.COPY_SPAN
         if self.by_lookup:
             return self.lookup.propose_match(match, ids, k, sequence.device)

@@ -39,6 +39,9 @@ class Round:
     margins: tuple[float, ...] = ()
     """The target's top-two logit margin (raw logits) at the position of each committed
     token, in order: how near a tie each choice was (for the race's verdict)."""
+    by_lookup: bool = False
+    """The drafts were copied by prompt lookup inside a lookup-first drafter (free), not
+    drafted by its model or head: k = "auto" learns their acceptance apart."""
 
     @property
     def drafted(self) -> int:
