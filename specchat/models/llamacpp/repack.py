@@ -29,7 +29,7 @@ def repack_allowed(flags: set[str] | None = None) -> bool:
     """Whether llama.cpp may repack weights here: not on a CPU with AMX (module docstring).
     `flags`: the CPU's flags (read from /proc/cpuinfo where not given)."""
     if flags is None:
-        from specchat.models.device import hardware
+        from specchat.models.device.hardware import cpu_flags
 
-        flags = hardware.cpu_flags()
+        flags = cpu_flags()
     return not flags & AMX_FLAGS
