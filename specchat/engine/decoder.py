@@ -19,7 +19,7 @@ Knows token ids only: no text, no tokenizer, no UI.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Literal, Sequence
 
 import torch
@@ -160,10 +160,9 @@ class Decoder:
         drafts, n, token, margins = read_round(proposal.tokens, kept, chosen,
                                                top_two_margins(logits))
         verified_at = time.perf_counter()
+        by_lookup = bool(len(proposal)) and getattr(self.drafter, "by_lookup", False)
         event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
-                                 fed.shape[0], margins)
-        if len(proposal) and getattr(self.drafter, "by_lookup", False):
-            event = replace(event, by_lookup=True)
+                                 fed.shape[0], margins, by_lookup)
         committed_length = sequence.shape[0] + len(event.committed)
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
@@ -217,7 +216,7 @@ class Decoder:
 
     def _make_round(self, drafts: list[int], n: int, token: int | None, k: int,
                     draft_s: float, verify_s: float, fed: int = 0,
-                    margins: Sequence[float] = ()) -> Round:
+                    margins: Sequence[float] = (), by_lookup: bool = False) -> Round:
         """Split the drafts by the verdict; an EOS among them ends the answer there."""
         eos_at = next((i for i, t in enumerate(drafts) if t in self.eos_ids), None)
         if eos_at is not None:
@@ -231,7 +230,7 @@ class Decoder:
             kind = "bonus" if not rejected else "resampled"
         committed = n + (0 if token is None else 1)
         return Round(accepted, rejected, token, kind, draft_s, verify_s, k, fed,
-                     tuple(margins[:committed]))
+                     tuple(margins[:committed]), by_lookup)
 
     def _check(self, committed: int, event: Round) -> None:
         if not self.check_invariants:

@@ -228,7 +228,11 @@ class LookupFirstDrafter:
     def will_look_up(self, committed: list[int]) -> bool:
         """Whether the next proposal after `committed` is the lookup's (the decoder asks
         first, so that k = "auto" sizes it on the lookup's own acceptance)."""
-        match = self._match(committed)
+        return self._copying(committed)
+
+    def _copying(self, ids: list[int]) -> bool:
+        """Whether `ids` end in a match running `COPY_SPAN` tokens or more."""
+        match = self._match(ids)
         return match is not None and match.span >= self.COPY_SPAN
 
     def _match(self, ids: list[int]) -> "Match | None":
@@ -242,10 +246,9 @@ class LookupFirstDrafter:
                 should_stop: Callable[[], bool] = lambda: False,
                 committed: list[int] | None = None) -> Proposal:
         ids = sequence.tolist() if committed is None else committed
-        match = self._match(ids)
-        self.by_lookup = match is not None and match.span >= self.COPY_SPAN
+        self.by_lookup = self._copying(ids)
         if self.by_lookup:
-            return self.lookup.propose_match(match, ids, k, sequence.device)
+            return self.lookup.propose_match(self._match(ids), ids, k, sequence.device)
         return self.drafter.propose(sequence, k, params, generator, should_stop, committed)
 
     def target_fed(self, start: int) -> None:

@@ -95,17 +95,19 @@ def last_problem() -> str:
     return shortened((errors or lines or ["no detail logged"])[-1], 200)
 
 
-def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None):
+def load_model(path: Path, gpu_layers: int = 0, main_gpu: int | None = None,
+               repack: bool | None = None):
     """A `llama_model` pointer for `path` with `gpu_layers` layers offloaded to the GPU (-1:
     all), every one of them on GPU `main_gpu` where given (a pair's device = "cuda:N":
     llama.cpp's split mode none; None: its default, GPU 0, layers split across every GPU);
-    a one-line `ModelNotFound` if llama.cpp refuses it."""
+    weights repacked for llama.cpp's kernels where `repack` (None: where this CPU allows it,
+    repack.py); a one-line `ModelNotFound` if llama.cpp refuses it."""
     lib = bindings()
     if not path.is_file():
         raise ModelNotFound(f"GGUF file {path} does not exist: check the path in models.toml")
     params = lib.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
-    params.use_extra_bufts = repack_allowed()  # off where its AMX kernels crash (repack.py)
+    params.use_extra_bufts = repack_allowed() if repack is None else repack
     if main_gpu is not None and gpu_layers != 0:  # the whole model on that one GPU
         params.split_mode = lib.LLAMA_SPLIT_MODE_NONE
         params.main_gpu = main_gpu
@@ -128,9 +130,9 @@ class LlamaCppModel:
         """Layers offloaded to the GPU (-1: all, 0: none); logits are read on the CPU."""
         self.main_gpu = main_gpu
         """The one GPU holding them (a pair's device = "cuda:N"), None: llama.cpp's default."""
-        self._model = load_model(self.path, gpu_layers, main_gpu)
         self.repacked = repack_allowed()
         """Whether llama.cpp repacked the weights for its kernels (models/llamacpp/repack.py)."""
+        self._model = load_model(self.path, gpu_layers, main_gpu, self.repacked)
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
         self.vocab_size = self.n_vocab
