@@ -89,6 +89,7 @@ def test_auto_treats_a_builtin_gguf_model_as_gguf_but_not_a_shipped_draft(llama_
 
 AVX512_VNNI = {"avx", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
 AVX2_ONLY = {"avx", "avx2", "fma"}
+AMX = AVX512_VNNI | {"amx_tile", "amx_int8", "amx_bf16"}
 
 
 def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "qnnpack")):
@@ -118,6 +119,24 @@ def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usabl
     assert (chosen.target, chosen.draft) == ("int8", "int8")
     assert "verify" in chosen.why and chosen.why.startswith("auto:")
     assert int8_support().activation_bits == bits
+
+
+@pytest.mark.parametrize("flags, engines, target_kernel", [
+    (AMX, ("x86", "fbgemm", "onednn"), "onednn"), (AMX, ("x86", "fbgemm"), "fbgemm"),
+    (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "fbgemm"),
+    (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "fbgemm")])
+def test_a_large_target_verifies_on_onednn_only_where_the_cpu_has_amx(monkeypatch, flags, engines,
+                                                                 target_kernel):
+    """oneDNN's int8 matmul is flat to 16 rows on AMX (linear.py) and pays for a target of
+    a billion parameters or more; elsewhere fbgemm's single step is the faster one, and it
+    was measured flat enough on AVX-512 VNNI."""
+    from specchat.models.backend_int8 import int8_support
+
+    fake_cpu(monkeypatch, flags, engines)
+    support = int8_support()
+    assert support.usable and support.kernel_for(1_500_000_000) == target_kernel
+    assert support.kernel_for(500_000_000) == "fbgemm"  # a small model's step: fbgemm's
+    assert support.activation_bits == (7 if flags == AVX2_ONLY else 8)
 
 
 def test_auto_runs_a_shipped_distill_draft_on_int8_beside_an_int8_target(llama_usable, monkeypatch):

@@ -80,6 +80,19 @@ def test_a_cold_models_first_steps_after_the_prefill_are_never_timed():
     assert result.spread == pytest.approx(0.0)
 
 
+def test_behind_prompt_lookup_the_draft_step_is_the_models_not_the_lookups():
+    """A pair with `lookup = true` drafts through a LookupFirstDrafter: its c is the draft
+    model's step (the lookup's rounds are free and sized apart), not a lookup's microseconds."""
+    from specchat.engine.drafters import LookupFirstDrafter, NgramDrafter
+
+    clock = FakeClock()
+    target, draft = FakeModel(clock, 0.050), FakeModel(clock, 0.020)
+    drafter = LookupFirstDrafter(ModelDrafter(draft), NgramDrafter(3))
+    result = time_rounds(target, drafter, CONTEXT, widths=(1, 2), rounds=3, repeats=1,
+                         clock=clock)
+    assert result.costs.c == pytest.approx(0.4)
+
+
 def test_a_burst_of_load_lands_in_one_round_the_medians_ignore_it_and_the_spread_shows_it():
     clock, calls = FakeClock(), {"n": 0}
     second_round = range(10, 14)  # after the prefill, the widest step, 3 warm-up steps, round 1

@@ -73,13 +73,40 @@ def singles_then_verifies(model: Int8Model, depth: int, rows: int = 16):
 # --- exact by construction -----------------------------------------------------------
 
 
+KERNELS = [linear.FBGEMM, linear.ONEDNN]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
 @pytest.mark.parametrize("depth", [3, 70])
-def test_a_verify_row_equals_the_single_step_bit_for_bit(files, monkeypatch, name, depth):
+def test_a_verify_row_equals_the_single_step_bit_for_bit(files, monkeypatch, name, depth, kernel):
     monkeypatch.setattr(int8_model, "PREFILL_CHUNK", 32)  # depth 70 is read in three chunks
-    singles, verifies = singles_then_verifies(int8(files[name]), depth)
+    singles, verifies = singles_then_verifies(int8(files[name], kernel=kernel), depth)
     for n, rows in enumerate(verifies, start=1):
         assert torch.equal(rows, singles[:n]), f"a verify of {n} rows parted from single steps"
+
+
+def batch_scaled_onednn_linear(x: torch.Tensor, packed: torch.Tensor, columns: torch.Tensor,
+                               unit: torch.Tensor, zero: torch.Tensor,
+                               base: Optional[torch.Tensor]) -> torch.Tensor:
+    """`scripted.onednn_linear` with one magnitude for the whole batch (what a dynamic
+    quantization picks) in place of each row's own."""
+    magnitude = x.abs().amax().clamp_min(1e-30)
+    rows = torch.div(x, magnitude).mul_(127.0).round_().to(torch.int8)
+    sums = torch.ops.onednn.qlinear_pointwise(rows, 1.0, 0, packed, unit, zero, None, 1.0, 0,
+                                              torch.float32, "none", [], "")
+    y = sums * columns * magnitude
+    return y if base is None else y + base
+
+
+def test_on_onednn_without_each_rows_own_scale_a_verify_parts_from_single_steps(files,
+                                                                                  monkeypatch):
+    """oneDNN's verify is exact because each row is scaled and rounded on its own: scaled by
+    the batch, rows change with the rows beside them."""
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    monkeypatch.setattr(scripted, "onednn_linear", batch_scaled_onednn_linear)
+    singles, verifies = singles_then_verifies(int8(files["llama"], kernel=linear.ONEDNN), 3)
+    assert any(not torch.equal(rows, singles[:n]) for n, rows in enumerate(verifies, start=1))
 
 
 def test_without_the_pinned_range_a_verify_parts_from_single_steps(files, monkeypatch):
@@ -140,20 +167,22 @@ def test_the_forward_is_the_models_own_function(files, monkeypatch, tmp_path, na
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
-def test_torchscript_computes_the_python_layers_bit_for_bit(files, monkeypatch, name):
+def test_torchscript_computes_the_python_layers_bit_for_bit(files, monkeypatch, name, kernel):
     ids = torch.arange(10, 40)
-    compiled = int8(files[name]).forward(ids, keep=len(ids))
+    compiled = int8(files[name], kernel=kernel).forward(ids, keep=len(ids))
     monkeypatch.setattr(scripted, "SCRIPTED", False)
-    assert torch.equal(int8(files[name]).forward(ids, keep=len(ids)), compiled)
+    assert torch.equal(int8(files[name], kernel=kernel).forward(ids, keep=len(ids)), compiled)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
-def test_int8_activations_keep_the_float_models_choices(files, name):
+def test_int8_activations_keep_the_float_models_choices(files, name, kernel):
     """With the real kernels (8- or 7-bit rows), the logits stay close to the float model's
     and mostly pick the same token (a tiny random model: wide, noisy activations)."""
     ids = torch.arange(10, 60)
-    got = int8(files[name]).forward(ids, keep=len(ids))
+    got = int8(files[name], kernel=kernel).forward(ids, keep=len(ids))
     want = files[f"{name}_model"](ids[None]).logits[0].float()
     assert ((got - want).norm() / want.norm()).item() < 0.15
     assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() >= 0.75
@@ -265,6 +294,20 @@ def test_greedy_speculative_equals_target_only_on_int8(loaded, k):
     assert any(r.rejected for r in rounds) and any(r.accepted for r in rounds)
 
 
+@pytest.mark.parametrize("k", [2, 5])
+def test_greedy_speculation_on_a_onednn_target_with_an_fbgemm_draft_equals_target_only(files, k):
+    """The split a CPU with AMX runs: the target on oneDNN (its flat verify), the draft on
+    fbgemm; the target's answer is the same drafted or not."""
+    from specchat.engine import ModelDrafter
+
+    target = int8(files["llama"], kernel=linear.ONEDNN)
+    draft = int8(files["draft"], kernel=linear.FBGEMM)
+    plain, _ = committed(Decoder(target, None, set()), PROMPT, Settings(k=0), 60)
+    spec, rounds = committed(Decoder(target, ModelDrafter(draft), set()), PROMPT, Settings(k=k), 60)
+    assert spec == plain
+    assert any(r.rejected for r in rounds) and any(r.accepted for r in rounds)
+
+
 def test_greedy_ngram_speculation_on_a_qwen2_target_equals_target_only(loaded):
     pair = loaded("int8-ngram")
     prompt = PROMPT * 3  # repeats, so the lookup proposes
@@ -292,6 +335,7 @@ def test_the_loaded_pair_says_what_computes_and_ends_on_the_files_eos(loaded, fi
     pair = loaded("int8")
     label = pair.backends["target"]
     assert "fbgemm" in label and "llama" in label and f"{int8_support().activation_bits}-bit" in label
+    assert "fbgemm" in pair.backends["draft"]  # a tiny target: fbgemm even on AMX
     assert pair.dtype == "int8" and "from llama" in pair.reasons["dtype"]
     assert files["tokenizer"].convert_tokens_to_ids("<|im_end|>") in pair.eos_ids
     assert pair.memory().target_weights > 0 and pair.context_length == 512

@@ -71,13 +71,14 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
     if gguf:
         device, why = backend_named(backends.target).device(device, why, backends.gpu)
     dtype, _ = resolve_dtype(pair.dtype, device)
+    target, context = target_facts(pair, backends.target, dtype, device, progress)
+    kernel = int8_kernel(target.parameters if target is not None else 0)
     computes = {"llama.cpp": "target on llama.cpp (the GGUF file's own types)",
-                "int8": "target on int8 (fbgemm, one int8 row per output)"}.get(
+                "int8": f"target on int8 ({kernel}, one int8 row per output)"}.get(
         backends.target, f"target on torch in {dtype_name(dtype)}")
     if backends.draft is not None:
         computes += f", draft on {backends.draft}"
     header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"
-    target, context = target_facts(pair, backends.target, dtype, device, progress)
     draft, folder = draft_facts(pair, backends.draft, dtype, progress)
     head = head_file(parse_ref(pair.draft)) if pair.draft else None
     alpha, alpha_why = head_alpha(head) if head is not None else expected_alpha(folder)
@@ -85,6 +86,13 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
                                              else "no safetensors or config.json")
     return PairFacts(header, device, target, draft, context, why if gguf else None, alpha,
                      alpha_why, unknown, backends.target)
+
+
+def int8_kernel(parameters: int) -> str:
+    """The kernel an int8 target of `parameters` multiplies with here, as a label names it."""
+    from specchat.models.backend_int8 import KERNEL_NAMES, int8_support
+
+    return KERNEL_NAMES[int8_support().kernel_for(parameters)]
 
 
 def target_facts(pair: PairConfig, backend: str, dtype: torch.dtype, device: str,

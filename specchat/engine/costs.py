@@ -183,14 +183,18 @@ def draft_timer(drafter: Drafter | None,
                 context: list[int]) -> Callable[[int, Clock], float] | None:
     """seconds(repeats, clock) per drafted token for `drafter` (a draft model or a draft
     head, warmed up after its prefill, or an n-gram lookup of the longest draft, K_MAX
-    tokens, over its length); None for no drafter."""
+    tokens, over its length); None for no drafter. Behind prompt lookup (a
+    `LookupFirstDrafter`) it is the model's or head's step: the lookup's rounds cost nothing,
+    and k = auto sizes them apart (adaptive.py)."""
     import torch
 
-    from specchat.engine.drafters import ModelDrafter
+    from specchat.engine.drafters import LookupFirstDrafter, ModelDrafter
     from specchat.engine.head_drafter import HeadDrafter
 
     if drafter is None:
         return None
+    if isinstance(drafter, LookupFirstDrafter):
+        return draft_timer(drafter.drafter, context)
     if isinstance(drafter, ModelDrafter):
         timer = StepTimer(drafter.model, context, widths=(1,))
         return lambda repeats, clock: timer.seconds(1, repeats, clock)

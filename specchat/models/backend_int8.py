@@ -1,5 +1,6 @@
 """The int8 backend object: a GGUF target or draft on the CPU through fbgemm's int8 kernels
-(model.py), its tokenizer read from the same file, and what the loader asks of it.
+(model.py; a target on oneDNN's where the CPU has AMX, linear.py says why), its tokenizer
+read from the same file, and what the loader asks of it.
 
 `int8_support` says whether this machine and this torch can run it, and in how many bits
 the activations are quantized; given fake flags and engines, the tests ask it about other
@@ -19,9 +20,19 @@ import torch
 from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
 from specchat.models.config.refs import ModelRef, parse_ref
+from specchat.models.int8.linear import FBGEMM, ONEDNN
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
+FLAT_VERIFY_FLAGS = {"amx_int8"}
+"""AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
+(linear.py), so a large target verifies on oneDNN there."""
+FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
+"""A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
+costs more than fbgemm's by about the same time a matrix, which a small model's step feels
+most (2 cores of a Sapphire Rapids, one step and a verify of 8 rows at depth 256, oneDNN
+against fbgemm: Qwen2.5-Coder 1.5B +4% and -26%, its 0.5B +14% and -17%, SmolLM2-135M +27%
+and equal; docs/backends.md)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,13 @@ class Int8Support:
     why: str
     reduce_range: bool = True
     """7-bit activations (no VNNI: AVX2's 16-bit pair sums would saturate on 8)."""
+    target_kernel: str = FBGEMM
+    """What a large target's linears multiply with (linear.py's kernels; `kernel_for`);
+    drafts, which step one row at a time, keep fbgemm's faster single step."""
+
+    def kernel_for(self, parameters: int) -> str:
+        """The kernel a target of `parameters` multiplies with (FLAT_VERIFY_MIN_PARAMETERS)."""
+        return self.target_kernel if parameters >= FLAT_VERIFY_MIN_PARAMETERS else FBGEMM
 
     @property
     def activation_bits(self) -> int:
@@ -48,6 +66,9 @@ def int8_support(flags: set[str] | None = None, engines: list[str] | None = None
         return Int8Support(False, "this torch has no fbgemm int8 kernels (x86 builds have them)")
     if "avx2" not in flags:
         return Int8Support(False, "the CPU has no AVX2, which fbgemm's int8 kernels need")
+    if flags & FLAT_VERIFY_FLAGS and "onednn" in engines:
+        return Int8Support(True, "oneDNN int8 kernels on AMX for the target (a flat verify), "
+                           "fbgemm for drafts: 8-bit activations", False, ONEDNN)
     if flags & VNNI_FLAGS:
         return Int8Support(True, "fbgemm int8 kernels with VNNI: 8-bit activations", False)
     return Int8Support(True, "fbgemm int8 kernels on AVX2: 7-bit activations", True)
@@ -74,7 +95,7 @@ class Int8Backend:
         from specchat.models.gguf import cache as gguf_cache
         from specchat.models.weights import eos_token_ids
 
-        model, path, facts = self._open(ref, request, None, None)
+        model, path, facts = self._open(ref, request, None, None, target=True)
         tokenizer = gguf_cache.load_tokenizer(path, request.progress)
         eos = set(facts.eos) | end_of_turn(tokenizer) | eos_token_ids(None, tokenizer)
         return self._loaded(model, facts, tokenizer, frozenset(eos))
@@ -103,16 +124,18 @@ class Int8Backend:
         return loaded.raw, self.label(loaded.raw, loaded.options["facts"])
 
     def label(self, model, facts) -> str:
-        """e.g. "int8 (qwen2 1.5B from Q4_K_M, fbgemm, 8-bit activations, 2 threads)"."""
+        """e.g. "int8 (qwen2 1.5B from Q4_K_M, fbgemm, 8-bit activations, 2 threads)";
+        oneDNN's in place of fbgemm where the model multiplies on it."""
         threads = f"{model.threads} thread{'' if model.threads == 1 else 's'}"
         prompts = (f", prompts on {model.prefill_threads}"
                    if model.prefill_threads != model.threads else "")
         reduced = "" if model.vocab is None else f", {len(model.vocab)}-token head"
-        return (f"int8 ({model.arch.name} {facts.size_label} from {facts.file_type}, fbgemm, "
+        kernel = KERNEL_NAMES[model.kernel]
+        return (f"int8 ({model.arch.name} {facts.size_label} from {facts.file_type}, {kernel}, "
                 f"{self.support.activation_bits}-bit activations{reduced}, {threads}{prompts})")
 
     def _open(self, ref: ModelRef, request: LoadRequest, threads: int | None,
-              prefill_threads: int | None):
+              prefill_threads: int | None, target: bool = False):
         """(the model, its GGUF file, the file's facts)."""
         from specchat.models.gguf.drafts import gguf_file
         from specchat.models.int8.convert import converted
@@ -126,10 +149,12 @@ class Int8Backend:
             raise PairError(f"{ref} is not a GGUF file: the int8 backend converts GGUF files "
                             "(use backend = \"torch\" for a transformers folder)")
         found = converted(path, request.progress)
-        request.progress(f"packing {path.name}'s int8 weights for fbgemm")
+        kernel = self.support.kernel_for(matrix_parameters(found.tensors)) if target else FBGEMM
+        request.progress(f"packing {path.name}'s int8 weights for {KERNEL_NAMES[kernel]}")
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
-                          prefill_threads=prefill_threads or request.prefill_threads)
+                          prefill_threads=prefill_threads or request.prefill_threads,
+                          kernel=kernel)
         model.path = path  # what llama.cpp's own programs run in a race (bench/llama_programs)
         return model, path, found.facts
 
@@ -141,6 +166,11 @@ class Int8Backend:
                            f"int8 rows, one scale each, from {source}", options={"facts": facts})
 
 
+def matrix_parameters(tensors: dict[str, torch.Tensor]) -> int:
+    """Weights in a converted model's int8 matrices (its embedding and output included)."""
+    return sum(t.numel() for name, t in tensors.items() if name.endswith(".rows"))
+
+
 def end_of_turn(tokenizer) -> set[int]:
     """A chat template's end-of-turn token where the vocabulary has one (llama.cpp treats these
     as the end of an answer when the file names no EOT id)."""
@@ -149,6 +179,8 @@ def end_of_turn(tokenizer) -> set[int]:
 
 
 COMPUTES = "the int8 backend computes on the CPU"
+KERNEL_NAMES = {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX"}
+"""How a label names linear.py's kernels (oneDNN is chosen only where the CPU has AMX)."""
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
 """Token texts llama.cpp treats as the end of a turn when the file names no EOT id."""
 

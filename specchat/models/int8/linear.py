@@ -16,21 +16,32 @@ depends on which rows came with it. `FlatLinear` removes that dependence by cons
 Rows are quantized to 8 bits where the CPU has VNNI (int32 dot products without
 saturation), to 7 bits elsewhere (AVX2's 16-bit pair sums would saturate on 8): the
 `reduce_range` fbgemm documents. Weights are int8 with one scale per output row
-(`torch_backend.int8.quantize_rows`). Knows nothing about models, files or decoding.
+(`torch_backend.int8.quantize_rows`).
+
+fbgemm reuses a weight tile for a few rows only: on a CPU with AMX its verify of 8 rows
+costs 1.7 steps. oneDNN's int8 matmul (the `ONEDNN` kernel; AMX tiles where the CPU has
+them) stays flat to 16 rows there, for a single step about 8% slower. It is exact for a
+verify by a simpler construction: each row is scaled to [-127, 127] and rounded to int8 by
+this module itself, oneDNN multiplies with unit scales, so it returns the int32 sums turned
+to float (an exact integer product whatever its blocking, then one rounding), and the
+scales come back here, element by element. Knows nothing about models, files or decoding.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 
 from specchat.models.blocks.int8_rows import quantize_rows
-from specchat.models.int8.scripted import compiled
+from specchat.models.int8.scripted import ONEDNN_RANGE, compiled
 
 PIN_VALUES = (1.0, -1.0)
 """Extra input columns' values (their weights are zero): the batch's fixed range."""
 PINS = len(PIN_VALUES)
+FBGEMM, ONEDNN = "fbgemm", "onednn"
+"""The kernels a `FlatLinear` multiplies with (module docstring)."""
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""
@@ -46,12 +57,37 @@ def quantized_weight(rows: torch.Tensor, scale: torch.Tensor):
         return torch.ops.quantized.linear_prepack(weight, None)
 
 
+@dataclass(frozen=True)
+class OnednnWeight:
+    """oneDNN's packed form of int8 rows, and what turns its int32 sums back into the product:
+    `columns` [out], each row's scale over 127 (the activations' int8 range)."""
+
+    packed: torch.Tensor
+    columns: torch.Tensor
+
+    @classmethod
+    def of(cls, rows: torch.Tensor, scale: torch.Tensor) -> "OnednnWeight":
+        return cls(torch.ops.onednn.qlinear_prepack(rows.contiguous(), None),
+                   (scale.float() / ONEDNN_RANGE).contiguous())
+
+    def arguments(self) -> list[torch.Tensor]:
+        """What scripted.onednn_linear takes after the input: [packed, columns, unit, zero]."""
+        return [self.packed, self.columns, UNIT_SCALE, NO_ZERO_POINT]
+
+
+UNIT_SCALE = torch.ones(1)
+NO_ZERO_POINT = torch.zeros(1, dtype=torch.long)
+"""oneDNN's weight scale and zero point: its product stays the int32 sums, as float."""
+
+
 class FlatLinear:
     """x -> x W^T (+ bias), or + a residual, on int8 weights, batch-invariant (module docstring)."""
 
     def __init__(self, rows: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
-                 reduce_range: bool = False):
-        self.packed = quantized_weight(rows, scale)
+                 reduce_range: bool = False, kernel: str = FBGEMM):
+        self.kernel = kernel
+        self.onednn = OnednnWeight.of(rows, scale) if kernel == ONEDNN else None
+        self.packed = quantized_weight(rows, scale) if self.onednn is None else None
         self.inputs, self.outputs = int(rows.shape[1]), int(rows.shape[0])
         self.bias = None if bias is None else bias.float().contiguous()
         self.reduce_range = reduce_range
@@ -60,19 +96,25 @@ class FlatLinear:
 
     @classmethod
     def of(cls, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           reduce_range: bool = False) -> "FlatLinear":
+           reduce_range: bool = False, kernel: str = FBGEMM) -> "FlatLinear":
         """From a float weight [out, in], quantized per row."""
         rows, scale = quantize_rows(weight)
-        return cls(rows, scale, bias, reduce_range)
+        return cls(rows, scale, bias, reduce_range, kernel)
 
     @property
     def weight_bytes(self) -> int:
         """Bytes of the packed int8 weights and their scales."""
+        if self.onednn is not None:
+            return self.outputs * self.inputs + 4 * self.outputs
         return self.outputs * (self.inputs + PINS) + 8 * self.outputs
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given
         (the arithmetic: scripted.flat_linear)."""
+        base = residual if self.bias is None else (self.bias if residual is None
+                                                   else residual + self.bias)
+        if self.onednn is not None:
+            return compiled("onednn_linear")(x, *self.onednn.arguments(), base)
         n = int(x.shape[0])
         kept = self._buffers.get(n)
         if kept is None:
@@ -80,8 +122,6 @@ class FlatLinear:
             kept = (buffer, buffer[:, : self.inputs])
             if n <= KEPT_BUFFERS:
                 self._buffers[n] = kept
-        base = residual if self.bias is None else (self.bias if residual is None
-                                                   else residual + self.bias)
         return compiled("flat_linear")(x, kept[0], kept[1], self.packed, base, self.reduce_range)
 
 

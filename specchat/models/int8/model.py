@@ -55,22 +55,24 @@ class Int8Layer:
     down: FlatLinear
 
     @classmethod
-    def of(cls, tensors: dict[str, torch.Tensor], index: int, reduce_range: bool) -> "Int8Layer":
-        def linear(name: str, bias: torch.Tensor | None = None) -> FlatLinear:
+    def of(cls, tensors: dict[str, torch.Tensor], index: int, reduce_range: bool,
+           kernel: str = linear.FBGEMM) -> "Int8Layer":
+        def packed(name: str, bias: torch.Tensor | None = None) -> FlatLinear:
             return FlatLinear(tensors[f"{index}.{name}.rows"], tensors[f"{index}.{name}.scale"],
-                              bias, reduce_range)
+                              bias, reduce_range, kernel)
 
         bias = tensors.get(f"{index}.qkv.bias")
-        return cls(tensors[f"{index}.attn_norm"].clone(), linear("qkv", owned(bias)),
-                   linear("o"), tensors[f"{index}.ffn_norm"].clone(), linear("gate_up"), linear("down"))
+        return cls(tensors[f"{index}.attn_norm"].clone(), packed("qkv", owned(bias)),
+                   packed("o"), tensors[f"{index}.ffn_norm"].clone(), packed("gate_up"), packed("down"))
 
     def linears(self) -> list[FlatLinear]:
         return [self.qkv, self.o, self.gate_up, self.down]
 
     def __post_init__(self) -> None:
         self.norms = [self.attn_norm, self.ffn_norm]
-        self.packed = [linear.packed for linear in self.linears()]
-        self.inputs = [linear.inputs for linear in self.linears()]
+        self.packed = [each.packed for each in self.linears() if each.packed is not None]
+        self.onednn = [each.onednn.arguments() for each in self.linears() if each.onednn is not None]
+        self.inputs = [each.inputs for each in self.linears()]
         """What scripted.decoder_layer takes, in its order (lists made once)."""
 
 
@@ -101,17 +103,20 @@ class Int8Model:
     def __init__(self, arch: Architecture, tensors: dict[str, torch.Tensor],
                  reduce_range: bool = False, head_ids: list[int] | None = None,
                  vocab_size: int | None = None, threads: int | None = None,
-                 prefill_threads: int | None = None):
+                 prefill_threads: int | None = None, kernel: str = linear.FBGEMM):
         self.path: Path | None = None
         """The GGUF file the weights were converted from (the backend sets it)."""
         self.arch = arch
         self.threads, self.threads_note = capped_threads(threads)
         self.prefill_threads = capped_threads(prefill_threads)[0] if prefill_threads else self.threads
-        self.layers = packed_layers(tensors, arch.layers, reduce_range, self.prefill_threads)
+        self.kernel = kernel
+        """The kernel its linears multiply with (linear.py: fbgemm, or oneDNN's flat verify)."""
+        self.layers = packed_layers(tensors, arch.layers, reduce_range, self.prefill_threads,
+                                    kernel)
         self.embed_rows = tensors["embed.rows"].clone()
         self.embed_scale, self.norm = tensors["embed.scale"].clone(), tensors["norm"].clone()
         self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
-        self.head = head_linear(tensors, self.vocab, reduce_range)
+        self.head = head_linear(tensors, self.vocab, reduce_range, kernel)
         self.vocab_size = vocab_size or arch.vocab
         self.rope = Rope(arch.head_dim, arch.rope_base, tensors.get("rope_factors"))
         self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device,
@@ -178,8 +183,8 @@ class Int8Model:
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,
                start: int) -> torch.Tensor:
         arch = self.arch
-        return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.inputs,
-                                         layer.qkv.bias, self.pins, layer.qkv.reduce_range,
+        return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.onednn,
+                                         layer.inputs, layer.qkv.bias, self.pins, layer.qkv.reduce_range,
                                          turns, self.views.layers[index], start, arch.heads,
                                          arch.kv_heads, arch.head_dim)
 
@@ -197,13 +202,14 @@ def owned(tensor: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def packed_layers(tensors: dict[str, torch.Tensor], count: int, reduce_range: bool,
-                  threads: int) -> list[Int8Layer]:
-    """Every layer's linears packed for fbgemm, on `threads` threads (packing runs on one core
-    per matrix and takes most of a cached model's load time)."""
+                  threads: int, kernel: str = linear.FBGEMM) -> list[Int8Layer]:
+    """Every layer's linears packed for `kernel`, on `threads` threads (packing runs on one
+    core per matrix and takes most of a cached model's load time)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        return list(pool.map(lambda index: Int8Layer.of(tensors, index, reduce_range), range(count)))
+        return list(pool.map(lambda index: Int8Layer.of(tensors, index, reduce_range, kernel),
+                             range(count)))
 
 
 def use_threads(threads: int) -> None:
@@ -229,9 +235,9 @@ class CacheViews:
 
 
 def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
-                reduce_range: bool) -> FlatLinear:
+                reduce_range: bool, kernel: str = linear.FBGEMM) -> FlatLinear:
     """The output matrix, or only its rows of a reduced vocabulary."""
     rows, scale = tensors["head.rows"], tensors["head.scale"]
     if vocab is not None:
         rows, scale = rows[vocab.clamp_max(rows.shape[0] - 1)], scale[vocab.clamp_max(rows.shape[0] - 1)]
-    return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range)
+    return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range, kernel)

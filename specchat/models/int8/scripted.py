@@ -5,6 +5,9 @@ Python's dispatch, thread time on this project's 2-core machine).
 
 - `flat_linear`: `linear.FlatLinear`'s product (each row scaled on its own, two pinned
   columns, fbgemm's dynamic int8 linear, the row's scale back with the bias or residual);
+- `onednn_linear`: the same product on oneDNN's kernel (each row rounded to int8 here,
+  unit scales there, the scales back here);
+- `product`: whichever of the two a model's linears were packed for;
 - `attend_rows`: rope, the new keys and values into the cache, attention one query row at
   a time (model.py's docstring says why);
 - `decoder_layer`: one whole layer out of those.
@@ -15,7 +18,7 @@ the shapes and the reasons are linear.py's and model.py's.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +38,42 @@ def flat_linear(x: torch.Tensor, buffer: torch.Tensor, view: torch.Tensor,
     if base is None:
         return y * magnitude
     return torch.addcmul(base, y, magnitude)
+
+
+ONEDNN_RANGE = 127.0
+"""A row scaled for oneDNN lies in [-127, 127] before rounding: 8 bits, symmetric."""
+
+
+def onednn_linear(x: torch.Tensor, packed: torch.Tensor, columns: torch.Tensor,
+                  unit: torch.Tensor, zero: torch.Tensor,
+                  base: Optional[torch.Tensor]) -> torch.Tensor:
+    """x [n, in] -> x W^T (+ base) on oneDNN: each row over its magnitude times 127, rounded
+    to int8; oneDNN's int32 sums with unit scales (`unit` 1.0, `zero` 0), as float; then
+    each column's scale (`columns`) and each row's magnitude back."""
+    magnitude = x.abs().amax(1, keepdim=True).clamp_min_(1.1754943508222875e-38)
+    # ONEDNN_RANGE, written out: TorchScript reads no global float
+    rows = torch.div(x, magnitude).mul_(127.0).round_().to(torch.int8)
+    no_post_op: List[Optional[Union[int, float, complex]]] = []  # TorchScript's Scalar?[]
+    sums = torch.ops.onednn.qlinear_pointwise(rows, 1.0, 0, packed, unit, zero, None, 1.0, 0,
+                                              torch.float32, "none", no_post_op, "")
+    y = sums.mul_(columns)
+    if base is None:
+        return y.mul_(magnitude)
+    return torch.addcmul(base, y, magnitude)
+
+
+def product(x: torch.Tensor, index: int, base: Optional[torch.Tensor],
+            packed: List[  # TorchScript's class for packed weights (see flat_linear)
+                torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
+            onednn: List[List[torch.Tensor]], inputs: List[int], pins: torch.Tensor,
+            reduce_range: bool) -> torch.Tensor:
+    """A layer's linear `index` on the kernel its weights were packed for: oneDNN's where
+    `onednn` holds them ([packed, columns, unit, zero] each), else fbgemm's (`packed`)."""
+    if len(onednn) > 0:
+        weight = onednn[index]
+        return onednn_linear(x, weight[0], weight[1], weight[2], weight[3], base)
+    buffer = pinned(x, inputs[index], pins)
+    return flat_linear(x, buffer[0], buffer[1], packed[index], base, reduce_range)
 
 
 def pinned(x: torch.Tensor, inputs: int, pins: torch.Tensor) -> List[torch.Tensor]:
@@ -71,27 +110,25 @@ def attend_rows(qkv: torch.Tensor, turns: torch.Tensor, key_rows: torch.Tensor,
 def decoder_layer(x: torch.Tensor, norms: List[torch.Tensor], eps: float,
                   packed: List[  # TorchScript's class for packed weights (see flat_linear)
                     torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
-                  inputs: List[int], qkv_bias: Optional[torch.Tensor], pins: torch.Tensor,
-                  reduce_range: bool, turns: torch.Tensor, cache: List[torch.Tensor],
-                  start: int, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
-    """One decoder layer: `norms` [attention, feed-forward], `packed`/`inputs` the qkv, o,
-    gate_up and down linears, `pins` their pinned columns' values, `cache` [key rows,
-    value rows, key heads, value heads]."""
+                  onednn: List[List[torch.Tensor]], inputs: List[int],
+                  qkv_bias: Optional[torch.Tensor], pins: torch.Tensor, reduce_range: bool,
+                  turns: torch.Tensor, cache: List[torch.Tensor], start: int, heads: int,
+                  kv_heads: int, head_dim: int) -> torch.Tensor:
+    """One decoder layer: `norms` [attention, feed-forward], the qkv, o, gate_up and down
+    linears packed for fbgemm (`packed`, `inputs` their widths, `pins` their pinned columns'
+    values) or for oneDNN (`onednn`; see `product`), `cache` [key rows, value rows, key
+    heads, value heads]."""
     hidden = x.size(1)
     h = F.rms_norm(x, [hidden], norms[0], eps)
-    buffer = pinned(h, inputs[0], pins)
-    qkv = flat_linear(h, buffer[0], buffer[1], packed[0], qkv_bias, reduce_range)
+    qkv = product(h, 0, qkv_bias, packed, onednn, inputs, pins, reduce_range)
     attended = attend_rows(qkv, turns, cache[0], cache[1], cache[2], cache[3], start, heads,
                            kv_heads, head_dim)
-    buffer = pinned(attended, inputs[1], pins)
-    x = flat_linear(attended, buffer[0], buffer[1], packed[1], x, reduce_range)
+    x = product(attended, 1, x, packed, onednn, inputs, pins, reduce_range)
     h = F.rms_norm(x, [hidden], norms[1], eps)
-    buffer = pinned(h, inputs[2], pins)
-    gate_up = flat_linear(h, buffer[0], buffer[1], packed[2], None, reduce_range)
+    gate_up = product(h, 2, None, packed, onednn, inputs, pins, reduce_range)
     half = gate_up.size(1) // 2
     act = F.silu(gate_up[:, :half]).mul_(gate_up[:, half:])
-    buffer = pinned(act, inputs[3], pins)
-    return flat_linear(act, buffer[0], buffer[1], packed[3], x, reduce_range)
+    return product(act, 3, x, packed, onednn, inputs, pins, reduce_range)
 
 
 _COMPILED: dict[str, Callable] = {}
