@@ -30,9 +30,9 @@ def qwen(tmp_path_factory):
     return write_qwen2_gguf(model, tokenizer, root / "qwen2.gguf"), tokenizer
 
 
-def int8(path) -> Int8Model:
+def int8(path, kernel: str = "fbgemm") -> Int8Model:
     found = convert.converted(path)
-    return Int8Model(found.arch, found.tensors)
+    return Int8Model(found.arch, found.tensors, kernel=kernel)
 
 
 def test_the_features_are_the_normed_hidden_states_of_every_token_fed(qwen):
@@ -44,8 +44,10 @@ def test_the_features_are_the_normed_hidden_states_of_every_token_fed(qwen):
     assert torch.equal(rows, logits)  # what the output matrix multiplied
 
 
-def test_a_batched_forward_computes_what_the_model_alone_computes(qwen):
-    model, batch = int8(qwen[0]), None
+@pytest.mark.parametrize("kernel", ["fbgemm", "onednn"])
+def test_a_batched_forward_computes_what_the_model_alone_computes(qwen, kernel):
+    """On either kernel (a 1.5B target collects its features on oneDNN where the CPU has AMX)."""
+    model, batch = int8(qwen[0], kernel), None
     prompts = [torch.arange(5, 14), torch.arange(40, 43), torch.arange(100, 120)]
     alone = []
     for prompt in prompts:

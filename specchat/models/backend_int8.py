@@ -31,7 +31,7 @@ FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
 costs more than fbgemm's by about the same time a matrix, which a small model's step feels
 most (2 cores of a Sapphire Rapids, one step and a verify of 8 rows at depth 256, oneDNN
-against fbgemm: Qwen2.5-Coder 1.5B +4% and -26%, its 0.5B +14% and -17%, SmolLM2-135M +27%
+against fbgemm: Qwen2.5-Coder 1.5B +8% and -25%, its 0.5B +17% and -15%, SmolLM2-135M +26%
 and equal; docs/backends.md)."""
 
 
