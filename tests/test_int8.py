@@ -181,6 +181,13 @@ def test_torchscript_computes_the_python_layers_bit_for_bit(files, monkeypatch, 
 def test_int8_activations_keep_the_float_models_choices(files, name, kernel):
     """With the real kernels (8- or 7-bit rows), the logits stay close to the float model's
     and mostly pick the same token (a tiny random model: wide, noisy activations)."""
+    from specchat.models.backend_int8 import VNNI_FLAGS
+    from specchat.models.device.hardware import cpu_flags
+
+    if kernel == linear.ONEDNN and not cpu_flags() & VNNI_FLAGS:
+        # without VNNI oneDNN's 8-bit products saturate: no target multiplies on it here
+        assert int8_support().kernel_for(10 ** 10) == linear.FBGEMM
+        return
     ids = torch.arange(10, 60)
     got = int8(files[name], kernel=kernel).forward(ids, keep=len(ids))
     want = files[f"{name}_model"](ids[None]).logits[0].float()
