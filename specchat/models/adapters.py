@@ -5,8 +5,9 @@ Backend (the pair key `backend`, or `--backend`):
 - `torch`: transformers weights (a GGUF file is converted once, see models/gguf/cache.py);
 - `llama.cpp`: a GGUF file decoded by llama.cpp (models/llamacpp/model.py), its layers
   offloaded to the GPU where the installed build supports it (CUDA, Metal, Vulkan);
-- `int8`: a GGUF file converted once to int8 rows and run on the CPU by fbgemm
-  (models/int8/), where a verify of k + 1 tokens costs little more than one step;
+- `int8`: a GGUF file converted once to int8 rows and run on the CPU by fbgemm (a large
+  target by oneDNN where the CPU has AMX; models/int8/), where a verify of k + 1 tokens
+  costs little more than one step;
 - `auto`: for a GGUF target (a `.gguf` path, `hf:…/FILE.gguf`, `ollama:NAME` or a
   `builtin:` GGUF model) on a CPU, int8 when the pair speculates (a draft, k not 0) and
   this CPU and torch run it, since on llama.cpp's x86 kernels a verify costs nearly a step
@@ -149,7 +150,7 @@ def int8_choice(pair: PairConfig, device: str) -> str | None:
 
     if not int8_support().usable or int8_problem(pair.target) is not None:
         return None
-    return ("auto: a GGUF target that speculates on a CPU runs on int8 (fbgemm), where a "
+    return ("auto: a GGUF target that speculates on a CPU runs on int8, where a "
             "verify of k + 1 tokens costs little more than one step")
 
 
