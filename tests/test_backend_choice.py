@@ -93,11 +93,14 @@ AMX = AVX512_VNNI | {"amx_tile", "amx_int8", "amx_bf16"}
 
 
 def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "qnnpack")):
+    """A machine with these CPU flags and quantized engines, whose oneDNN (where listed)
+    passes the int8 backend's check."""
     from specchat.models import backend_int8
     from specchat.models.device import hardware
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
     monkeypatch.setattr(backend_int8, "quantized_engines", lambda: list(engines))
+    monkeypatch.setattr(backend_int8, "onednn_multiplies", lambda: "onednn" in engines)
 
 
 @pytest.fixture
@@ -137,6 +140,15 @@ def test_a_large_target_verifies_on_onednn_only_where_the_cpu_has_amx(monkeypatc
     assert support.usable and support.kernel_for(1_500_000_000) == target_kernel
     assert support.kernel_for(500_000_000) == "fbgemm"  # a small model's step: fbgemm's
     assert support.activation_bits == (7 if flags == AVX2_ONLY else 8)
+
+
+def test_where_onednn_fails_its_check_a_large_target_stays_on_fbgemm(monkeypatch):
+    from specchat.models import backend_int8
+
+    fake_cpu(monkeypatch, AMX)
+    monkeypatch.setattr(backend_int8, "onednn_multiplies", lambda: False)
+    support = backend_int8.int8_support()
+    assert support.usable and support.kernel_for(1_500_000_000) == "fbgemm"
 
 
 def test_auto_runs_a_shipped_distill_draft_on_int8_beside_an_int8_target(llama_usable, monkeypatch):

@@ -118,6 +118,21 @@ def test_without_the_pinned_range_a_verify_parts_from_single_steps(files, monkey
     assert any(not torch.equal(rows, singles[:n]) for n, rows in enumerate(verifies, start=1))
 
 
+def test_the_onednn_check_fails_on_a_wrong_product(monkeypatch):
+    """`linear.onednn_multiplies` (which lets a large target onto oneDNN) checks the
+    product's values, not only that the call returns."""
+    def zeros(x, *args):
+        return torch.zeros(x.shape[0], args[1].shape[0])
+
+    monkeypatch.setattr(scripted, "SCRIPTED", False)
+    monkeypatch.setattr(scripted, "onednn_linear", zeros)
+    linear.onednn_multiplies.cache_clear()
+    try:
+        assert linear.onednn_multiplies() is False
+    finally:
+        linear.onednn_multiplies.cache_clear()
+
+
 # --- the right function ----------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ import torch
 from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
 from specchat.models.config.refs import ModelRef, parse_ref
-from specchat.models.int8.linear import FBGEMM, ONEDNN
+from specchat.models.int8.linear import FBGEMM, ONEDNN, onednn_multiplies
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
@@ -66,7 +66,7 @@ def int8_support(flags: set[str] | None = None, engines: list[str] | None = None
         return Int8Support(False, "this torch has no fbgemm int8 kernels (x86 builds have them)")
     if "avx2" not in flags:
         return Int8Support(False, "the CPU has no AVX2, which fbgemm's int8 kernels need")
-    if flags & FLAT_VERIFY_FLAGS and "onednn" in engines:
+    if flags & FLAT_VERIFY_FLAGS and "onednn" in engines and onednn_multiplies():
         return Int8Support(True, "oneDNN int8 kernels on AMX for the target (a flat verify), "
                            "fbgemm for drafts: 8-bit activations", False, ONEDNN)
     if flags & VNNI_FLAGS:

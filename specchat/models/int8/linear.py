@@ -29,6 +29,7 @@ scales come back here, element by element. Knows nothing about models, files or 
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -123,6 +124,22 @@ class FlatLinear:
             if n <= KEPT_BUFFERS:
                 self._buffers[n] = kept
         return compiled("flat_linear")(x, kept[0], kept[1], self.packed, base, self.reduce_range)
+
+
+@functools.lru_cache(maxsize=1)
+def onednn_multiplies() -> bool:
+    """Whether oneDNN's int8 product runs in this torch on this CPU and computes a small
+    product right (checked once: a build without it, or a kernel that fails, leaves a
+    target on fbgemm instead of failing its load)."""
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.randint(-127, 128, (24, 40), dtype=torch.int8, generator=generator)
+    x = torch.randint(-127, 128, (3, 40), generator=generator).float()
+    x[:, 0] = 127.0  # each row's magnitude: its own scale then leaves it as it is
+    try:
+        y = FlatLinear(rows, torch.ones(24), kernel=ONEDNN)(x)
+    except Exception:  # noqa: BLE001 - any failure means "not here"
+        return False
+    return bool(torch.allclose(y, x @ rows.float().T, rtol=1e-5, atol=1e-2))
 
 
 def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:
