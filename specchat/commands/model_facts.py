@@ -72,10 +72,13 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
         device, why = backend_named(backends.target).device(device, why, backends.gpu)
     dtype, _ = resolve_dtype(pair.dtype, device)
     target, context = target_facts(pair, backends.target, dtype, device, progress)
-    kernel = int8_kernel(target.parameters if target is not None else 0)
-    computes = {"llama.cpp": "target on llama.cpp (the GGUF file's own types)",
-                "int8": f"target on int8 ({kernel}, one int8 row per output)"}.get(
-        backends.target, f"target on torch in {dtype_name(dtype)}")
+    if backends.target == "int8":
+        kernel = int8_kernel(target.parameters if target is not None else 0)
+        computes = f"target on int8 ({kernel}, one int8 row per output)"
+    elif backends.target == "llama.cpp":
+        computes = "target on llama.cpp (the GGUF file's own types)"
+    else:
+        computes = f"target on torch in {dtype_name(dtype)}"
     if backends.draft is not None:
         computes += f", draft on {backends.draft}"
     header = f"pair {pair.name} on this machine: {device} ({why}); {computes}"

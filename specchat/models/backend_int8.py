@@ -48,8 +48,13 @@ class Int8Support:
     drafts, which step one row at a time, keep fbgemm's faster single step."""
 
     def kernel_for(self, parameters: int) -> str:
-        """The kernel a target of `parameters` multiplies with (FLAT_VERIFY_MIN_PARAMETERS)."""
-        return self.target_kernel if parameters >= FLAT_VERIFY_MIN_PARAMETERS else FBGEMM
+        """The kernel a target of `parameters` multiplies with (FLAT_VERIFY_MIN_PARAMETERS):
+        oneDNN only where its product checks out here (linear.onednn_multiplies, asked only
+        for a target that would use it)."""
+        if (self.target_kernel == FBGEMM or parameters < FLAT_VERIFY_MIN_PARAMETERS
+                or not onednn_multiplies()):
+            return FBGEMM
+        return self.target_kernel
 
     @property
     def activation_bits(self) -> int:
@@ -66,9 +71,9 @@ def int8_support(flags: set[str] | None = None, engines: list[str] | None = None
         return Int8Support(False, "this torch has no fbgemm int8 kernels (x86 builds have them)")
     if "avx2" not in flags:
         return Int8Support(False, "the CPU has no AVX2, which fbgemm's int8 kernels need")
-    if flags & FLAT_VERIFY_FLAGS and "onednn" in engines and onednn_multiplies():
-        return Int8Support(True, "oneDNN int8 kernels on AMX for the target (a flat verify), "
-                           "fbgemm for drafts: 8-bit activations", False, ONEDNN)
+    if flags & FLAT_VERIFY_FLAGS and "onednn" in engines:
+        return Int8Support(True, "oneDNN int8 kernels on AMX for a large target (a flat "
+                           "verify), fbgemm for drafts: 8-bit activations", False, ONEDNN)
     if flags & VNNI_FLAGS:
         return Int8Support(True, "fbgemm int8 kernels with VNNI: 8-bit activations", False)
     return Int8Support(True, "fbgemm int8 kernels on AVX2: 7-bit activations", True)

@@ -86,7 +86,6 @@ class FlatLinear:
 
     def __init__(self, rows: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
                  reduce_range: bool = False, kernel: str = FBGEMM):
-        self.kernel = kernel
         self.onednn = OnednnWeight.of(rows, scale) if kernel == ONEDNN else None
         self.packed = quantized_weight(rows, scale) if self.onednn is None else None
         self.inputs, self.outputs = int(rows.shape[1]), int(rows.shape[0])

@@ -31,10 +31,21 @@ def flat_linear(x: torch.Tensor, buffer: torch.Tensor, view: torch.Tensor,
                 base: Optional[torch.Tensor], reduce_range: bool) -> torch.Tensor:
     """x [n, in] -> x W^T (+ base): x / its rows' magnitudes into `view` (the input columns
     of `buffer`, whose last two columns hold +1 and -1), the int8 product, the magnitudes back."""
-    # at least float32's smallest normal number: an all-zero row divides to zeros, not NaN
-    magnitude = x.abs().amax(1, keepdim=True).clamp_min_(1.1754943508222875e-38)
+    magnitude = row_magnitudes(x)
     torch.div(x, magnitude, out=view)
-    y = torch.ops.quantized.linear_dynamic(buffer, packed, reduce_range)
+    return scaled_back(torch.ops.quantized.linear_dynamic(buffer, packed, reduce_range),
+                       magnitude, base)
+
+
+def row_magnitudes(x: torch.Tensor) -> torch.Tensor:
+    """[n, 1]: each row's largest magnitude, at least float32's smallest normal number (an
+    all-zero row divides to zeros, not NaN)."""
+    return x.abs().amax(1, keepdim=True).clamp_min_(1.1754943508222875e-38)
+
+
+def scaled_back(y: torch.Tensor, magnitude: torch.Tensor,
+                base: Optional[torch.Tensor]) -> torch.Tensor:
+    """A product of rows divided by their magnitudes, times them again (+ base)."""
     if base is None:
         return y * magnitude
     return torch.addcmul(base, y, magnitude)
@@ -50,16 +61,13 @@ def onednn_linear(x: torch.Tensor, packed: torch.Tensor, columns: torch.Tensor,
     """x [n, in] -> x W^T (+ base) on oneDNN: each row over its magnitude times 127, rounded
     to int8; oneDNN's int32 sums with unit scales (`unit` 1.0, `zero` 0), as float; then
     each column's scale (`columns`) and each row's magnitude back."""
-    magnitude = x.abs().amax(1, keepdim=True).clamp_min_(1.1754943508222875e-38)
+    magnitude = row_magnitudes(x)
     # ONEDNN_RANGE, written out: TorchScript reads no global float
     rows = torch.div(x, magnitude).mul_(127.0).round_().to(torch.int8)
     no_post_op: List[Optional[Union[int, float, complex]]] = []  # TorchScript's Scalar?[]
     sums = torch.ops.onednn.qlinear_pointwise(rows, 1.0, 0, packed, unit, zero, None, 1.0, 0,
                                               torch.float32, "none", no_post_op, "")
-    y = sums.mul_(columns)
-    if base is None:
-        return y.mul_(magnitude)
-    return torch.addcmul(base, y, magnitude)
+    return scaled_back(sums.mul_(columns), magnitude, base)
 
 
 def product(x: torch.Tensor, index: int, base: Optional[torch.Tensor],
