@@ -338,17 +338,26 @@ def test_this_cpu_only_build_keeps_every_layer_on_the_cpu_and_says_why(loaded):
 
 def test_the_threads_of_a_llamacpp_target_come_from_the_caller_then_the_pair(config, loaded,
                                                                             monkeypatch):
-    from specchat.commands.chat import chat_threads
     from specchat.models.device import cores
 
     monkeypatch.setattr(cores, "usable_cores", lambda: 16)  # 3 threads are no cap here
     pair = dataclasses.replace(load_catalog(config).get("gguf-plain"), threads=3)
     assert load_pair(pair).target.threads == 3
-    assert load_pair(pair, threads=2).target.threads == 2  # the chat's choice wins
+    assert load_pair(pair, threads=2).target.threads == 2  # the caller's choice wins
+    assert load_pair(pair, beside_screen=True).target.threads == 3  # the pair's, screen or not
     label = loaded("gguf-plain", threads=1).backends["target"]
     assert ", 1 thread)" in label or ", 1 thread;" in label  # notes may follow (AMX: repack.py)
-    assert chat_threads(0, cores=2) == 1 and chat_threads(0, cores=1) == 1  # the screen's core
-    assert chat_threads(0, cores=16) == 15 and chat_threads(2, cores=16) == 2
+
+
+def test_a_llamacpp_target_beside_the_screen_leaves_it_a_core(config, monkeypatch):
+    from specchat.models.device import cores
+
+    plain = load_catalog(config).get("gguf-plain")
+    for physical, threads in [(2, 1), (1, 1), (16, 15)]:
+        monkeypatch.setattr(cores, "usable_cores", lambda: physical)
+        monkeypatch.setattr(cores, "physical_cores", lambda: physical)
+        assert load_pair(plain, beside_screen=True).target.threads == threads
+        assert load_pair(plain).target.threads == physical  # `run` and `bench`: every core
 
 
 def test_the_chat_reads_a_prompt_on_every_core_and_decodes_on_one_fewer_draft_included(
@@ -385,6 +394,20 @@ def test_the_chat_reads_a_prompt_on_every_core_and_decodes_on_one_fewer_draft_in
     target.forward(torch.tensor([9]), keep=1)  # a step: llama.cpp's n_threads, no change
     target.forward(torch.arange(3, 3 + PREFILL_TOKENS), keep=1)  # too short to be a prompt
     assert calls == [(3, 4), (3, 3)]
+
+
+def test_the_chat_decodes_an_int8_pair_on_every_core(config, monkeypatch):
+    """torch's threads do not stall beside the screen (backend_int8.Int8Backend): the chat's
+    int8 pair decodes on every core, where a llama.cpp one decodes on one fewer."""
+    from specchat.commands.chat import pair_service
+    from specchat.models.device import cores
+
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cores, "physical_cores", lambda: 4)
+    int8 = dataclasses.replace(load_catalog(config).get("gguf"), backend="int8")
+    pair = pair_service(int8, None, 16, None).loader(None, lambda _: None)
+    assert "int8" in pair.backends["target"] and "4 threads)" in pair.backends["target"]
+    assert "4 threads)" in pair.backends["draft"]
 
 
 def test_more_threads_than_usable_cores_are_capped_with_a_note(config, monkeypatch):

@@ -84,21 +84,11 @@ def pair_service(config: PairConfig, system: str | None, max_new_tokens: int, dt
         from specchat.models.device.cores import physical_cores
         from specchat.models.loader import load_pair
 
-        cores = physical_cores()
         return load_pair(config, dtype=override or dtype, progress=progress,
-                         threads=chat_threads(config.threads, cores),
-                         prefill_threads=config.threads or cores)
+                         prefill_threads=config.threads or physical_cores(),
+                         beside_screen=True)
 
     return PairService(config.name, load, system, max_new_tokens, config.description)
-
-
-def chat_threads(pair_threads: int, cores: int) -> int:
-    """llama.cpp threads in the chat: the pair's `threads`, else one fewer than the physical
-    cores, so that the screen has a core to draw on. llama.cpp's threads wait for each other
-    at every step, so one of them sharing a core with the screen stalls them all: on 2 cores
-    the default pair decoded 50 tokens/s in the chat on one thread, 25–31 on two. A prompt
-    is read on every core (`prefill_threads`): nothing streams then."""
-    return pair_threads or max(1, cores - 1)
 
 
 def build_demo_app(rate: float, theme: str | None, system: str | None, served: bool = False):

@@ -35,6 +35,9 @@ class LoadRequest:
     """CPU threads of the CPU backends (None: their own choice)."""
     prefill_threads: int | None = None
     """Their threads while a prompt is read (None: `threads`)."""
+    beside_screen: bool = False
+    """A screen draws while the pair decodes (the chat): a backend whose threads stall when
+    one shares a core with it leaves the screen a core where `threads` is None."""
     gpu_layers: int = 0
     gpu: str | None = None
     main_gpu: int | None = None

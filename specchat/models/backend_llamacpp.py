@@ -31,7 +31,7 @@ class LlamaCppBackend:
     def load_target(self, ref: ModelRef, request: LoadRequest) -> LoadedModel:
         from specchat.models.weights import eos_token_ids
 
-        model, tokenizer = load_llamacpp(ref, request.progress, request.threads,
+        model, tokenizer = load_llamacpp(ref, request.progress, decode_threads(request),
                                          request.gpu_layers, request.main_gpu,
                                          request.prefill_threads)
         return self._loaded(model, request, tokenizer,
@@ -56,6 +56,20 @@ class LlamaCppBackend:
                            llamacpp_device_why(request.gpu), model.weights,
                            "the GGUF file's own weights, computed by llama.cpp",
                            offloaded_to=request.gpu if model.offloaded else None)
+
+
+def decode_threads(request: LoadRequest) -> int | None:
+    """llama.cpp's threads while tokens stream: the request's, else one fewer than the
+    physical cores where a screen draws beside them (the chat), else every core (None).
+    llama.cpp's threads wait for each other at every step, so one of them sharing a core with
+    the screen stalls them all: on 2 cores the then-default pair decoded 50 tokens/s in the
+    chat on one thread, 25-31 on two (2026-11-23). A prompt is read on `prefill_threads`:
+    nothing streams then."""
+    from specchat.models.device.cores import physical_cores
+
+    if request.threads or not request.beside_screen:
+        return request.threads
+    return max(1, physical_cores() - 1)
 
 
 def llamacpp_device_why(gpu: str | None) -> str:

@@ -100,9 +100,10 @@ class LoadedPair:
 
 def load_pair(pair: PairConfig, dtype: str | None = None,
               progress: Progress = lambda _: None, threads: int | None = None,
-              prefill_threads: int | None = None) -> LoadedPair:
+              prefill_threads: int | None = None, beside_screen: bool = False) -> LoadedPair:
     """Load the target and draft of `pair`; `dtype` overrides the pair's (torch models),
-    `threads` the pair's `threads` (CPU backends; neither: every physical core), and
+    `threads` the pair's `threads` (CPU backends; neither: each backend's choice, every
+    physical core unless `beside_screen`: a screen draws while the pair decodes), and
     `prefill_threads` theirs while a prompt is read (None: `threads`)."""
     started = time.perf_counter()
     device, device_why = resolve_device(pair.device)
@@ -111,7 +112,7 @@ def load_pair(pair: PairConfig, dtype: str | None = None,
     device, device_why = target_backend.device(device, device_why, backends.gpu)
     check_quantization(pair, device)
     request = load_request(pair, device, device_why, backends, dtype, progress,
-                           threads or pair.threads or None, prefill_threads)
+                           threads or pair.threads or None, prefill_threads, beside_screen)
     progress(f"loading target {pair.target} ({backends.target})")
     target = target_backend.load_target(parse_ref(pair.target), request)
     request = replace(request, device=target.device)
@@ -160,12 +161,12 @@ def draft_columns(target: LoadedModel, draft: LoadedModel) -> int:
 
 def load_request(pair: PairConfig, device: str, device_why: str, backends: Backends,
                  dtype: str | None, progress: Progress, threads: int | None,
-                 prefill_threads: int | None) -> LoadRequest:
+                 prefill_threads: int | None, beside_screen: bool = False) -> LoadRequest:
     """What every backend needs to load the pair's models on `device`."""
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
     return LoadRequest(pair, device, device_why, torch_dtype, dtype_why, threads,
-                       prefill_threads, backends.gpu_layers, backends.gpu, backends.main_gpu,
-                       progress)
+                       prefill_threads, beside_screen, backends.gpu_layers, backends.gpu,
+                       backends.main_gpu, progress)
 
 
 def load_draft(pair: PairConfig, backends: Backends, request: LoadRequest, target: LoadedModel,

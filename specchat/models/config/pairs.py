@@ -90,8 +90,9 @@ class PairConfig:
     copying text (a match running 4 tokens or more): its continuation costs nothing, the
     model or head drafts everywhere else (engine/drafters.py `LookupFirstDrafter`)."""
     threads: int = 0
-    """CPU threads of a llama.cpp target; 0 chooses: every physical core in `run` and `bench`,
-    one fewer in the chat, whose screen needs a core of its own to draw on."""
+    """CPU threads of the llama.cpp and int8 models; 0 chooses: every physical core, but a
+    llama.cpp model decodes on one fewer in the chat, whose screen needs a core of its own to
+    draw on (models/backend_llamacpp.py `decode_threads`)."""
     gpu_layers: int | str = "all"
     """Layers of a llama.cpp model offloaded to the GPU: "all" where the llama-cpp-python build
     supports it (CUDA, Metal, Vulkan; the CPU otherwise), 0 keeps the CPU, N offloads N."""
