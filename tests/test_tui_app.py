@@ -342,7 +342,7 @@ async def test_a_question_interrupts_the_baseline_measurement_which_runs_again_a
     config = FakeConfig(name="fake", k=2, rounds=ROUNDS, baseline_s=3.0)
     app = make_app({"fake": config})
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.gauges.status.startswith("measuring target-only"))
+        await wait_for(pilot, lambda: app.gauges.status.startswith("ready · measuring target-only"))
         started = time.perf_counter()
         await pilot.press(*"now", "enter")
         await wait_for(pilot, lambda: answers(app) and not streaming(app))

@@ -154,6 +154,13 @@ def _acquire(lock: threading.Lock, should_stop: ShouldStop) -> bool:
     return True
 
 
+MEASURING = "ready · measuring target-only speed (a question goes first)…"
+"""The status while the baseline is measured: the pair answers at once all the same (a
+question stops the measurement within one timed step, and it runs again when idle). On the
+Qwen head pair a pass takes about 22 s and three are merged, so a status that did not say
+ready kept a newcomer waiting a minute for nothing."""
+
+
 def measure_service_baseline(load_id: int, service: ConversationService, app: MessagePump,
                              should_stop: ShouldStop, needed_context: int = 0) -> None:
     """Measure the target-only baseline of a loaded pair; always ends with a
@@ -163,7 +170,7 @@ def measure_service_baseline(load_id: int, service: ConversationService, app: Me
     try:
         if _acquire(service.busy, should_stop):
             try:
-                app.post_message(LoadProgress(load_id, "measuring target-only speed…"))
+                app.post_message(LoadProgress(load_id, MEASURING))
                 baseline = service.measure_baseline(should_stop, needed_context)
             finally:
                 service.busy.release()
