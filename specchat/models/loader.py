@@ -161,7 +161,7 @@ def draft_columns(target: LoadedModel, draft: LoadedModel) -> int:
 
 def load_request(pair: PairConfig, device: str, device_why: str, backends: Backends,
                  dtype: str | None, progress: Progress, threads: int | None,
-                 prefill_threads: int | None, beside_screen: bool = False) -> LoadRequest:
+                 prefill_threads: int | None, beside_screen: bool) -> LoadRequest:
     """What every backend needs to load the pair's models on `device`."""
     torch_dtype, dtype_why = resolve_dtype(dtype or pair.dtype, device)
     return LoadRequest(pair, device, device_why, torch_dtype, dtype_why, threads,
