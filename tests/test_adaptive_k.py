@@ -127,15 +127,12 @@ def test_run_accepts_k_auto_and_rejects_other_words(tiny_config):
 # --- through the engine, on a fake clock: forwards cost base + per-token time -----------
 
 from specchat.engine import ModelDrafter, Settings  # noqa: E402
-from specchat.engine import decoder as decoder_module  # noqa: E402
-from toy import FakeClock, TimedTableModel  # noqa: E402
+from toy import FakeClock, TimedTableModel, use_fake_clock  # noqa: E402
 
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(decoder_module, "time", fake)
-    return fake
+    return use_fake_clock(monkeypatch)
 
 
 def timed_pair(clock, draft_base: float, agree: bool):

@@ -14,13 +14,12 @@ import torch
 
 from specchat.engine import (Decoder, LookupFirstDrafter, ModelDrafter, NgramDrafter, Round,
                              SamplingParams, Settings)
-from specchat.engine import decoder as decoder_module
 from specchat.engine import verify as verify_module
 from specchat.engine.adaptive import AdaptiveK
 from specchat.engine.drafters import Proposal
 from specchat.engine.verify import verify
 from lossless import VOCAB, Harness, chi2_pvalue, exact_table, order_one, verdict  # noqa: F401 (test_distill)
-from toy import FakeClock, TableModel, TimedTableModel, plain_greedy
+from toy import FakeClock, TableModel, TimedTableModel, plain_greedy, use_fake_clock
 
 PROMPTS = [[1, 2], [3, 1, 4, 1, 5], [7], [2, 2, 2, 2, 2, 2]]
 
@@ -230,9 +229,7 @@ def test_stop_under_sampling_keeps_the_committed_tokens_distributed_as_the_targe
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(decoder_module, "time", fake)
-    return fake
+    return use_fake_clock(monkeypatch)
 
 
 def auto_case(clock: FakeClock, policy_class=AdaptiveK):

@@ -154,6 +154,17 @@ def test_the_real_plan_measures_bf16_the_gpu_tests_and_every_target_variant(tmp_
     assert all(argv[argv.index("--llama-bin") + 1] == str(tmp_path / "bin") for argv in built.values())
 
 
+def test_the_check_phase_runs_every_test_file_with_gpu_marked_tests(tmp_path):
+    """A `gpu`-marked test the campaign does not run never runs: no CI machine has a GPU."""
+    from devtools.gpu.campaign import check_steps
+
+    root = Path(__file__).resolve().parent
+    marked = {f"tests/{path.name}" for path in root.glob("test_*.py")
+              if re.search(r"pytest\.mark\.gpu\b", path.read_text())}
+    argv = check_steps(Plan(tmp_path))[0].argv
+    assert marked and marked <= set(argv), marked - set(argv)
+
+
 def test_the_real_plan_fits_the_device_time_a_lent_gpu_gives_and_no_step_is_killed_empty(tmp_path):
     """15 minutes of device time, the machine's start and every call to its limit included:
     the plan uses at most 11, so that its largest call can be run once more. Each phase fits
@@ -433,7 +444,7 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
              {"kind": "model", "shape": "1b", "quant": "8bit", "error": "RuntimeError: CUDA OOM"},
              {"kind": "spec", "target": "8b", "draft": "1b", "k": 4, "target_only_tok_s": 120.0,
               "spec_tok_s": 0.0, "measured_speedup": None, "alpha": None, "c": 0.2, "v": None,
-              "syncs_per_round": 1.0}]
+              "syncs_per_round": 1.0, "sync_places": {"decoder.py:301": 8}}]
     steps = [{"step": "standard-x", "device": "H100", "exit": 124, "seconds": 75.0,
               "command": "specchat bench run", "report": {"output": "timed out"}},
              {"step": "pytest-gpu", "device": "H100", "exit": 1, "seconds": 40.0,
@@ -453,5 +464,6 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
     assert "transformers eager (quantized)" in text and "| 2.5 s |" in text
     assert "0.66 (met, target ≥ 0.6)" in text and "CUDA OOM" in text
     assert "measured speedup n/a" in text and "host syncs per round: 1.00 (met" in text
+    assert "(made at decoder.py:301 ×8)" in text
     assert "standard-x: no report (exit 124" in text and "pytest-gpu: no report (exit 1" in text
     assert "outside forwards: 0.08 (met, target ≤ 0.1)" in text and "- target-only: n/a" in text

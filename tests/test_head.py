@@ -456,6 +456,37 @@ def test_a_head_trained_on_a_gpu_drafts_losslessly_on_the_cpu(files, tmp_path):
     assert spec == plain
 
 
+@pytest.fixture(scope="module")
+def cuda_head_pair(files, trained, tmp_path_factory):
+    """The head pair on torch's static forward on CUDA (CUDA graphs), loaded once."""
+    import dataclasses
+
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    toml = pair_toml(files, trained, tmp_path_factory.mktemp("cuda-pairs"))
+    return load_pair(dataclasses.replace(load_catalog(toml).get("torch"), device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_head_drafts_losslessly_on_cuda_from_the_captured_target_s_features(
+        cuda_head_pair, k):
+    """The GPU path of the head: the target on torch's static forward keeps its final hidden
+    states, and the head drafts from them on the same device."""
+    from specchat.models.torch_backend.static import StaticCausalModel
+
+    pair = cuda_head_pair
+    assert isinstance(pair.target, StaticCausalModel) and pair.target.device.type == "cuda"
+    drafter = drafter_for(pair)
+    assert isinstance(drafter, HeadDrafter)
+    plain, _ = committed(Decoder(pair.target, None, set()), PROMPT, Settings(k=0), 40)
+    spec, rounds = committed(Decoder(pair.target, drafter, set()), PROMPT, Settings(k=k), 40)
+    assert spec == plain
+    assert all(r.drafted for r in rounds[1:-1]) and any(r.accepted for r in rounds)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_a_gpu_asked_for_where_there_is_none_is_one_line_before_any_feature(files, tmp_path):
     out = tmp_path / "head-nogpu"

@@ -75,6 +75,17 @@ class FakeClock:
         return self.now
 
 
+def use_fake_clock(monkeypatch) -> FakeClock:
+    """A `FakeClock` for the decoder: its catch-up chunks and its rounds' stopwatch
+    (engine/round_clock.py) both read it."""
+    from specchat.engine import decoder, round_clock
+
+    fake = FakeClock()
+    monkeypatch.setattr(decoder, "time", fake)
+    monkeypatch.setattr(round_clock, "time", fake)
+    return fake
+
+
 class TimedTableModel(TableModel):
     """A TableModel whose forward of n tokens takes `base + per_token * n` fake seconds."""
 

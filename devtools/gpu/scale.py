@@ -30,7 +30,6 @@ import gc
 import json
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
@@ -204,24 +203,26 @@ def decode_rate(target: Any, drafter: Any, k: int, prompt: list[int], tokens: in
 
 
 def count_syncs(target: Any, drafter: Any, k: int, prompt: list[int],
-                rounds: int = 8) -> float | None:
-    """Host synchronisations per round, counted by CUDA's sync debug mode (None off CUDA)."""
+                rounds: int = 8) -> tuple[float, dict[str, int]] | tuple[None, None]:
+    """Host synchronisations per round, counted by CUDA's sync debug mode, and where they were
+    made ("file.py:line": count); (None, None) off CUDA."""
     from specchat.engine import Decoder, SamplingParams, Settings
+    from specchat.engine.host_syncs import by_place, host_syncs
 
     if target.device.type != "cuda":
-        return None
+        return None, None
     decoder = Decoder(target, drafter, eos_ids=set(), check_invariants=False)
     events = decoder.generate(prompt, Settings(k, SamplingParams()), 10_000)
     next(events)  # the prompt's round, outside the count
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            for _ in range(rounds):
-                next(events)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message).lower() for w in caught) / rounds
+    with host_syncs() as places:
+        for _ in range(rounds):
+            next(events)
+    return len(places) / rounds, by_place(places)
+
+
+def syncs_record(target: Any, drafter: Any, k: int, prompt: list[int]) -> dict:
+    per_round, places = count_syncs(target, drafter, k, prompt)
+    return {"syncs_per_round": per_round, "sync_places": places}
 
 
 def draft_c(costs: Costs) -> float:
@@ -268,7 +269,7 @@ def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | Non
                   target_only_tok_s=alone, spec_tok_s=rate,
                   measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=costs.c,
                   v=costs.v(k + 1), predicted_at_measured_alpha=predicted(alpha, k, costs),
-                  syncs_per_round=count_syncs(model, drafter, k, prompt),
+                  **syncs_record(model, drafter, k, prompt),
                   **predictions(costs, k))
 
 

@@ -28,6 +28,7 @@ from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposa
 from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
+from specchat.engine.round_clock import RoundClock, round_clock
 from specchat.engine.verify import numpy_friendly, verify
 
 PREFILL_FIRST_CHUNK = 64
@@ -89,6 +90,14 @@ class Decoder:
         self.drafter = drafter
         self.eos_ids = set(eos_ids)
         self.check_invariants = check_invariants
+        self._clock: RoundClock | None = None
+        """The rounds' stopwatch, made for the target's device at the first round."""
+
+    @property
+    def clock(self) -> RoundClock:
+        if self._clock is None:
+            self._clock = round_clock(self.target.device)
+        return self._clock
 
     def generate(self, prompt: list[int], settings: Settings, max_new_tokens: int,
                  generator: torch.Generator | None = None,
@@ -146,11 +155,12 @@ class Decoder:
             settings.draft_length(self._will_look_up(ids)), budget - 1))
         if not self._catch_up(sequence, k, should_stop):
             return None
-        started = time.perf_counter()
+        clock = self.clock
+        clock.start()
         proposal = self._propose(sequence, ids, k, params, generator, should_stop)
         if proposal is None:
             return None
-        drafted_at = time.perf_counter()
+        clock.drafted()
         start = self.target.cache_length
         fed = torch.cat([sequence[start:], proposal.tokens])
         logits = self.target.forward(fed, keep=len(proposal) + 1)
@@ -159,10 +169,10 @@ class Decoder:
         # the round's one host sync
         drafts, n, token, margins = read_round(proposal.tokens, kept, chosen,
                                                top_two_margins(logits))
-        verified_at = time.perf_counter()
+        draft_s, verify_s = clock.split()
         by_lookup = bool(len(proposal)) and getattr(self.drafter, "by_lookup", False)
-        event = self._make_round(drafts, n, token, k, drafted_at - started, verified_at - drafted_at,
-                                 fed.shape[0], margins, by_lookup)
+        event = self._make_round(drafts, n, token, k, draft_s, verify_s, fed.shape[0], margins,
+                                 by_lookup)
         committed_length = sequence.shape[0] + len(event.committed)
         self.target.crop(committed_length - 1)
         if self.drafter is not None:
