@@ -184,3 +184,37 @@ def test_transformers_assisted_generation_drafts_the_k_it_is_compared_at(k):
     # k a round but where the answer's end (or a drafted EOS) leaves room for fewer
     assert len(new) == 40 and max(rounds) == k and rounds.count(k) >= 0.75 * len(rounds), rounds
     assert draft.generation_config.to_dict() == before  # restored for the next arm
+
+
+def test_bench_captures_the_attention_spans_its_answers_reach_before_timing_and_no_more(
+        tiny_config, prompts_file, monkeypatch):
+    """A static cache's steps are captured per attention span (256, 512, ...) before timing,
+    so no capture lands inside a timed answer; a span the answers never reach costs a GPU
+    load as much as one they do."""
+    from specchat.models.torch_backend.static_llama import StaticLlama
+
+    spans: dict[str, set[int]] = {"prepare": set(), "answers": set()}
+    phase = ["answers"]
+    run, prepare = StaticLlama._run, StaticLlama.prepare
+
+    def spans_run(self, ids, width, captured):
+        out = run(self, ids, width, captured)
+        spans[phase[0]].add(self._span)
+        return out
+
+    def phased_prepare(self, *args, **kwargs):
+        phase[0] = "prepare"
+        try:
+            return prepare(self, *args, **kwargs)
+        finally:
+            phase[0] = "answers"
+
+    monkeypatch.setattr(StaticLlama, "_run", spans_run)
+    monkeypatch.setattr(StaticLlama, "prepare", phased_prepare)
+    static = tiny_config.parent / "static.toml"
+    static.write_text(tiny_config.read_text().replace('[pairs.tiny]\n',
+                                                      '[pairs.tiny]\ntorch_forward = "static"\n'))
+    report = bench_json(static, prompts_file, "--pair", "tiny")
+    assert report["total"]["arms"]["spec"]["tokens"] > 0
+    assert spans["prepare"] == {256}  # the tiny model's spans are 256 and 512
+    assert spans["answers"] and spans["answers"] <= spans["prepare"]

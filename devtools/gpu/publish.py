@@ -198,8 +198,10 @@ def spec_lines(specs: list[dict]) -> list[str]:
             lines.append(f"  - predicted at α = {alpha}: {value:.2f}x at k = {s['k']} "
                          f"(best k {s['best_k_at'][alpha]})")
         if s.get("syncs_per_round") is not None:
-            places = ", ".join(f"{place} ×{n}" for place, n in (s.get("sync_places") or {}).items())
-            lines.append(f"  - host syncs per round: {verdict(s['syncs_per_round'], 1.0, higher=False)}"
+            places = ", ".join(f"{place} ×{n}"
+                               for place, n in (s.get("sync_places") or {}).items())
+            syncs = verdict(s["syncs_per_round"], 1.0, higher=False)
+            lines.append(f"  - host syncs per round: {syncs}"
                          + (f" (made at {places})" if places else ""))
     return lines
 

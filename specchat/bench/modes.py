@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.reports import (ComparisonReport, OverheadReport, RunMeta, SweepReport,
                                     SyntheticReport)
-from specchat.bench.runner import PromptResult
+from specchat.bench.runner import PromptResult, longest_sequence
 from specchat.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,18 +32,25 @@ KeepGoing = Callable[[], bool]
 """Asked before each prompt after the first: False ends a run early (`bench --budget-s`)."""
 
 
-def load(pair_config: PairConfig, dtype: str | None, note: Note):
-    """The pair, loaded and (for a static cache) with every step shape captured before timing."""
+def load(pair_config: PairConfig, dtype: str | None, note: Note,
+         prompts: Sequence[BenchPrompt] = (), max_new_tokens: int = 0):
+    """The pair, loaded and (for a static cache) with every step shape captured before timing:
+    every width at every attention span the prompts' answers reach (all spans without
+    prompts). On a GPU each span costs a capture of every width for each model; the first GPU
+    run captured every span up to 4,096 tokens for answers that stayed under 512, and its
+    loading and capturing took most of the `bench run` step's 50 s (how much of it the
+    spans took was not timed apart)."""
     from specchat.models.torch_backend.baselines import quiet_generation_warnings
     from specchat.models.loader import load_pair
 
     pair = load_pair(pair_config, dtype=dtype, progress=note)
     quiet_generation_warnings()
+    longest = longest_sequence(pair.tokenizer, prompts, max_new_tokens) if prompts else None
     for model in (pair.target, pair.draft_model):
         prepare = getattr(model, "prepare", None)
         if prepare is not None:
             note(f"capturing steps of {type(model).__name__}")
-            prepare()
+            prepare(longest=longest)
     return pair
 
 

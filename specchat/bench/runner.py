@@ -43,6 +43,24 @@ def prompt_ids(tokenizer: Any, text: str) -> list[int]:
     return conversation_ids(tokenizer, [{"role": "user", "content": text}])
 
 
+TURN_ROOM = 16
+"""Tokens a chat template adds around an earlier turn's answer (a generous bound)."""
+
+
+def longest_sequence(tokenizer: Any, prompts: Sequence[BenchPrompt], max_new_tokens: int) -> int:
+    """The most tokens any prompt's conversation reaches with its answer: its own ids, and
+    those of the turns it follows, each answer at most `max_new_tokens` long. A static
+    cache captures the attention spans up to it before timing (bench/modes.py `load`)."""
+    by_id = {p.id: p for p in prompts}
+
+    def reach(prompt: BenchPrompt) -> int:
+        earlier = by_id.get(prompt.follows) if prompt.follows else None
+        before = reach(earlier) + TURN_ROOM if earlier is not None else 0
+        return before + len(prompt_ids(tokenizer, prompt.prompt)) + max_new_tokens
+
+    return max((reach(p) for p in prompts), default=max_new_tokens)
+
+
 def conversation_ids(tokenizer: Any, messages: list[dict]) -> list[int]:
     from specchat.chat.conversation import render_prompt
 

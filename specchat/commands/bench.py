@@ -163,12 +163,13 @@ class Setup:
             return None
         return programs
 
-    def load(self, dtype: str | None):
+    def load(self, dtype: str | None, max_new_tokens: int):
+        """The pair, its steps captured for the prompts' answers of up to `max_new_tokens`."""
         from specchat.bench.modes import load
         from specchat.commands.progress import loading_notes
 
         with loading_notes() as notes:
-            return load(self.pair_config, dtype, notes)
+            return load(self.pair_config, dtype, notes, self.prompts, max_new_tokens)
 
 
 def prepare(ctx: click.Context, pair_name: str | None, prompts_file: Path | None,
@@ -188,7 +189,7 @@ def run_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int)
     """Speculative vs target-only vs transformers, per prompt, category and in total."""
     from specchat.bench.modes import run_comparison
 
-    pair = setup.load(dtype)
+    pair = setup.load(dtype, max_new_tokens)
     programs = setup.programs()
     with prompt_bar(setup) as on_prompt:
         return run_comparison(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
@@ -201,7 +202,7 @@ def acceptance_command(setup: Setup, max_new_tokens: int, dtype: str | None, see
     and target-only arms only."""
     from specchat.bench.acceptance import run_acceptance
 
-    pair = setup.load(dtype)
+    pair = setup.load(dtype, max_new_tokens)
     with prompt_bar(setup) as on_prompt:
         return run_acceptance(pair, setup.prompts, setup.path, max_new_tokens, seed, on_prompt,
                               setup.keep_going)
@@ -224,7 +225,8 @@ def overhead_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed:
     """Share of each round spent outside model forwards (timed forwards + torch.profiler)."""
     from specchat.bench.modes import run_overhead
 
-    return run_overhead(setup.load(dtype), setup.prompts, setup.path, max_new_tokens)
+    pair = setup.load(dtype, max_new_tokens)
+    return run_overhead(pair, setup.prompts, setup.path, max_new_tokens)
 
 
 @bench.command("synthetic", context_settings=CONTEXT)
@@ -247,7 +249,7 @@ def sweep(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: s
     from specchat.bench.modes import run_sweep
 
     draft_lengths = parse_ks(ks)
-    pair = setup.load(dtype)
+    pair = setup.load(dtype, max_new_tokens)
     programs = setup.programs()
     with prompt_bar(setup) as on_prompt:
         return run_sweep(pair, setup.prompts, setup.path, max_new_tokens, seed, draft_lengths,

@@ -181,8 +181,9 @@ class StaticCausalModel(HFCausalModel):
         self._position += n
         self._start.fill_(self._position)
 
-    def prepare(self, widths: int = 17, context: int = 8) -> None:
-        """Run (on CUDA: capture) every step width up to `widths` now, not mid-answer."""
+    def prepare(self, widths: int = 17, context: int = 8, longest: int | None = None) -> None:
+        """Run (on CUDA: capture) every step width up to `widths` now, not mid-answer (one
+        attention span here, whatever `longest` the answers reach)."""
         self.reset()
         self.forward(torch.zeros(context, dtype=torch.long, device=self.device))
         shapes = sorted({bucket(w) if self.buckets else w for w in range(1, widths + 1)})

@@ -120,10 +120,12 @@ class StaticLlama(StaticCausalModel):
         self._span = next((s for s in self.spans if s >= end), self.max_length)
         return super()._run(ids, width, captured)
 
-    def prepare(self, widths: int = 17, context: int = 8) -> None:
-        """Run (on CUDA: capture) every step width at every attention span, now."""
+    def prepare(self, widths: int = 17, context: int = 8, longest: int | None = None) -> None:
+        """Run (on CUDA: capture) every step width at every attention span a sequence of up to
+        `longest` tokens reaches (None: every span), now. A span first reached later is
+        captured then, mid-answer."""
         self.reset()
-        for span in self.spans:
+        for span in spans_reached(self.spans, longest):
             shapes = sorted({min(bucket_of(self, w), span) for w in range(1, widths + 1)})
             for width in shapes:
                 for _ in range(3 if self.compiled else 1):
@@ -223,6 +225,13 @@ class GraphSteps:
         torch.cuda.synchronize()
         self.owner.capture_s += time.perf_counter() - started
         return inputs, graph, output
+
+
+def spans_reached(spans: list[int], longest: int | None) -> list[int]:
+    """The attention spans a sequence of up to `longest` tokens uses (None: all of them)."""
+    if longest is None:
+        return list(spans)
+    return [s for s in spans if s < longest] + [next((s for s in spans if s >= longest), spans[-1])]
 
 
 def spans_up_to(max_length: int) -> list[int]:
