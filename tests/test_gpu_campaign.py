@@ -121,7 +121,7 @@ def test_the_gpu_measurement_runs_every_phase_on_a_cpu_and_publishes_its_tables(
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     steps = {r["step"]: r for out in ("out1", "out2", "out3") for r in read(base / out / "results.jsonl")}
-    plan = dry_plan(Plan(base, "tiny", "tiny-ngram", "gguf-plain"))
+    plan = dry_plan(Plan(base, "tiny", "tiny-ngram", "gguf-plain", config=dry_config))
     assert set(steps) == {s.name for phase in STEPS.values() for s in phase(plan)}
     for name, record in steps.items():
         if name in ("standard-8bit", "standard-4bit"):  # bitsandbytes needs CUDA: one line, exit 2

@@ -440,6 +440,32 @@ def test_the_head_trains_where_device_says(files, tmp_path):
     assert (out / "head.safetensors").is_file()
 
 
+def test_the_gpu_feature_path_collects_the_targets_own_answers_from_its_gguf(files, tmp_path):
+    """Where the head trains on a GPU, the target answers there (transformers, in waves):
+    run here on the CPU in float32, its shards hold the target's answers to the rendered
+    prompts with a feature of the target's width for every token fed."""
+    from specchat.distill import head_data
+    from specchat.distill.head_run import HeadOptions, gpu_answers
+
+    options = HeadOptions(str(files["gguf"]), tmp_path, tokens=40, max_new_tokens=8)
+    source = gpu_answers(options, torch.device("cpu"), head_run_callbacks())
+    assert source.streams == 16 and "cpu" in source.where
+    folder = tmp_path / "features"
+    head_data.generate_shards(source.answer, source.tokenizer, PROMPTS, folder, 40, 8, 0)
+    samples = head_data.load_shards(folder)
+    assert head_data.answer_tokens(samples) >= 40
+    rendered = {tuple(head_data.render_chat(source.tokenizer, p)) for p in PROMPTS}
+    for sample in samples:
+        assert tuple(sample.ids[:sample.prompt_len].tolist()) in rendered
+        assert sample.features.shape == (len(sample.ids) - 1, 64)
+
+
+def head_run_callbacks():
+    from specchat.distill.head_run import HeadCallbacks
+
+    return HeadCallbacks()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_head_trained_on_a_gpu_drafts_losslessly_on_the_cpu(files, tmp_path):

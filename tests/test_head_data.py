@@ -97,11 +97,80 @@ def test_shards_resume_without_generating_a_feature_twice(qwen, tmp_path, monkey
     model, tokenizer = int8(qwen[0]), qwen[1]
     prompts = ["one", "two", "three", "four"]
     folder = tmp_path / "features"
-    head_data.generate_shards(Int8Batch(model, 2), tokenizer, set(), prompts, folder, 10, 4, 0)
+    answer = head_data.slot_answers(Int8Batch(model, 2), set(), 4)
+    head_data.generate_shards(answer, tokenizer, prompts, folder, 10, 4, 0)
     first = sorted(p.name for p in folder.iterdir())
     assert first == ["features-0000.pt", "features-0001.pt"]
     calls = []
-    monkeypatch.setattr(head_data, "answers", lambda *a, **k: calls.append(a) or iter([]))
-    head_data.generate_shards(Int8Batch(model, 2), tokenizer, set(), prompts, folder, 10, 4, 0)
+    head_data.generate_shards(lambda *a: calls.append(a) or iter([]), tokenizer, prompts,
+                              folder, 10, 4, 0)
     assert not calls
     assert head_data.answer_tokens(head_data.load_shards(folder)) >= 10
+
+
+@pytest.fixture(scope="module")
+def qwen_hf():
+    """The tiny Qwen2 as a transformers model in float32 (the GPU path's kind of target)."""
+    from tiny import build_tokenizer
+    from tiny_gguf import build_qwen2
+
+    tokenizer = build_tokenizer()
+    return build_qwen2(len(tokenizer), eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+
+
+def alone_greedy(model, prompt: list[int], n: int) -> tuple[list[int], torch.Tensor]:
+    """Greedy ids of `prompt` + n tokens, whole-sequence forwards, no padding or cache; the
+    final hidden states of every token but the last."""
+    ids = list(prompt)
+    with torch.inference_mode():
+        for _ in range(n):
+            hidden = model.get_decoder()(input_ids=torch.tensor([ids])).last_hidden_state
+            ids.append(int(model.get_output_embeddings()(hidden[0, -1]).argmax()))
+        hidden = model.get_decoder()(input_ids=torch.tensor([ids[:-1]])).last_hidden_state
+    return ids, hidden[0]
+
+
+def test_a_wave_of_padded_prompts_answers_each_as_it_would_alone(qwen_hf):
+    """The GPU path's answers (prompts of different lengths left-padded into one batch,
+    one token a step): each answer and its features are what the target computes for it
+    alone, and an answer that ends early (here at its budget) stops collecting."""
+    from specchat.models.torch_backend.feature_wave import FeatureWave
+
+    prompts = [[5, 6, 7], [9, 10, 11, 12, 13, 14], [30, 31]]
+    jobs = [head_data.Job(0, i, tuple(p), 0.0, i) for i, p in enumerate(prompts)]
+    budgets = {0: 6, 1: 6, 2: 6}
+    answer = head_data.wave_answers(FeatureWave(qwen_hf), set(), 6, size=3)
+    done = dict(answer(jobs, lambda: None))
+    assert set(done) == set(jobs)
+    for job, prompt in zip(jobs, prompts):
+        ids, features = alone_greedy(qwen_hf, prompt, budgets[job.position])
+        sample = done[job]
+        assert sample.ids.tolist() == ids and sample.prompt_len == len(prompt)
+        assert sample.features.shape == features.shape
+        torch.testing.assert_close(sample.features.float(), features, atol=2e-2, rtol=2e-2)
+
+
+def test_in_a_wave_an_answer_that_ends_leaves_the_others_unchanged(qwen_hf):
+    """An end-of-sequence token ends one answer mid-wave: it keeps a feature for every token
+    fed and none for padding; the answers still going are those of a wave without it."""
+    from specchat.models.torch_backend.feature_wave import FeatureWave
+
+    prompts = [[5, 6, 7], [9, 10, 11, 12]]
+    first, _ = alone_greedy(qwen_hf, prompts[0], 3)
+    eos = {first[len(prompts[0]) + 1]}  # the first answer's second token ends it
+    assert eos.isdisjoint(alone_greedy(qwen_hf, prompts[1], 5)[0][len(prompts[1]):])
+    jobs = [head_data.Job(0, i, tuple(p), 0.0, i) for i, p in enumerate(prompts)]
+    done = dict(head_data.wave_answers(FeatureWave(qwen_hf), eos, 5, size=2)(jobs, lambda: None))
+    short = done[jobs[0]]
+    assert short.ids.tolist() == first[:len(prompts[0]) + 2]
+    assert short.features.shape[0] == len(short.ids) - 1
+    assert done[jobs[1]].ids.tolist() == alone_greedy(qwen_hf, prompts[1], 5)[0]
+
+
+def test_a_sampled_answer_in_a_wave_draws_from_its_own_generator(qwen_hf):
+    from specchat.models.torch_backend.feature_wave import FeatureWave
+
+    jobs = [head_data.Job(0, i, (5 + i, 6, 7), 0.8, 100 + i) for i in range(3)]
+    together = dict(head_data.wave_answers(FeatureWave(qwen_hf), set(), 8, 3)(jobs, lambda: None))
+    alone = dict(head_data.wave_answers(FeatureWave(qwen_hf), set(), 8, 1)(jobs[1:2], lambda: None))
+    assert torch.equal(together[jobs[1]].ids, alone[jobs[1]].ids)

@@ -15,7 +15,8 @@ versions, llama.cpp's offload), a block per phase. The phases, in their device c
   (DIR/scale.jsonl);
 - `check`: `pytest -m gpu`;
 - `pair`: the pair's comparison with transformers (bf16), the time outside model forwards,
-  the k sweep with the cost model, the n-gram pair, the same comparison with an 8-bit and a
+  the k sweep with the cost model, `distill --head` on the GPU (a small run, timed), the
+  n-gram pair, the same comparison with an 8-bit and a
   4-bit target and a target spread by accelerate under a small `max_memory`, and
   `pairs --check --measure`;
 - `llama`: the built-in GGUF on llama.cpp's GPU build: the cost model (v(n) on the GPU),
@@ -197,6 +198,7 @@ def pair_steps(plan: Plan) -> list[Step]:
                   settle_s=None),
             bench(plan, f"sweep-profile-{pair}", "profile", pair, "--ks", plan.sweep_ks,
                   limit_s=55, settle_s=25),
+            head_step(plan),
             bench(plan, f"standard-{plan.ngram_pair}", "run", plan.ngram_pair, prompts=few,
                   limit_s=20, settle_s=10),
             bench(plan, "standard-8bit", "run", f"{pair}-8bit", prompts=few, limit_s=20,
@@ -207,6 +209,23 @@ def pair_steps(plan: Plan) -> list[Step]:
                   settle_s=10),
             Step(f"check-{pair}", ("specchat", "pairs", "--config", str(plan.campaign_config),
                                    "--check", pair, "--measure"), 20)]
+
+
+def head_step(plan: Plan) -> Step:
+    """`distill --head` on the GPU (issue 37: minutes there): the GGUF pair's target answers
+    and the head trains on the GPU, a small run (8,000 answer tokens, 100 steps) whose
+    summary line gives the features' and the training's times, beside the same command on a
+    CPU (docs/distill.md). The run's folder stays on the device (its shards are tens of MB)."""
+    from specchat.models.config.pairs import load_catalog
+
+    target = load_catalog(plan.config).get(plan.gguf_pair).target
+    out = plan.out.parent / f"{plan.out.name}-head-{time.strftime('%H%M%S')}"  # a rerun: afresh
+    size = (("--tokens", "40", "--steps", "3", "--max-new-tokens", "8", "--vocab", "48",
+             "--width", "32", "--device", "cpu") if plan.dry_run else
+            ("--tokens", "8000", "--steps", "100", "--device", "cuda"))
+    argv = ("specchat", "distill", "--head", "--target", target, "--out", str(out),
+            "--checkpoint-every", "50", *size)
+    return Step("head-distill", argv, 45)
 
 
 def llama_steps(plan: Plan) -> list[Step]:

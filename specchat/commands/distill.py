@@ -61,13 +61,15 @@ from specchat.commands.export_gguf import report, type_option
                    "in one folder are trained on together.")
 @click.option("--head", is_flag=True,
               help="Train a draft head that reads the target's hidden states (EAGLE) instead of "
-                   "a small draft model; the target is a GGUF file, run on the int8 backend.")
+                   "a small draft model; the target is a GGUF file, run on the int8 backend "
+                   "(on the GPU where the head trains on one).")
 @click.option("--width", type=click.IntRange(min=16), default=4096, show_default=True,
               help="With --head: the head's MLP width.")
 @click.option("--passes", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --head: draft steps unrolled in training (each reads the last's guess).")
-@click.option("--streams", type=click.IntRange(min=1), default=16, show_default=True,
-              help="With --head: answers the target generates at once.")
+@click.option("--streams", type=click.IntRange(min=1), default=None,
+              help="With --head: answers the target generates at once [default: 16 on the "
+                   "CPU's int8 backend, 64 on a GPU].")
 @click.option("--gguf", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE.gguf",
               help="Also write the trained draft as a GGUF file for llama.cpp (needs a GGUF target).")
 @type_option
@@ -76,7 +78,7 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
             max_new_tokens: int, checkpoint_every: int, device: str, seed: int,
             threads: int | None, resume: bool, init_from: Path | None, int8: bool,
             teacher_batch: int, teacher_only: bool, head: bool, width: int, passes: int,
-            streams: int, gguf: Path | None, gguf_type: str):
+            streams: int | None, gguf: Path | None, gguf_type: str):
     """Train a small draft for a target by self-distillation on the target's own answers."""
     if threads:
         import torch
@@ -139,8 +141,8 @@ def distill_head(options) -> None:
         return
     click.echo(f"head: {out / 'head.safetensors'} ({summary['parameters'] / 1e6:.1f} M "
                f"parameters, output vocabulary {summary['vocab']}); best held-out τ estimate "
-               f"at k = 4 {summary['best_tau']:.2f}; features "
-               f"{summary['collect_s'] / 60:.1f} min, training {summary['train_s'] / 60:.1f} min")
+               f"at k = 4 {summary['best_tau']:.2f}; features {clock(summary['collect_s'])}, "
+               f"training {clock(summary['train_s'])}")
     click.echo(f"use it as `draft = \"{out}\"` in a pair of models.toml whose target is "
                f"{options.target}")
 

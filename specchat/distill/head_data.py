@@ -1,8 +1,10 @@
 """A draft head's training data: the target's own answers with its features at every position.
 
-The target (an `Int8Model`) answers the prompt set, rendered with its chat template, several
-answers at a time (models/int8/batched.py; each new prompt joins the batch as another's
-answer ends, so it stays full). Every forward already computes the final hidden states the
+The target answers the prompt set, rendered with its chat template, several answers at a
+time. On a CPU it is an `Int8Model` (models/int8/batched.py; each new prompt joins the batch
+as another's answer ends, so it stays full); on a GPU a transformers model answering in
+waves (`WaveModel`, models/torch_backend/feature_wave.py: the prompts of a wave left-padded
+together, every answer of the wave one token a step, a wave ending with its longest answer). Every forward already computes the final hidden states the
 head learns to predict, so they are kept, in float16, for every token fed: the prompt's and
 the answer's (all but the last token, which is never fed). Each group of `SHARD_PROMPTS`
 prompts becomes one shard file, written as soon as its last answer ends; shards are
@@ -18,13 +20,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import torch
 
 from specchat.distill import teacher
 from specchat.distill.teacher import (SAMPLED_TEMPERATURE, AnswerSample, answer_tokens,
-                                      batch_plan, render_chat, save_shard)
+                                      batch_plan, pad_left, render_chat, save_shard)
 
 REPORT_EVERY = 64
 """Answer tokens between two progress reports while a shard runs."""
@@ -106,6 +108,80 @@ def answers(batch, jobs: list[Job], eos_ids: set[int], max_new_tokens: int,
                 yield stream.job, stream.sample()
 
 
+Answered = Iterator[tuple[Job, FeatureSample]]
+AnswerSource = Callable[[list[Job], Callable[[], None]], Answered]
+"""Answers jobs (calling back after each token chosen), yielding each as it ends."""
+
+
+def slot_answers(batch, eos_ids: set[int], max_new_tokens: int) -> AnswerSource:
+    """`answers` on an `Int8Batch`."""
+    return lambda jobs, on_token: answers(batch, jobs, eos_ids, max_new_tokens, on_token)
+
+
+class WaveModel(Protocol):
+    """A target answering a batch of sequences in lockstep, keeping its final hidden states."""
+
+    def start(self) -> None:
+        """Forget the last wave (its cache)."""
+        ...
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor,
+                positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ids [batch, n] at `positions` [batch, n], `mask` [batch, all so far] saying
+        which positions hold tokens (left padding does not); (the last row's logits [batch,
+        vocab] and the features of every row fed [batch, n, hidden]), both on the CPU."""
+        ...
+
+
+def wave_answers(model: WaveModel, eos_ids: set[int], max_new_tokens: int,
+                 size: int) -> AnswerSource:
+    """Jobs answered `size` at a time in waves on `model`."""
+    def answer(jobs: list[Job], on_token: Callable[[], None]) -> Answered:
+        for start in range(0, len(jobs), size):
+            yield from one_wave(model, jobs[start:start + size], eos_ids, max_new_tokens,
+                                on_token)
+    return answer
+
+
+def one_wave(model: WaveModel, jobs: list[Job], eos_ids: set[int], max_new_tokens: int,
+             on_token: Callable[[], None]) -> Answered:
+    """One wave: the prompts left-padded into one forward, then every unfinished answer one
+    token a step (a finished one is fed padding, masked out, until the wave ends). Each
+    answer samples with its own generator, as `answers` does, and keeps a feature for every
+    token fed: its prompt's and its answer's but the last."""
+    streams = [Stream.of(job) for job in jobs]
+    pad = min(eos_ids, default=0)
+    ids, mask = pad_left([list(job.prompt) for job in jobs], pad)
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    model.start()
+    logits, features = model.forward(ids, mask, positions)
+    for row, stream in enumerate(streams):
+        stream.features.append(features[row, ids.shape[1] - len(stream.job.prompt):])
+    live = list(range(len(streams)))
+    while live:
+        going = []
+        for row in live:
+            stream = streams[row]
+            token = choose(logits[row], stream.job.temperature, stream.generator)
+            stream.ids.append(token)
+            on_token()
+            if token in eos_ids or len(stream.ids) - len(stream.job.prompt) >= max_new_tokens:
+                yield stream.job, stream.sample()
+            else:
+                going.append(row)
+        live = going
+        if not live:
+            return
+        fed = torch.tensor([[streams[row].ids[-1] if row in live else pad]
+                            for row in range(len(streams))])
+        mask = torch.cat([mask, torch.tensor([[int(row in live)] for row in range(len(streams))])],
+                         dim=1)
+        positions = positions[:, -1:] + 1
+        logits, features = model.forward(fed, mask, positions)
+        for row in live:
+            streams[row].features.append(features[row])
+
+
 FEATURE_STEM = "features"
 """Feature shards are `features-NNNN.pt`, written and read by teacher.py's shard functions."""
 
@@ -133,11 +209,12 @@ def planned_jobs(tokenizer, prompts: list[str], folder: Path, tokens: int, max_n
     return jobs
 
 
-def generate_shards(batch, tokenizer, eos_ids: set[int], prompts: list[str], folder: Path,
+def generate_shards(answer: AnswerSource, tokenizer, prompts: list[str], folder: Path,
                     tokens: int, max_new_tokens: int, seed: int,
                     report: Callable[[int, int], None] = lambda done, total: None) -> None:
-    """Fill `folder` with shards until they hold at least `tokens` answer tokens; each shard
-    is written as soon as its last answer ends (answers of later shards already run)."""
+    """Fill `folder` with shards until they hold at least `tokens` answer tokens, the answers
+    `answer`'s (`slot_answers` or `wave_answers`); each shard is written as soon as its last
+    answer ends (answers of later shards already run)."""
     folder.mkdir(parents=True, exist_ok=True)
     done = answer_tokens(load_shards(folder))
     report(done, tokens)  # the starting point, so a rate counts only new tokens
@@ -153,7 +230,7 @@ def generate_shards(batch, tokenizer, eos_ids: set[int], prompts: list[str], fol
         if counted[0] % REPORT_EVERY == 0:
             report(counted[0], tokens)
 
-    for job, sample in answers(batch, jobs, eos_ids, max_new_tokens, on_token):
+    for job, sample in answer(jobs, on_token):
         finished[job.shard][job.position] = sample
         if len(finished[job.shard]) < sizes[job.shard]:
             continue

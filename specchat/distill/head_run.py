@@ -3,9 +3,10 @@
 The output folder holds the head (`head.safetensors`, rewritten whenever the held-out τ
 estimate improves), the feature shards (`features/`), `checkpoint.pt` and `run.json` (the
 settings and the output vocabulary chosen at the start, reused on `--resume`). The target
-runs on the int8 backend only while features are missing; training reads the target's
-embedding and output rows from its int8 conversion (a memory-mapped file), never the
-target itself. Knows nothing about click; reports progress through callbacks.
+runs only while features are missing: on the CPU on the int8 backend, and where the head
+trains on a CUDA GPU, on that GPU in bfloat16 (transformers, `FeatureWave`), since there
+the CPU's features would take most of the run. Training reads the target's embedding and
+output rows from its int8 conversion (a memory-mapped file), never the target itself. Knows nothing about click; reports progress through callbacks.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class HeadOptions:
     """The head's MLP width."""
     passes: int = 2
     """Draft steps unrolled in training (head_train's training-time test)."""
-    streams: int = 16
-    """Answers the target generates at once."""
+    streams: int | None = None
+    """Answers the target generates at once; None: `STREAMS` for the device."""
     max_new_tokens: int = 128
     seed: int = 0
     resume: bool = False
@@ -57,8 +58,13 @@ class HeadOptions:
     train: TrainSettings = field(default_factory=lambda: TrainSettings(
         steps=1000, batch_size=8, lr=1e-3, checkpoint_every=50, eval_every=50))
     device: str = "auto"
-    """Where the head trains: auto (a CUDA GPU where there is one), cpu, cuda or cuda:N. The
-    features always come from the int8 backend, on the CPU."""
+    """Where the head trains: auto (a CUDA GPU where there is one), cpu, cuda or cuda:N. On
+    a CUDA GPU the target's features come from that GPU too; else from the int8 backend."""
+
+
+STREAMS = {"cpu": 16, "cuda": 64}
+"""Answers the target generates at once by default: on the CPU's int8 backend, and on a GPU
+(where a wider batch costs about as much a step as one answer)."""
 
 
 @dataclass
@@ -110,16 +116,53 @@ def collect_features(options: HeadOptions, callbacks: HeadCallbacks) -> None:
     if (folder.exists()
             and head_data.answer_tokens(head_data.load_shards(folder)) >= options.tokens):
         return
+    prompts = read_prompts(options.prompts) if options.prompts else packaged_prompts()
+    device = training_device(options.device)
+    source = gpu_answers(options, device, callbacks) if device.type == "cuda" else \
+        int8_answers(options, callbacks)
+    callbacks.message(f"the target answers {len(prompts)} prompts, {source.streams} at a time "
+                      f"{source.where}, until {options.tokens} answer tokens have their features")
+    head_data.generate_shards(source.answer, source.tokenizer, prompts, folder, options.tokens,
+                              options.max_new_tokens, options.seed, callbacks.generated)
+
+
+@dataclass(frozen=True)
+class FeatureSource:
+    """Where a run's features come from: the answers, the tokenizer that renders the
+    prompts, how many answers at once, and where (for the progress line)."""
+
+    answer: head_data.AnswerSource
+    tokenizer: object
+    streams: int
+    where: str
+
+
+def int8_answers(options: HeadOptions, callbacks: HeadCallbacks) -> FeatureSource:
+    """The target on the CPU's int8 backend, answers joining its batch as others end."""
     from specchat.models.backend_int8 import open_int8_target
     from specchat.models.int8.batched import Int8Batch
 
-    prompts = read_prompts(options.prompts) if options.prompts else packaged_prompts()
+    streams = options.streams or STREAMS["cpu"]
     loaded = open_int8_target(options.target, options.threads, callbacks.message)
-    callbacks.message(f"the target answers {len(prompts)} prompts, {options.streams} at a time, "
-                      f"until {options.tokens} answer tokens have their features")
-    head_data.generate_shards(Int8Batch(loaded.raw, options.streams), loaded.tokenizer,
-                              set(loaded.eos), prompts, folder, options.tokens,
-                              options.max_new_tokens, options.seed, callbacks.generated)
+    answer = head_data.slot_answers(Int8Batch(loaded.raw, streams), set(loaded.eos),
+                                    options.max_new_tokens)
+    return FeatureSource(answer, loaded.tokenizer, streams, "on the int8 backend (CPU)")
+
+
+def gpu_answers(options: HeadOptions, device: torch.device,
+                callbacks: HeadCallbacks) -> FeatureSource:
+    """The target through transformers on `device` (bfloat16 on a GPU), answering in waves."""
+    from specchat.models.config.refs import parse_ref
+    from specchat.models.torch_backend.feature_wave import FeatureWave
+    from specchat.models.weights import eos_token_ids, load_model
+
+    streams = options.streams or STREAMS["cuda" if device.type == "cuda" else "cpu"]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model, tokenizer = load_model(parse_ref(options.target), dtype, str(device), "none",
+                                  callbacks.message)
+    answer = head_data.wave_answers(FeatureWave(model), eos_token_ids(model, tokenizer),
+                                    options.max_new_tokens, streams)
+    return FeatureSource(answer, tokenizer, streams, f"on {device} ({str(dtype)[6:]})")
 
 
 def load_or_save_run(out: Path, options: HeadOptions, samples, found) -> dict:
