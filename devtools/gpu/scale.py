@@ -5,8 +5,10 @@ object per measurement, appended to --out and echoed to stdout:
 - copy: a device-to-device copy's bandwidth (bytes read + written per second), the
   ceiling the decode bandwidth is compared with;
 - model: per shape and quantization, weight bytes and GPU memory, the forward the chat
-  would run (specchat's own static forward with its CUDA graph capture time, or why capture
-  failed; transformers' eager forward for 8-bit and 4-bit weights),
+  would run (specchat's own static forward with its CUDA graph capture time: every width
+  at the attention spans the timing reaches, 256 and 512 tokens, not all up to 4,096 as
+  until the first GPU run; or why capture failed; transformers' eager forward for 8-bit
+  and 4-bit weights),
   step time and verify cost v(n) for every fixed k's k + 1 (engine.costs.WIDTHS), and
   target-only decode bandwidth (weight bytes read per token / time per token) as a share
   of the copy's;
@@ -128,11 +130,16 @@ def static_model(model: Any, buckets: bool, max_length: int = 1024):
     return static_adapter(model, max_length=max_length, buckets=buckets)
 
 
-def round_ready(model: Any, k: int):
+PROMPT_TOKENS = 128
+"""The speculative runs' prompt."""
+
+
+def round_ready(model: Any, k: int, tokens: int):
     """specchat's static forward with every width a round of k drafts runs captured at every
-    attention span now (`prepare`), so no capture lands inside a timed answer."""
+    attention span an answer of `tokens` after the prompt reaches (`prepare`), so no capture
+    lands inside a timed answer."""
     adapter = static_model(model, buckets=True)
-    adapter.prepare(widths=k + 1)
+    adapter.prepare(widths=k + 1, longest=PROMPT_TOKENS + tokens + k + 1)
     return adapter
 
 
@@ -164,7 +171,8 @@ def measure_model(recorder: Recorder, shape: str, quantization: str) -> Measured
     adapter = measured_adapter(model, quantization)
     started = time.perf_counter()
     if hasattr(adapter, "prepare"):  # a static forward: on CUDA every width is captured
-        adapter.prepare(widths=max(settings.widths))
+        adapter.prepare(widths=max(settings.widths),
+                        longest=settings.context + max(settings.widths))
     context = [(1000 + i) % adapter.vocab_size for i in range(settings.context)]
     costs = Costs.of(verify_costs(adapter, context, settings.widths, repeats=settings.repeats),
                      None)
@@ -250,12 +258,12 @@ def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | Non
     from specchat.engine import ModelDrafter
 
     k, tokens = recorder.settings.k, recorder.settings.tokens
-    model = round_ready(target.model, k)
-    prompt = [(7 * i + 3) % model.vocab_size for i in range(128)]
+    model = round_ready(target.model, k, tokens)
+    prompt = [(7 * i + 3) % model.vocab_size for i in range(PROMPT_TOKENS)]
     alone = decode_rate(model, None, 0, prompt, tokens)[0]
     costs = Costs.of(target.costs.verify_s, target.costs.target_step_s)
-    rate, alpha, _ = decode_rate(model, ModelDrafter(round_ready(target.model, k)), k,
-                                 prompt, tokens)
+    self_draft = ModelDrafter(round_ready(target.model, k, tokens))
+    rate, alpha, _ = decode_rate(model, self_draft, k, prompt, tokens)
     recorder.emit("spec", target=target.figures["shape"], draft="self (shares the target's weights)",
                   k=k, target_only_tok_s=alone, spec_tok_s=rate,
                   measured_speedup=measured_speedup(rate, alone), alpha=alpha, c=costs.c,
@@ -263,7 +271,7 @@ def speculative_runs(recorder: Recorder, target: Measured, draft: Measured | Non
     if draft is None:
         return
     costs = Costs.of(target.costs.verify_s, draft.costs.target_step_s)
-    drafter = ModelDrafter(round_ready(draft.model, k))
+    drafter = ModelDrafter(round_ready(draft.model, k, tokens))
     rate, alpha, _ = decode_rate(model, drafter, k, prompt, tokens)
     recorder.emit("spec", target=target.figures["shape"], draft=draft.figures["shape"], k=k,
                   target_only_tok_s=alone, spec_tok_s=rate,
