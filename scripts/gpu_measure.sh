@@ -7,13 +7,15 @@
 # campaign PHASE`, devtools/gpu/); this script only moves files onto the bare device machine
 # and back:
 #
-#   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/
+#   scripts/gpu_measure.sh prepare   # here: fills the git-ignored .gpu-a/ .gpu-b/ .gpu-c/,
+#                                    # then `slim`s the checkout (below) and prints the calls
 #   scripts/gpu_measure.sh scale     # call 1, carry [".gpu-a"]: wheels, GGUF part 1 parked,
 #                                    # then `campaign scale` (1B/8B shapes: bandwidth, v(n))
 #   scripts/gpu_measure.sh stage     # call 2, carry [".gpu-b"]: parks GGUF part 2, then
 #                                    # `campaign check` (pytest -m gpu)
 #   scripts/gpu_measure.sh pair      # call 3, carry [".gpu-c"]: the built-in GGUF whole;
 #                                    # `campaign pair` (against transformers first)
+#   scripts/gpu_measure.sh unslim    # here, after the calls: back to the branch you were on
 #   scripts/gpu_measure.sh publish DIR...   # here: docs/gpu/ and docs/benchmarks.md
 #   scripts/gpu_measure.sh dry-run   # here: every phase on the CPU with tiny models (a test
 #                                    # runs it: tests/test_gpu_campaign.py)
@@ -21,6 +23,13 @@
 # llama.cpp with CUDA is a lease of its own (WITH_LLAMA=1 prepare carries its sources; `scale`
 # then starts the build, and `pair` ends with `campaign llama`): the build takes minutes of
 # every core, and nothing may be timed beside it, so the three calls above leave it out.
+#
+# Every call sends the whole checkout (tracked and untracked-not-ignored files) within the
+# 64 MiB, so what travels beside each GGUF part is the tree without SLIM_PATHS: the shipped
+# head of the 1.5B target (29 MB: that target cannot travel, so its head need not), the
+# results, the docs and the UI snapshots, none of which the device reads. `slim` puts the
+# checkout on branch gpu-slim (HEAD without them, committed there); `unslim` returns to the
+# branch it came from, files and all. Publish after `unslim` (the docs are not on gpu-slim).
 #
 # Calls follow each other at once (a machine stays warm 30 s; what a call parks in /tmp is
 # there for the next). Each call's $OUT comes back: device.txt, results.jsonl, scale.jsonl,
@@ -43,7 +52,35 @@ SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
 LLAMA_TARGETS=(llama ggml llama-bench llama-speculative-simple)
 
-tree_bytes() { (cd "$ROOT" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1); }
+SLIM_PATHS=(specchat/_drafts/qwen2.5-coder-1.5b-head results docs tests/__snapshots__)
+SLIM_BRANCH=gpu-slim
+
+# the bytes every call sends: the tracked files but SLIM_PATHS (what a slim checkout holds)
+tree_bytes() {
+  (cd "$ROOT" && git ls-files -z -- . "${SLIM_PATHS[@]/#/:(exclude)}" | xargs -0 du -cb 2>/dev/null \
+    | tail -1 | cut -f1)
+}
+
+slim_base() { echo "$(git -C "$ROOT" rev-parse --git-dir)/gpu-slim-base"; }
+
+slim() {  # the checkout on branch gpu-slim: HEAD without SLIM_PATHS (a clean tree only)
+  cd "$ROOT" || exit 2
+  if [ "$(git rev-parse --abbrev-ref HEAD)" = "$SLIM_BRANCH" ]; then echo "already on $SLIM_BRANCH"; return; fi
+  git diff --quiet && git diff --cached --quiet \
+    || { echo "slim: the checkout has uncommitted changes: commit or stash them first" >&2; exit 2; }
+  local base; base="$(git rev-parse --abbrev-ref HEAD)"
+  git checkout -q -B "$SLIM_BRANCH" && git rm -r -q --ignore-unmatch -- "${SLIM_PATHS[@]}" \
+    && git commit -q --no-verify -m "gpu-slim: $base without ${SLIM_PATHS[*]} (the GPU calls need none)" \
+    || { git checkout -q "$base"; echo "slim failed: still on $base" >&2; exit 2; }
+  echo "$base" > "$(slim_base)"
+  echo "on $SLIM_BRANCH: $(tree_bytes) bytes travel with each call; after the calls: $0 unslim"
+}
+
+unslim() {  # back to the branch `slim` left, SLIM_PATHS and all
+  cd "$ROOT" || exit 2
+  local base; base="$(cat "$(slim_base)" 2>/dev/null)" || { echo "not slim: nothing to undo" >&2; exit 2; }
+  git checkout -q "$base" && rm -f "$(slim_base)" && echo "back on $base"
+}
 
 prompts_file() {
   local file="${PROMPTS:-$ROOT/specchat/_data/prompts.jsonl}"
@@ -103,6 +140,10 @@ prepare() {
       git check-ignore -q "$dir/x" || { echo "$dir/ must be git-ignored (.gitignore)"; exit 2; }
     done
   fi
+  if [ "$into" = "$ROOT" ]; then  # it ends by slimming the checkout: a clean one only
+    git diff --quiet && git diff --cached --quiet \
+      || { echo "prepare: commit or stash your changes first (it ends with \`slim\`)"; exit 2; }
+  fi
   tree=$(tree_bytes) gguf="$(builtin_gguf "$py")"
   cd "$into"
   rm -rf .gpu-a .gpu-b .gpu-c && mkdir -p .gpu-a/whl .gpu-b .gpu-c
@@ -112,6 +153,9 @@ prepare() {
   cp "$(prompts_file)" .gpu-c/prompts.jsonl
   room=$((CARRY_LIMIT - tree - MARGIN))
   first=$((room - $(du -sb .gpu-a | cut -f1))) size=$(stat -c %s "$gguf")
+  (( first > 0 && first + 2 * room >= size )) || {
+    echo "the GGUF ($size bytes) does not fit in three calls beside the $tree bytes that travel" \
+      "with each (64 MiB a call): move what the device never reads into SLIM_PATHS"; exit 2; }
   head -c "$first" "$gguf" > .gpu-a/gguf.part1
   head -c "$((first + room))" "$gguf" | tail -c +"$((first + 1))" > .gpu-b/gguf.part2
   tail -c +"$((first + room + 1))" "$gguf" > .gpu-c/gguf.part3
@@ -121,6 +165,8 @@ prepare() {
   done
   du -sb .gpu-a .gpu-b .gpu-c; echo "tree $tree bytes, GGUF $size bytes"
   cd "$ROOT" && "$py" -c 'from devtools.gpu.campaign import lease_lines; print(lease_lines())'
+  [ "$into" = "$ROOT" ] && slim
+  return 0
 }
 
 # the wheels (and bitsandbytes) into /tmp/site; the environment specchat needs there
@@ -266,11 +312,13 @@ dry_run() {
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0  # sourced: the functions only
 case "${1:-}" in
   prepare) prepare ;;
+  slim) slim ;;
+  unslim) unslim ;;
   scale) scale ;;
   stage) stage ;;
   pair) pair ;;
   llama) llama ;;
   publish) shift; publish "$@" ;;
   dry-run) dry_run ;;
-  *) echo "usage: $0 prepare|scale|stage|pair|llama|publish DIR...|dry-run" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|slim|unslim|scale|stage|pair|llama|publish DIR...|dry-run" >&2; exit 2 ;;
 esac

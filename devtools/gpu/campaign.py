@@ -92,7 +92,8 @@ def lease_lines(calls: tuple[DeviceCall, ...] = LEASE_CALLS) -> str:
     lines = [f'run(carry=["{c.carry}"], command="bash scripts/gpu_measure.sh {c.script}", '
              f"timeout_s={c.timeout_s})" for c in calls]
     return ("next, back to back (give_back after the last):\n  " + "\n  ".join(lines)
-            + f"\nplanned: {lease_s(calls)} s of the {DEVICE_MINUTES * 60} s a lent GPU gives")
+            + f"\nplanned: {lease_s(calls)} s of the {DEVICE_MINUTES * 60} s a lent GPU gives"
+            + "\nthen, here: scripts/gpu_measure.sh unslim, and publish the calls' folders")
 
 
 REPORT_S = 15
