@@ -529,3 +529,20 @@ def test_slim_sends_the_checkout_without_what_the_device_never_reads_and_unslim_
     assert back.returncode == 0, back.stdout + back.stderr
     assert git("rev-parse", "--abbrev-ref", "HEAD").strip() == branch
     assert head_file.is_file() and (clone / "docs/benchmarks.md").is_file()
+
+
+def test_a_step_killed_at_its_limit_keeps_what_it_wrote_until_then(tmp_path, monkeypatch):
+    """A GPU step that runs out of time still tells how far it got (a progress line's rate):
+    the first GPU run's n-gram step came back as "timed out" and nothing else."""
+    from devtools.gpu.campaign import Step, run_step
+
+    (tmp_path / "slow_step.py").write_text(
+        "import sys, time\nprint('answered 3 of 36', flush=True)\n"
+        "print('step 40/100 12 tok/s', file=sys.stderr, flush=True)\ntime.sleep(30)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    step = Step("slow", ("slow_step",), 2)
+    done = run_step(step, Plan(tmp_path), limit=2)
+    record = step_record(step, done, 2.0, "gpu")
+    assert record["exit"] == 124
+    assert record["report"]["output"] == "answered 3 of 36"
+    assert "step 40/100 12 tok/s" in record["report"]["stderr"]

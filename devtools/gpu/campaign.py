@@ -286,13 +286,19 @@ def device_lines(python: str) -> str:
     return (done.stdout + done.stderr[-500:]).strip()
 
 
+TIMED_OUT = 124
+"""A step's exit status when it ran past its limit (as `timeout` says it)."""
+
+
 def step_record(step: Step, done: subprocess.CompletedProcess | None, seconds: float,
                 device: str) -> dict:
-    """The results.jsonl object of one step: its JSON report, or the tail of its output."""
+    """The results.jsonl object of one step: its JSON report, or the tail of its output (a
+    step that ran out of time: what it wrote until then, e.g. a progress line's rate)."""
     if done is None:
-        return {"step": step.name, "device": device, "exit": 124, "seconds": round(seconds, 1),
-                "command": " ".join(step.argv), "report": {"output": "timed out"}}
-    text = done.stdout.strip()
+        return {"step": step.name, "device": device, "exit": TIMED_OUT,
+                "seconds": round(seconds, 1), "command": " ".join(step.argv),
+                "report": {"output": "timed out"}}
+    text = done.stdout.strip() or ("timed out" if done.returncode == TIMED_OUT else "")
     try:
         report = json.loads(text) if text.startswith("{") else {"output": text[-20000:]}
     except ValueError:
@@ -311,10 +317,10 @@ RunHere = Callable[[tuple[str, ...]], "subprocess.CompletedProcess"]
 
 
 def run_step(step: Step, plan: Plan, limit: float,
-             run_here: RunHere | None = None) -> subprocess.CompletedProcess | None:
-    """The step's finished process (None: it ran out of time). A dry run given `run_here`
-    answers specchat's and devtools' own steps in this process: its imports are paid once,
-    not per step."""
+             run_here: RunHere | None = None) -> subprocess.CompletedProcess:
+    """The step's finished process (exit `TIMED_OUT`: killed at `limit`, with what it wrote
+    until then). A dry run given `run_here` answers specchat's and devtools' own steps in
+    this process: its imports are paid once, not per step."""
     if plan.dry_run and run_here is not None and step.argv[0] in IN_PROCESS:
         return run_here(step.argv)
     import subprocess
@@ -322,8 +328,17 @@ def run_step(step: Step, plan: Plan, limit: float,
     try:
         return subprocess.run([plan.python, "-m", *step.argv], capture_output=True, text=True,
                               timeout=limit)
-    except subprocess.TimeoutExpired:
-        return None
+    except subprocess.TimeoutExpired as expired:  # killed: keep what it wrote until then
+        return subprocess.CompletedProcess(expired.cmd, TIMED_OUT, as_text(expired.stdout),
+                                           as_text(expired.stderr)
+                                           + f"\n(killed after its {limit:.0f} s)")
+
+
+def as_text(output: bytes | str | None) -> str:
+    """A timed-out process's captured output (always bytes, whatever `text` said)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def interleaved_by_category(lines: list[str]) -> list[str]:
