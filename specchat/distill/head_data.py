@@ -4,8 +4,8 @@ The target answers the prompt set, rendered with its chat template, several answ
 time. On a CPU it is an `Int8Model` (models/int8/batched.py; each new prompt joins the batch
 as another's answer ends, so it stays full); on a GPU a transformers model answering in
 waves (`WaveModel`, models/torch_backend/feature_wave.py: the prompts of a wave left-padded
-together, every answer of the wave one token a step, a wave ending with its longest answer). Every forward already computes the final hidden states the
-head learns to predict, so they are kept, in float16, for every token fed: the prompt's and
+together, every answer of the wave one token a step, a wave ending with its longest
+answer). Every forward already computes the final hidden states the head learns to predict, so they are kept, in float16, for every token fed: the prompt's and
 the answer's (all but the last token, which is never fed). Each group of `SHARD_PROMPTS`
 prompts becomes one shard file, written as soon as its last answer ends; shards are
 numbered in a fixed, seeded order (teacher.batch_plan) and each answer samples with its own
@@ -158,28 +158,36 @@ def one_wave(model: WaveModel, jobs: list[Job], eos_ids: set[int], max_new_token
     for row, stream in enumerate(streams):
         stream.features.append(features[row, ids.shape[1] - len(stream.job.prompt):])
     live = list(range(len(streams)))
-    while live:
-        going = []
-        for row in live:
-            stream = streams[row]
-            token = choose(logits[row], stream.job.temperature, stream.generator)
-            stream.ids.append(token)
-            on_token()
-            if token in eos_ids or len(stream.ids) - len(stream.job.prompt) >= max_new_tokens:
-                yield stream.job, stream.sample()
-            else:
-                going.append(row)
-        live = going
+    while True:
+        live, ended = chosen(streams, live, logits, eos_ids, max_new_tokens, on_token)
+        yield from ((stream.job, stream.sample()) for stream in ended)
         if not live:
             return
-        fed = torch.tensor([[streams[row].ids[-1] if row in live else pad]
-                            for row in range(len(streams))])
-        mask = torch.cat([mask, torch.tensor([[int(row in live)] for row in range(len(streams))])],
+        going = set(live)
+        fed = torch.tensor([[s.ids[-1] if row in going else pad] for row, s in enumerate(streams)])
+        mask = torch.cat([mask, torch.tensor([[int(row in going)] for row in range(len(streams))])],
                          dim=1)
         positions = positions[:, -1:] + 1
         logits, features = model.forward(fed, mask, positions)
         for row in live:
             streams[row].features.append(features[row])
+
+
+def chosen(streams: list[Stream], live: list[int], logits: torch.Tensor, eos_ids: set[int],
+           max_new_tokens: int, on_token: Callable[[], None]) -> tuple[list[int], list[Stream]]:
+    """Each live answer's next token, from its row of `logits`; (the rows still going, the
+    answers that ended: an end-of-sequence token or `max_new_tokens`)."""
+    going, ended = [], []
+    for row in live:
+        stream = streams[row]
+        stream.ids.append(choose(logits[row], stream.job.temperature, stream.generator))
+        on_token()
+        if (stream.ids[-1] in eos_ids
+                or len(stream.ids) - len(stream.job.prompt) >= max_new_tokens):
+            ended.append(stream)
+        else:
+            going.append(row)
+    return going, ended
 
 
 FEATURE_STEM = "features"
