@@ -139,3 +139,22 @@ def test_a_stream_mark_past_the_round_s_end_does_not_make_the_verify_negative():
     clock.drafted()  # the host reads the clock before the queue ran: a stream ahead of it
     draft_s, verify_s = clock.split()
     assert draft_s == device.host and verify_s == 0.0
+
+
+def test_marks_not_yet_completed_fall_back_to_the_host_s_split_rather_than_fail():
+    """Reading a CUDA event that has not completed raises; a round whose sync left a mark
+    pending (another stream) is split by the host's marks instead of ending the answer."""
+
+    class Pending(QueueMark):
+        def elapsed_time(self, end):
+            return None
+
+    device = QueueingDevice()
+    clock = DeviceClock(lambda: Pending(device), device.perf_counter)
+    clock.start()
+    device.host += 0.25  # drafting on the host's own time
+    clock.drafted()
+    device.queue(1.0)
+    device.sync()
+    draft_s, verify_s = clock.split()
+    assert abs(draft_s - 0.25) < 1e-9 and abs(verify_s - (device.host - 0.25)) < 1e-9

@@ -64,8 +64,9 @@ class StreamMark(Protocol):
 
     def record(self) -> None: ...
 
-    def elapsed_time(self, end: "StreamMark") -> float:
-        """Milliseconds from this mark to `end` on the device (both completed)."""
+    def elapsed_time(self, end: "StreamMark") -> float | None:
+        """Milliseconds from this mark to `end` on the device; None while either has not
+        completed (the round's sync is on another stream: the host's marks stand in)."""
         ...
 
 
@@ -76,18 +77,21 @@ class DeviceClock:
     def __init__(self, mark: Callable[[], StreamMark], clock: Clock | None = None):
         self.clock = clock or time.perf_counter
         self._start_mark, self._draft_mark = mark(), mark()
-        self._started = 0.0
+        self._started = self._drafted = 0.0
 
     def start(self) -> None:
         self._started = self.clock()
         self._start_mark.record()
 
     def drafted(self) -> None:
+        self._drafted = self.clock()
         self._draft_mark.record()
 
     def split(self) -> tuple[float, float]:
         whole = self.clock() - self._started
-        draft = min(whole, max(0.0, self._start_mark.elapsed_time(self._draft_mark) / 1000))
+        on_stream = self._start_mark.elapsed_time(self._draft_mark)
+        draft = self._drafted - self._started if on_stream is None else on_stream / 1000
+        draft = min(whole, max(0.0, draft))
         return draft, whole - draft
 
 
@@ -101,8 +105,11 @@ class CudaMark:
     def record(self) -> None:
         self.event.record(torch.cuda.current_stream(self.device))
 
-    def elapsed_time(self, end: StreamMark) -> float:
+    def elapsed_time(self, end: StreamMark) -> float | None:
         assert isinstance(end, CudaMark)
+        done = self.event.query() and end.event.query()  # type: ignore[no-untyped-call]
+        if not done:  # a query waits for nothing
+            return None
         return float(self.event.elapsed_time(end.event))
 
 
