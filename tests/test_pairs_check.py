@@ -155,6 +155,27 @@ def test_an_int8_target_is_sized_a_byte_a_parameter_and_measures_a_flat_verify(g
     assert len(row(measured.output, "v(n)")) >= 2
 
 
+def test_the_label_and_the_load_choose_an_int8_kernel_from_the_same_count(gguf_config,
+                                                                          monkeypatch):
+    """A target near the 1B threshold between fbgemm and oneDNN: `pairs --check` names the
+    kernel from the GGUF header's count, and the load must pack for the same one (it counted
+    its converted matrices, tied embedding twice, until 2026-11-27)."""
+    from specchat.models.backend_int8 import Int8Support
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    asked: dict[str, list[int]] = {"check": [], "load": []}
+    phase = ["check"]
+    choose = Int8Support.kernel_for
+    monkeypatch.setattr(Int8Support, "kernel_for",
+                        lambda self, parameters: asked[phase[0]].append(parameters)
+                        or choose(self, parameters))
+    assert check(gguf_config, "g-int8").exit_code == 0
+    phase[0] = "load"
+    load_pair(load_catalog(gguf_config).get("g-int8"))
+    assert asked["check"] and asked["load"] and set(asked["check"]) == set(asked["load"])
+
+
 def test_a_gguf_pair_measures_on_llamacpp(gguf_config):
     result = check(gguf_config, "g-ngram", "--measure")
     assert result.exit_code == 0, result.output

@@ -92,7 +92,8 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
 
 
 def int8_kernel(parameters: int) -> str:
-    """The kernel an int8 target of `parameters` multiplies with here, as a label names it."""
+    """The kernel an int8 target of `parameters` (its GGUF header's count, as the load's
+    `backend_int8.kernel_parameters`) multiplies with here, as a label names it."""
     from specchat.models.backend_int8 import KERNEL_NAMES, int8_support
 
     return KERNEL_NAMES[int8_support().kernel_for(parameters)]

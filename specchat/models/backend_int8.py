@@ -13,6 +13,7 @@ verifies on `threads`, a prompt's chunks on `prefill_threads`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -158,7 +159,7 @@ class Int8Backend:
             raise PairError(f"{ref} is not a GGUF file: the int8 backend converts GGUF files "
                             "(use backend = \"torch\" for a transformers folder)")
         found = converted(path, request.progress)
-        kernel = self.support.kernel_for(matrix_parameters(found.tensors)) if target else FBGEMM
+        kernel = self.support.kernel_for(kernel_parameters(path)) if target else FBGEMM
         request.progress(f"packing {path.name}'s int8 weights for {KERNEL_NAMES[kernel]}")
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
@@ -175,9 +176,14 @@ class Int8Backend:
                            f"int8 rows, one scale each, from {source}", options={"facts": facts})
 
 
-def matrix_parameters(tensors: dict[str, torch.Tensor]) -> int:
-    """Weights in a converted model's int8 matrices (its embedding and output included)."""
-    return sum(t.numel() for name, t in tensors.items() if name.endswith(".rows"))
+def kernel_parameters(path: Path) -> int:
+    """The parameters the kernel choice counts (`Int8Support.kernel_for`): the GGUF header's,
+    the count `pairs --check` names a target's kernel by, so the label and the load agree
+    (0 for a header that cannot be read: fbgemm, which runs any model)."""
+    from specchat.models.device.estimate import gguf_shape
+
+    shape = gguf_shape(path)
+    return shape.size.parameters if shape is not None else 0
 
 
 def end_of_turn(tokenizer) -> set[int]:
