@@ -66,8 +66,8 @@ slim_base() { echo "$(git -C "$ROOT" rev-parse --git-dir)/gpu-slim-base"; }
 slim() {  # the checkout on branch gpu-slim: HEAD without SLIM_PATHS (a clean tree only)
   cd "$ROOT" || exit 2
   if [ "$(git rev-parse --abbrev-ref HEAD)" = "$SLIM_BRANCH" ]; then echo "already on $SLIM_BRANCH"; return; fi
-  git diff --quiet && git diff --cached --quiet \
-    || { echo "slim: the checkout has uncommitted changes: commit or stash them first" >&2; exit 2; }
+  [ -z "$(git status --porcelain)" ] \
+    || { echo "slim: the checkout has uncommitted changes or untracked files (they would travel too): commit, stash or ignore them first" >&2; exit 2; }
   local base; base="$(git rev-parse --abbrev-ref HEAD)"
   git checkout -q -B "$SLIM_BRANCH" && git rm -r -q --ignore-unmatch -- "${SLIM_PATHS[@]}" \
     && git commit -q --no-verify -m "gpu-slim: $base without ${SLIM_PATHS[*]} (the GPU calls need none)" \
@@ -141,8 +141,8 @@ prepare() {
     done
   fi
   if [ "$into" = "$ROOT" ]; then  # it ends by slimming the checkout: a clean one only
-    git diff --quiet && git diff --cached --quiet \
-      || { echo "prepare: commit or stash your changes first (it ends with \`slim\`)"; exit 2; }
+    [ -z "$(git status --porcelain)" ] \
+      || { echo "prepare: commit, stash or ignore your changes and untracked files first (it ends with \`slim\`)"; exit 2; }
   fi
   tree=$(tree_bytes) gguf="$(builtin_gguf "$py")"
   cd "$into"

@@ -492,7 +492,7 @@ def test_slim_sends_the_checkout_without_what_the_device_never_reads_and_unslim_
         tmp_path):
     """On a clone of this checkout: `slim` leaves a clean tree on branch gpu-slim without
     SLIM_PATHS (so `tree_bytes` is what travels); `unslim` brings the branch and its files
-    back; a checkout with changes is refused before anything moves."""
+    back; a checkout with changes or untracked files is refused before anything moves."""
     clone = tmp_path / "clone"
     git = lambda *args: subprocess.run(["git", "-C", str(clone), *args], capture_output=True,
                                        text=True, check=True).stdout
@@ -515,6 +515,9 @@ def test_slim_sends_the_checkout_without_what_the_device_never_reads_and_unslim_
     assert refused.returncode == 2 and "uncommitted" in refused.stderr
     assert git("rev-parse", "--abbrev-ref", "HEAD").strip() == branch
     git("checkout", "-q", "--", "README.md")
+    (clone / "stray.bin").write_bytes(b"x" * 1000)  # untracked, not ignored: it would travel
+    assert run("slim").returncode == 2
+    (clone / "stray.bin").unlink()
 
     done = run("slim")
     assert done.returncode == 0, done.stdout + done.stderr
