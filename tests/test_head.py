@@ -445,10 +445,10 @@ def test_the_gpu_feature_path_collects_the_targets_own_answers_from_its_gguf(fil
     run here on the CPU in float32, its shards hold the target's answers to the rendered
     prompts with a feature of the target's width for every token fed."""
     from specchat.distill import head_data
-    from specchat.distill.head_run import HeadOptions, gpu_answers
+    from specchat.distill.head_run import HeadOptions, torch_answers
 
     options = HeadOptions(str(files["gguf"]), tmp_path, tokens=40, max_new_tokens=8)
-    source = gpu_answers(options, torch.device("cpu"), head_run_callbacks())
+    source = torch_answers(options, torch.device("cpu"), head_run_callbacks())
     assert source.streams == 16 and "cpu" in source.where
     folder = tmp_path / "features"
     head_data.generate_shards(source.answer, source.tokenizer, PROMPTS, folder, 40, 8, 0)

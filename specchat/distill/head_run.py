@@ -6,7 +6,8 @@ settings and the output vocabulary chosen at the start, reused on `--resume`). T
 runs only while features are missing: on the CPU on the int8 backend, and where the head
 trains on a CUDA GPU, on that GPU in bfloat16 (transformers, `FeatureWave`), since there
 the CPU's features would take most of the run. Training reads the target's embedding and
-output rows from its int8 conversion (a memory-mapped file), never the target itself. Knows nothing about click; reports progress through callbacks.
+output rows from its int8 conversion (a memory-mapped file), never the target itself.
+Knows nothing about click; reports progress through callbacks.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def collect_features(options: HeadOptions, callbacks: HeadCallbacks) -> None:
         return
     prompts = read_prompts(options.prompts) if options.prompts else packaged_prompts()
     device = training_device(options.device)
-    source = gpu_answers(options, device, callbacks) if device.type == "cuda" else \
+    source = torch_answers(options, device, callbacks) if device.type == "cuda" else \
         int8_answers(options, callbacks)
     callbacks.message(f"the target answers {len(prompts)} prompts, {source.streams} at a time "
                       f"{source.where}, until {options.tokens} answer tokens have their features")
@@ -149,9 +150,10 @@ def int8_answers(options: HeadOptions, callbacks: HeadCallbacks) -> FeatureSourc
     return FeatureSource(answer, loaded.tokenizer, streams, "on the int8 backend (CPU)")
 
 
-def gpu_answers(options: HeadOptions, device: torch.device,
-                callbacks: HeadCallbacks) -> FeatureSource:
-    """The target through transformers on `device` (bfloat16 on a GPU), answering in waves."""
+def torch_answers(options: HeadOptions, device: torch.device,
+                  callbacks: HeadCallbacks) -> FeatureSource:
+    """The target through transformers on `device` (bfloat16 on a GPU), answering in waves:
+    a GPU's feature path (on the CPU in float32 only for its tests)."""
     from specchat.models.config.refs import parse_ref
     from specchat.models.torch_backend.feature_wave import FeatureWave
     from specchat.models.weights import eos_token_ids, load_model

@@ -70,28 +70,28 @@ class StreamMark(Protocol):
         ...
 
 
-class DeviceClock:
-    """A round on a device that queues work (CUDA): the wall clock for the whole round, two
-    stream marks for where the draft ended in it."""
+class DeviceClock(HostClock):
+    """A round on a device that queues work (CUDA): the host's clock for the whole round, two
+    stream marks for where the draft ended in it (the host's marks where they are pending)."""
 
     def __init__(self, mark: Callable[[], StreamMark], clock: Clock | None = None):
-        self.clock = clock or time.perf_counter
+        super().__init__(clock)
         self._start_mark, self._draft_mark = mark(), mark()
-        self._started = self._drafted = 0.0
 
     def start(self) -> None:
-        self._started = self.clock()
+        super().start()
         self._start_mark.record()
 
     def drafted(self) -> None:
-        self._drafted = self.clock()
+        super().drafted()
         self._draft_mark.record()
 
     def split(self) -> tuple[float, float]:
-        whole = self.clock() - self._started
         on_stream = self._start_mark.elapsed_time(self._draft_mark)
-        draft = self._drafted - self._started if on_stream is None else on_stream / 1000
-        draft = min(whole, max(0.0, draft))
+        if on_stream is None:
+            return super().split()
+        whole = self.clock() - self._started
+        draft = min(whole, max(0.0, on_stream / 1000))
         return draft, whole - draft
 
 

@@ -117,7 +117,7 @@ class StaticLlama(StaticCausalModel):
 
     def _run(self, ids: torch.Tensor, width: int, captured: bool) -> StepOutput:
         end = self._position + width
-        self._span = next((s for s in self.spans if s >= end), self.max_length)
+        self._span = span_for(self.spans, end)
         return super()._run(ids, width, captured)
 
     def prepare(self, widths: int = 17, context: int = 8, longest: int | None = None) -> None:
@@ -227,11 +227,17 @@ class GraphSteps:
         return inputs, graph, output
 
 
+def span_for(spans: list[int], end: int) -> int:
+    """The attention span a step ending at position `end` reads: the smallest that holds it
+    (`spans` end with the cache's length)."""
+    return next((s for s in spans if s >= end), spans[-1])
+
+
 def spans_reached(spans: list[int], longest: int | None) -> list[int]:
     """The attention spans a sequence of up to `longest` tokens uses (None: all of them)."""
     if longest is None:
         return list(spans)
-    return [s for s in spans if s < longest] + [next((s for s in spans if s >= longest), spans[-1])]
+    return [s for s in spans if s <= span_for(spans, longest)]
 
 
 def spans_up_to(max_length: int) -> list[int]:
