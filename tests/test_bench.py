@@ -25,10 +25,10 @@ def prompts_file(tmp_path):
     return path
 
 
-def bench_json(tiny_config, prompts_file, *extra):
-    result = CliRunner().invoke(main, ["bench", "--config", str(tiny_config), "--prompts",
-                                       str(prompts_file), "--max-new-tokens", "12", "--json",
-                                       *extra])
+def bench_json(tiny_config, prompts_file, *extra, command: tuple[str, ...] = ()):
+    result = CliRunner().invoke(main, ["bench", *command, "--config", str(tiny_config),
+                                       "--prompts", str(prompts_file), "--max-new-tokens", "12",
+                                       "--json", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -218,3 +218,20 @@ def test_bench_captures_the_attention_spans_its_answers_reach_before_timing_and_
     assert report["total"]["arms"]["spec"]["tokens"] > 0
     assert spans["prepare"] == {256}  # the tiny model's spans are 256 and 512
     assert spans["answers"] and spans["answers"] <= spans["prepare"]
+
+
+def test_bench_turns_reads_only_the_follow_ups_tokens_when_the_caches_are_kept(
+        tiny_config, prompts_file):
+    """Each prompt's follow-up, answered as the chat answers it (the caches keep the first
+    exchange) and from empty caches: the kept arm reads fewer tokens, and both answer the
+    same tokens (greedy, in float32)."""
+    report = bench_json(tiny_config, prompts_file, "--pair", "tiny", command=("turns",))
+    assert list(report["arms"]) == ["kept", "read"]
+    assert [p["id"] for p in report["prompts"]] == ["chat-a", "extract-a", "chat-b"]
+    for prompt in report["prompts"]:
+        kept, read = prompt["kept"], prompt["read"]
+        assert read["kept_tokens"] == 0 < kept["kept_tokens"]
+        assert kept["prompt_tokens"] == read["prompt_tokens"] and prompt["identical"]
+    total = report["total"]
+    assert total["identical"] == 3 and total["read_tokens"]["kept"] < total["read_tokens"]["read"]
+    assert set(report["categories"]) == {"chat", "extract"}

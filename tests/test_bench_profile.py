@@ -95,7 +95,7 @@ def test_bench_lists_its_subcommands_and_bare_bench_means_run():
     from specchat.commands.bench import bench
 
     assert set(bench.commands) == {"run", "acceptance", "sweep", "profile", "overhead",
-                                   "synthetic"}
+                                   "turns", "synthetic"}
     listed = CliRunner().invoke(main, ["bench", "-h"]).output
     assert all(name in listed for name in bench.commands)
     bad = CliRunner().invoke(main, ["bench", "--limit", "0"])  # parsed by `bench run`

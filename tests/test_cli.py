@@ -45,7 +45,8 @@ def test_run_jsonl_prints_one_object_per_round_then_done(tiny_config):
     assert set(done["stats"]) == {"tokens", "tokens_per_s", "ttft_s", "rounds", "drafted",
                                   "accepted", "acceptance_rate", "mean_acceptance_length",
                                   "per_position_acceptance", "histogram", "alpha",
-                                  "prompt_tokens", "decode_s", "p50_token_ms", "p99_token_ms",
+                                  "prompt_tokens", "kept_tokens", "decode_s", "p50_token_ms",
+                                  "p99_token_ms",
                                   "round_ms"}
     assert done["stats"]["round_ms"] == pytest.approx(
         [o["draft_ms"] + o["verify_ms"] for o in rounds], abs=0.01)

@@ -231,3 +231,15 @@ def test_retokenizing_a_draft_of_the_targets_own_tokenizer_costs_little_acceptan
             accepted, drafted = accepted + done.stats.accepted, drafted + done.stats.drafted
         rates[name] = accepted / drafted
     assert abs(rates["forced"] - rates["same"]) < 0.1, rates
+
+
+@pytest.mark.parametrize("name", ["bytelevel", "llama"])
+def test_a_next_question_keeps_the_targets_cache_beside_a_draft_of_another_tokenizer(
+        loaded, name):
+    """The target keeps the first exchange; the draft reads the prompt again in its own
+    tokens; the answer is the one empty caches give."""
+    from test_kept_prefix import assert_reads_only_the_new_tokens, second_answer
+
+    result = second_answer(loaded(name))
+    assert result.kept == result.held
+    assert_reads_only_the_new_tokens(result)

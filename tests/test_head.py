@@ -520,3 +520,23 @@ def test_a_gpu_asked_for_where_there_is_none_is_one_line_before_any_feature(file
     assert result.exit_code != 0
     assert "no CUDA GPU" in result.output and len(result.output.strip().splitlines()) == 1
     assert not (out / "features").exists()
+
+
+@pytest.mark.parametrize("name", ["int8", "torch", "int8-lookup"])
+def test_a_next_question_keeps_the_heads_rows_and_the_head_drafts_on(loaded, name):
+    """The target keeps all but one token of what the head read (the row after them needs
+    the feature of the last one kept, which only the target's forward gives), the head keeps
+    its rows, reads the new tokens' features from the first round's verify, and drafts from
+    the second round on what it drafts from empty caches; the answer is theirs too."""
+    from test_kept_prefix import FIRST, assert_reads_only_the_new_tokens, second_answer
+
+    result = second_answer(loaded(name), k=3, n=24)
+    assert len(FIRST) <= result.kept < result.held
+    assert_reads_only_the_new_tokens(result)
+    assert drafts(result.rounds) == drafts(result.fresh_rounds)
+    assert all(r.drafted for r in result.rounds[1:-1] if not r.by_lookup)
+
+
+def drafts(rounds) -> list[tuple[int, ...]]:
+    return [r.accepted + r.rejected for r in rounds]
+

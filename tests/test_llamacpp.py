@@ -542,3 +542,13 @@ def test_time_inside_llamacpp_includes_the_wait_for_offloaded_layers(config):
     target.forward(torch.tensor([5, 6, 7]), keep=1)
     target.forward(torch.tensor([8]), keep=1)
     assert target.decode_s - before >= 0.1
+
+
+@pytest.mark.parametrize("name", ["gguf", "gguf-plain"])
+def test_a_next_question_reads_only_its_new_tokens_on_llama_cpp(loaded, name):
+    """llama.cpp's KV memory keeps the first exchange; the answer is the one empty caches give."""
+    from test_kept_prefix import assert_reads_only_the_new_tokens, second_answer
+
+    result = second_answer(loaded(name))
+    assert result.kept == result.held
+    assert_reads_only_the_new_tokens(result)

@@ -441,6 +441,20 @@ async def test_while_the_model_reads_a_long_prompt_the_status_says_so_and_esc_st
         assert "reading" not in app.gauges.status
 
 
+async def test_the_reading_status_counts_only_the_tokens_the_caches_lack():
+    """A long conversation's next question: the caches keep what they read before, so the
+    status counts the new tokens and says how many were kept."""
+    app = make_app({"fake": FakeConfig(name="fake", prompt_tokens=3400, kept_tokens=3000,
+                                       reading_s=30.0)})
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press(*"long", "enter")
+        await wait_for(pilot, lambda: "reading the prompt (400 tokens, 3,000 kept from before)"
+                       in app.gauges.status)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not streaming(app), timeout=2.0)
+
+
 async def test_the_reading_status_gives_way_to_the_answer_once_tokens_come():
     app = make_app({"fake": FakeConfig(name="fake", prompt_tokens=3000, reading_s=0.3,
                                        tokens_per_s=20, answer="word " * 60)})

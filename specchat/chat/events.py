@@ -64,6 +64,9 @@ class StatsSnapshot:
     k: int = 0
     """The draft length the last round asked for (0: it drafted nothing)."""
     prompt_tokens: int = 0
+    kept_tokens: int = 0
+    """Of the prompt's tokens, those the caches already held (not read again: the TTFT's
+    prefill read only the rest)."""
     first_round_tokens: int = 0
     decode_tokens: int = 0
     """Tokens after the first round: the ones `tokens_per_s` counts."""
@@ -92,7 +95,8 @@ class StatsSnapshot:
                 "mean_acceptance_length": self.mean_acceptance_length,
                 "per_position_acceptance": list(self.per_position_acceptance),
                 "histogram": list(self.histogram), "alpha": self.alpha,
-                "prompt_tokens": self.prompt_tokens, "decode_s": self.decode_s,
+                "prompt_tokens": self.prompt_tokens, "kept_tokens": self.kept_tokens,
+                "decode_s": self.decode_s,
                 "p50_token_ms": self.p50_token_ms, "p99_token_ms": self.p99_token_ms,
                 **({"round_ms": [round(ms, 3) for ms in self.round_ms]} if self.round_ms else {})}
 
@@ -137,6 +141,12 @@ class ReadingPrompt:
     seconds (a minute for 3,000 tokens of the 1.5B Qwen target on 2 CPU cores)."""
 
     tokens: int
+    kept: int = 0
+    """Of them, those the caches already held from the answer before: not read again."""
+
+    @property
+    def to_read(self) -> int:
+        return self.tokens - self.kept
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ WINDOW_ROUNDS = 16
 class AnswerMetrics:
     """Accumulates one answer's rounds; `snapshot()` is what the UI shows."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter, prompt_tokens: int = 0):
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, prompt_tokens: int = 0,
+                 kept_tokens: int = 0):
         self.clock = clock
         self.held_s = 0.0
         self.submitted = clock()
         self.prompt_tokens = prompt_tokens
+        self.kept_tokens = kept_tokens
         self.first_token_at: float | None = None
         self.first_round_tokens = 0
         self.spec = SpecStats()
@@ -109,7 +111,8 @@ class AnswerMetrics:
             elapsed_s=now - self.submitted, draft_s=spec.draft_s, verify_s=spec.verify_s,
             p50_token_ms=None if p50 is None else p50 * 1000,
             p99_token_ms=None if p99 is None else p99 * 1000, k=self.k,
-            prompt_tokens=self.prompt_tokens, first_round_tokens=self.first_round_tokens,
+            prompt_tokens=self.prompt_tokens, kept_tokens=self.kept_tokens,
+            first_round_tokens=self.first_round_tokens,
             decode_tokens=decode_tokens, decode_s=decode_s, alpha=spec.alpha,
             drafting_rounds=spec.drafting_rounds, k_in_use=spec.k_in_use,
             target_forwards=tuple((width, *sums) for width, sums in sorted(self.forwards.items())),

@@ -122,6 +122,8 @@ class FakeConfig:
     trim_every_answer: bool = False
     prompt_tokens: int = 0
     """Announce a prompt of this many tokens before each answer's first round (0: none)."""
+    kept_tokens: int = 0
+    """Of them, those the caches held from the answer before (not read)."""
     reading_s: float = 0.0
     """How long reading that prompt takes (it stops early when asked to)."""
     memory_bytes: int = 270_000_000
@@ -185,7 +187,7 @@ class ScriptedService:
         if self.config.trim_every_answer:
             yield ContextTrimmed(1, 2048)
         if self.config.prompt_tokens:
-            yield ReadingPrompt(self.config.prompt_tokens)
+            yield ReadingPrompt(self.config.prompt_tokens, self.config.kept_tokens)
             self._read_prompt(should_stop)
         try:
             done = yield from self._play(speculate, should_stop)

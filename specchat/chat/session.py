@@ -80,6 +80,11 @@ class ChatSession:
         self.baseline_costs: Costs | None = None
         """The step costs of the latest baseline (or timed before the first answer): k = "auto"'s
         starting point."""
+        self.keep_limit: int | None = None
+        """How many leading prompt tokens an answer may keep from the caches (None: all they
+        hold of it, engine/held_tokens.py; a race keeps what the answer it races kept)."""
+        self.last_kept = 0
+        """How many prompt tokens the latest answer kept (not read again)."""
 
     def decoder(self) -> Decoder:
         return decoder_for(self.pair, self.speculate, settings=self.settings)
@@ -111,18 +116,21 @@ class ChatSession:
         context = self.pair.context_length
         prompt, dropped = fit_prompt(self.conversation, self.pair.tokenizer, context,
                                      min(max_new_tokens, context // 2))
-        metrics = AnswerMetrics(self.clock, prompt_tokens=len(prompt))
-        metrics.submitted = started  # TTFT counts rendering the prompt too
-        if dropped:
-            yield ContextTrimmed(dropped, context)
-        yield ReadingPrompt(len(prompt))
-        budget = min(max_new_tokens, context - len(prompt))
-        detok = IncrementalDetokenizer(self.pair.tokenizer, prompt)
-        spans: list[TokenSpan] = []
         # target-only decoding is a decoder without a drafter (k = 0) reading the same
         # live settings, so a temperature change applies from the next round either way
         decoder = self.decoder()
-        events = decoder.generate(prompt, self.settings, budget, self.generator, should_stop)
+        keep = len(prompt) if self.keep_limit is None else self.keep_limit
+        self.last_kept = kept = decoder.prepare(prompt, keep)
+        metrics = AnswerMetrics(self.clock, prompt_tokens=len(prompt), kept_tokens=kept)
+        metrics.submitted = started  # TTFT counts rendering the prompt too
+        if dropped:
+            yield ContextTrimmed(dropped, context)
+        yield ReadingPrompt(len(prompt), kept)
+        budget = min(max_new_tokens, context - len(prompt))
+        detok = IncrementalDetokenizer(self.pair.tokenizer, prompt)
+        spans: list[TokenSpan] = []
+        events = decoder.generate(prompt, self.settings, budget, self.generator, should_stop,
+                                  keep=keep)
         for event in survive_failure(events):
             if isinstance(event, Finished):
                 yield self._finish(context_bound(event, budget, max_new_tokens), detok, spans,
@@ -156,11 +164,13 @@ class ChatSession:
                     speculate: bool = False) -> Iterator[ChatEvent]:
         """Answer the last user message again on a scratch copy of the conversation (same
         system prompt, history and sampling), target-only unless `speculate`: the race.
-        The conversation itself is left alone."""
+        It keeps as much of the prompt from the caches as the answer it races did, so both
+        read the same new tokens. The conversation itself is left alone."""
         turns = self.conversation.turns
         last = max(i for i, turn in enumerate(turns) if turn.role == "user")
         scratch = ChatSession(self.pair, self.conversation.system, self.settings_copy(),
                               seed=self.seed)
+        scratch.keep_limit = self.last_kept
         scratch.conversation.turns = list(turns[:last])
         scratch.speculate = speculate
         yield from scratch.answer(turns[last].text, max_new_tokens, should_stop)
@@ -204,7 +214,8 @@ class RoundFailed:
 
 def survive_failure(events: Iterator[Event]) -> Iterator[Event | RoundFailed]:
     """The engine's events, ending in a `RoundFailed` where a round runs out of GPU memory
-    or of KV cache (both recoverable: the next answer starts from empty caches)."""
+    or of KV cache (both recoverable: the next answer keeps only what each cache's own record
+    vouches for, engine/held_tokens.py, and reads the rest again)."""
     try:
         yield from events
     except torch.OutOfMemoryError as error:

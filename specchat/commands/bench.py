@@ -1,4 +1,4 @@
-"""`specchat bench run | sweep | profile | overhead | synthetic`: headless benchmarks.
+"""`specchat bench run | sweep | profile | overhead | turns | synthetic`: headless benchmarks.
 
 `run` (also the bare `specchat bench`) compares specchat speculative, specchat
 target-only, transformers `generate` and transformers' own speculation (for a llama.cpp
@@ -6,9 +6,10 @@ pair: llama.cpp's generate and speculation through the bindings, and llama.cpp's
 programs where built) on the same models and prompts, alternating their order within
 one run. `sweep` compares fixed k with k = "auto" and transformers' heuristic (and
 llama-speculative-simple at each k); `profile` adds the measured cost model (c, v(n), α,
-ideal vs measured speedup); `overhead` times the loop outside model forwards;
-`synthetic` profiles random models of real Llama shapes. Tables go to stdout (or one JSON
-object with --json); progress goes to stderr. The measuring is in specchat.bench.modes.
+ideal vs measured speedup); `overhead` times the loop outside model forwards; `turns`
+times a chat's next question with the caches kept against read again; `synthetic`
+profiles random models of real Llama shapes. Tables go to stdout (or one JSON object
+with --json); progress goes to stderr. The measuring is in specchat.bench.modes.
 (The GPU campaign, the UI benchmark and llama.cpp's programs' build are the repository's
 developer tools, devtools/, which are not part of specchat.)
 """
@@ -218,6 +219,42 @@ def sweep_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: in
 def profile_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int, ks: str):
     """The sweep plus the cost model: c, verify cost of 1..16 tokens, α, ideal vs measured."""
     return sweep(setup, max_new_tokens, dtype, seed, ks, profile=True)
+
+
+follow_up_option = click.option(
+    "--follow-up", default=None, metavar="TEXT",
+    help="The question asked after each prompt's answer (default: a request to say it again "
+         "shorter).")
+
+
+@prompt_set_command("turns", extra=(follow_up_option, budget_option))
+def turns_command(setup: Setup, max_new_tokens: int, dtype: str | None, seed: int,
+                  follow_up: str | None):
+    """A chat's next question with the caches kept (only its new tokens read) against read
+    again from empty caches: TTFT, answer time and identity, per category."""
+    from specchat.bench.turns import FOLLOW_UP, run_turns
+
+    pair = setup.load(dtype, 2 * max_new_tokens)
+    with turns_bar(setup) as on_prompt:
+        return run_turns(pair, setup.prompts, setup.path, max_new_tokens, seed,
+                         follow_up or FOLLOW_UP, on_prompt, setup.keep_going)
+
+
+@contextmanager
+def turns_bar(setup: Setup):
+    """A progress bar over the prompts; yields the callback for each follow-up answered."""
+    from specchat.commands.progress import StepBar, stderr_console
+
+    bar = StepBar(stderr_console(), "prompts", len(setup.prompts), "prompt")
+
+    def prompt_done(prompt_id: str, runs: dict) -> None:
+        times = "  ".join(f"{arm} {run.ttft_s:.2f}s" for arm, run in runs.items())
+        bar.advance(f"[{prompt_id}] follow-up TTFT: {times}", keep=True)
+
+    try:
+        yield prompt_done
+    finally:
+        bar.close()
 
 
 @prompt_set_command("overhead")

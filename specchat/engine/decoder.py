@@ -13,6 +13,13 @@ prefix of them: after a round that drafted, all but at most its own last draft
 proposes. A round cancelled mid-draft leaves no cache holding more than the
 committed tokens (the draft is rolled back; the target was not fed).
 
+An answer may keep what the caches already hold of its prompt (`keep`): a chat's next
+question renders the whole conversation again, and only its new turn needs reading. Each
+model's own record of its cache (engine/held_tokens.py) says how much of the prompt it
+holds; the target is rolled back to that, and the drafter keeps what still reads the
+prompt (`resume`). Anything else that used the model meanwhile changed its record, so a
+stale cache is never kept.
+
 Knows token ids only: no text, no tokenizer, no UI.
 """
 
@@ -26,6 +33,7 @@ import torch
 
 from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposal
 from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
+from specchat.engine.held_tokens import kept_prefix
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
 from specchat.engine.round_clock import RoundClock, round_clock
@@ -92,6 +100,10 @@ class Decoder:
         self.check_invariants = check_invariants
         self._clock: RoundClock | None = None
         """The rounds' stopwatch, made for the target's device at the first round."""
+        self.kept = 0
+        """How many tokens of the latest prompt the target's cache kept (not read again)."""
+        self._prepared: tuple[list[int], int] | None = None
+        """(prompt, keep) of a `prepare` that `generate` has not started from yet."""
 
     @property
     def clock(self) -> RoundClock:
@@ -99,20 +111,42 @@ class Decoder:
             self._clock = round_clock(self.target.device)
         return self._clock
 
+    def prepare(self, prompt: list[int], keep: int = 0) -> int:
+        """Ready the caches for an answer to `prompt`, keeping at most its first `keep` tokens
+        where they hold them (0: empty caches); how many the target kept. `generate` calls it
+        unless it was just called for the same prompt and `keep` (a caller that wants to say
+        how much will be read, first)."""
+        if not prompt:
+            raise ValueError("the prompt must hold at least one token")
+        kept = min(keep, len(prompt) - 1, kept_prefix(self.target, prompt)) if keep > 0 else 0
+        resume = getattr(self.drafter, "resume", None)
+        if self.drafter is not None:
+            if kept and resume is not None:
+                kept = int(resume(prompt, kept))
+            else:
+                self.drafter.reset()
+        if kept:
+            self.target.crop(kept)
+        else:
+            self.target.reset()
+        self.kept, self._prepared = kept, (prompt, keep)
+        return kept
+
     def generate(self, prompt: list[int], settings: Settings, max_new_tokens: int,
                  generator: torch.Generator | None = None,
-                 should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+                 should_stop: Callable[[], bool] = lambda: False, keep: int = 0) -> Iterator[Event]:
         """Yield a `Round` per verify pass, then one `Finished`.
 
         There is no separate prefill: each model is fed whatever of the sequence its
         cache lacks, so the first round's forward passes carry the prompt (a long one's
         all but its last chunk in chunks of about `PREFILL_CHUNK_S` just before, `_catch_up`).
+        `keep`: how many leading prompt tokens may be kept from the caches (`prepare`).
         """
-        if not prompt:
-            raise ValueError("the prompt must hold at least one token")
+        if self._prepared is None or self._prepared != (prompt, keep):
+            self.prepare(prompt, keep)
+        self._prepared = None
         ids = list(prompt)
         sequence = torch.tensor(ids, dtype=torch.long, device=self.target.device)
-        self._reset()
         while True:
             reason = self._stop_reason(ids, len(ids) - len(prompt), max_new_tokens, should_stop)
             if reason is not None:
@@ -130,11 +164,6 @@ class Decoder:
             self._check(len(ids), event)
             settings.observe(event)
             yield event
-
-    def _reset(self) -> None:
-        self.target.reset()
-        if self.drafter is not None:
-            self.drafter.reset()
 
     def _stop_reason(self, ids: list[int], produced: int, max_new_tokens: int,
                      should_stop: Callable[[], bool]) -> StopReason | None:

@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 
 import torch
 
+from specchat.engine.held_tokens import kept_prefix
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import CausalModel
 from specchat.engine.sampling import sample, to_probs
@@ -61,7 +62,10 @@ class Drafter(Protocol):
         """How many committed tokens the draft model's cache may lack after a drafting round."""
         ...
     # optional: target_fed(start), called after every target forward (head_drafter.py);
-    # will_look_up(committed), asked before k is chosen (LookupFirstDrafter)
+    # will_look_up(committed), asked before k is chosen (LookupFirstDrafter);
+    # resume(prompt, kept) -> kept, asked instead of `reset` where the target's cache keeps
+    # the prompt's first `kept` tokens: keep what of the drafter's state still reads the
+    # prompt, and say how many the target may keep (at most `kept`; decoder.py's `prepare`)
 
 
 class ModelDrafter:
@@ -81,6 +85,12 @@ class ModelDrafter:
     def reset(self) -> None:
         """Start a new answer: empty the cache (the first proposal feeds the prompt)."""
         self.model.reset()
+
+    def resume(self, prompt: list[int], kept: int) -> int:
+        """A new answer: the draft's cache keeps what it holds of the prompt by its own record
+        (all but the prompt's last token at most); the target keeps its `kept`."""
+        self.model.crop(min(kept_prefix(self.model, prompt), len(prompt) - 1))
+        return kept
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
@@ -154,6 +164,11 @@ class NgramDrafter:
         self.length = self.start_length
         self._proposed = 0
 
+    def resume(self, prompt: list[int], kept: int) -> int:
+        """A new answer: nothing of the lookup's is kept, the target keeps its `kept`."""
+        self.reset()
+        return kept
+
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False,
@@ -224,6 +239,17 @@ class LookupFirstDrafter:
         self.drafter.reset()
         self.lookup.reset()
         self._looked_up = None
+
+    def resume(self, prompt: list[int], kept: int) -> int:
+        """A new answer: the inner drafter keeps what it can (it may ask the target to keep
+        fewer tokens); the lookup starts over."""
+        self.lookup.reset()
+        self._looked_up = None
+        resume = getattr(self.drafter, "resume", None)
+        if resume is None:
+            self.drafter.reset()
+            return kept
+        return int(resume(prompt, kept))
 
     def will_look_up(self, committed: list[int]) -> bool:
         """Whether the next proposal after `committed` is the lookup's (the decoder asks

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from specchat.engine.drafters import ModelDrafter, Proposal, empty_proposal
+from specchat.engine.held_tokens import kept_prefix
 from specchat.engine.params import SamplingParams
 from specchat.engine.protocol import DraftHead, FeatureSource
 
@@ -42,6 +43,21 @@ class HeadDrafter:
     def reset(self) -> None:
         self.head.reset()
         self._known, self._start, self._real_rows = None, 0, 0
+
+    def resume(self, prompt: list[int], kept: int) -> int:
+        """A new answer whose prompt's first `kept` tokens the target still holds: keep the
+        head's rows that read the prompt (by the head's own record, real features only), and
+        have the target read again from where the next row's feature is missing. Rows
+        0..r - 1 read features up to r - 2; the target's forward from position t gives those
+        from t on, so row r needs t <= r - 1: the target keeps min(kept, r - 1) tokens and
+        the head min(r, that + 1) rows (one token read again, where the answer before read
+        everything the head did)."""
+        rows = min(kept_prefix(self.head, prompt), self._real_rows, self.head.cache_length)
+        target_keeps = min(kept, max(rows - 1, 0))
+        self._real_rows = min(rows, target_keeps + 1)
+        self.head.crop(self._real_rows)
+        self._known, self._start = None, 0
+        return target_keeps
 
     def target_fed(self, start: int) -> None:
         """The target's last forward fed tokens from position `start`: keep their features."""

@@ -214,7 +214,8 @@ class ChatTranscript(VerticalScroll):
 
     def on_prompt_reading(self, message: PromptReading) -> None:
         if self._current(message.job_id) is not None and message.tokens >= LONG_PROMPT:
-            self.gauges.status = f"{READING} ({message.tokens:,} tokens)"
+            kept = f", {message.kept:,} kept from before" if message.kept else ""
+            self.gauges.status = f"{READING} ({message.tokens:,} tokens{kept})"
 
     def on_round_arrived(self, message: RoundArrived) -> None:
         current = self._current(message.job_id)

@@ -63,10 +63,12 @@ class IdentityChecked(Message, bubble=False):
 
 @dataclass
 class PromptReading(Message, bubble=False):
-    """The model reads the answer's prompt of `tokens` tokens before its first round."""
+    """The model reads `tokens` tokens of the answer's prompt before its first round (`kept`
+    more the caches held from the answer before)."""
 
     job_id: int
     tokens: int
+    kept: int = 0
 
 
 @dataclass

@@ -127,7 +127,7 @@ def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Should
         if isinstance(event, ContextTrimmed):
             app.post_message(ContextNotice(job.id, event))
         elif isinstance(event, ReadingPrompt):
-            app.post_message(PromptReading(job.id, event.tokens))
+            app.post_message(PromptReading(job.id, event.to_read, event.kept))
         elif isinstance(event, AnswerDone):
             gauges.post_message(StatsUpdated(job.id, event.stats))
             app.post_message(AnswerFinished(job.id, event))

@@ -57,6 +57,12 @@ class CrossTokenizerDrafter:
         self.context.reset()
         self.alignment = ()
 
+    def resume(self, prompt: list[int], kept: int) -> int:
+        """A new answer: the draft reads the prompt again in its own tokens (its context is
+        rebuilt from the text); the target keeps its `kept`."""
+        self.reset()
+        return kept
+
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
                 generator: torch.Generator | None,
                 should_stop: Callable[[], bool] = lambda: False,

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from specchat.engine.protocol import HeldTokens
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
 from specchat.models.head.network import HeadNetwork
@@ -38,6 +39,9 @@ class HeadRuntime:
         self.hidden_size = shape.hidden
         self.kv = KVBuffer(1, shape.kv_heads, shape.head_dim, dtype, self.device)
         self._length = 0
+        self.held = HeldTokens()
+        """The token ids of the head's rows, recorded as they are fed (engine/protocol.py's
+        `HeldTokens`)."""
 
     @property
     def cache_length(self) -> int:
@@ -57,9 +61,11 @@ class HeadRuntime:
 
     def reset(self) -> None:
         self._length = 0
+        self.held.clear()
 
     def crop(self, length: int) -> None:
         self._length = min(self._length, max(0, int(length)))
+        self.held.crop(self._length)
 
     @torch.inference_mode()
     def forward(self, features: torch.Tensor, ids: torch.Tensor,
@@ -74,6 +80,7 @@ class HeadRuntime:
         self.kv.keys[0, :, start:start + n] = k.transpose(0, 1)
         self.kv.values[0, :, start:start + n] = v.transpose(0, 1)
         self._length = start + n
+        self.held.fed(start, ids)
         attended = self._attend(q, start, n)
         guess = self.network.finish(x[-keep:], attended[-keep:])
         logits = self.output(guess).float()

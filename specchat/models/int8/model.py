@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from specchat.engine.protocol import HeldTokens
 from specchat.models.device.cores import capped_threads
 import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
@@ -125,6 +126,8 @@ class Int8Model:
         self.pins = torch.tensor(linear.PIN_VALUES)
         """The pinned input columns' values (linear.py), for the scripted layers."""
         self._length = 0
+        self.held = HeldTokens()
+        """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
         self.features: torch.Tensor | None = None
         """[n, hidden]: the last forward's final hidden states (after the last norm: what the
         output matrix multiplies) at every one of the n tokens it fed, kept for a draft head
@@ -151,10 +154,12 @@ class Int8Model:
 
     def reset(self) -> None:
         self._length = 0
+        self.held.clear()
 
     def crop(self, length: int) -> None:
         """Lower the length; whatever lies past it is overwritten by the next forward."""
         self._length = min(self._length, max(0, int(length)))
+        self.held.crop(self._length)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -178,6 +183,7 @@ class Int8Model:
         for index, layer in enumerate(self.layers):
             x = self._layer(index, layer, x, turns, start)
         self._length = end
+        self.held.fed(start, ids)
         return x
 
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,

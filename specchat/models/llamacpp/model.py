@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specchat.engine.protocol import HeldTokens
 from specchat.errors import ModelNotFound, shortened
 from specchat.models.device.cores import capped_threads, physical_cores  # noqa: F401  (scripts' name)
 from specchat.models.device.estimate import file_type_name, size_label
@@ -152,6 +153,8 @@ class LlamaCppModel:
         self._batch = lib.llama_batch_init(self.batch, 0, 1)
         self._view: tuple[int | None, np.ndarray] | None = None
         """(address, view) of llama.cpp's logits buffer as last seen."""
+        self.held = HeldTokens()
+        """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
         self.decode_s = 0.0
         """Seconds spent inside `llama_decode` (and, with layers offloaded, waiting for the
         device to finish it) since loading: what a benchmark subtracts from
@@ -239,11 +242,13 @@ class LlamaCppModel:
 
     def reset(self) -> None:
         self._lib.llama_memory_clear(self._memory, True)
+        self.held.clear()
 
     def crop(self, length: int) -> None:
         """Remove every KV cell at position `length` or later."""
         if not self._lib.llama_memory_seq_rm(self._memory, 0, max(0, length), -1):
             raise RuntimeError(f"llama.cpp could not roll its cache back to {length} tokens")
+        self.held.crop(length)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -261,6 +266,7 @@ class LlamaCppModel:
             self._decode(chunk, start + begin, wanted)
             if wanted:
                 rows.append(self._logits(wanted))
+        self.held.fed(start, ids)
         return rows[0] if len(rows) == 1 else torch.cat(rows)
 
     def _use_batch_threads(self, threads: int) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from specchat.engine.protocol import HeldTokens
+
 
 class HFCausalModel:
     """A transformers model behind the engine's small model protocol."""
@@ -22,6 +24,8 @@ class HFCausalModel:
         self.vocab_size = vocab_size or model.get_output_embeddings().weight.shape[0]
         self._cache: Any = None
         """transformers' DynamicCache, made by `reset` (on the first forward)."""
+        self.held = HeldTokens()
+        """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
 
     @property
     def cache_length(self) -> int:
@@ -50,14 +54,16 @@ class HFCausalModel:
         from transformers import DynamicCache
 
         self._cache = DynamicCache(config=self.config)
+        self.held.clear()
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         if self._cache is None:
             self.reset()
-        ids = ids.reshape(1, -1).to(self.device)
+        ids, start = ids.reshape(1, -1).to(self.device), self.cache_length
         out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
                          logits_to_keep=keep)
+        self.held.fed(start, ids)
         # under an accelerate device_map the head may sit elsewhere: logits live on `device`
         return out.logits[0, -keep:, : self.vocab_size].float().to(self.device)
 
@@ -65,3 +71,4 @@ class HFCausalModel:
         surplus = self.cache_length - length
         if surplus > 0:
             self._cache.crop(-surplus)
+        self.held.crop(length)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from specchat.engine.protocol import HeldTokens
 from specchat.models.blocks.int8_rows import quantize_rows
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
@@ -198,6 +199,8 @@ class LeanLlama:
         self.kv = KVBuffer(len(self.layers), self.kv_heads, self.head_dim, self.embed.dtype,
                            self.device)
         self._length = 0
+        self.held = HeldTokens()
+        """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
         self.features: torch.Tensor | None = None
         """[n, hidden]: the final hidden states of the n tokens the last forward fed (what a
         draft head reads: engine/protocol.py's `FeatureSource`)."""
@@ -223,10 +226,12 @@ class LeanLlama:
 
     def reset(self) -> None:
         self._length = 0
+        self.held.clear()
 
     def crop(self, length: int) -> None:
         """Lower the length; whatever lies past it is overwritten by the next forward."""
         self._length = min(self._length, max(0, int(length)))
+        self.held.crop(self._length)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -248,6 +253,7 @@ class LeanLlama:
         for index, layer in enumerate(self.layers):
             x = self._layer(index, layer, x, cos[0], sin[0], mask, start, end)
         self._length = end
+        self.held.fed(start, ids)
         return x
 
     def _layer(self, index: int, layer: LeanLayer, x, cos, sin, mask, start: int, end: int):

@@ -31,8 +31,9 @@ class ReducedVocabModel(HFCausalModel):
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         if self._cache is None:
             self.reset()
-        ids = ids.reshape(1, -1).to(self.device)
+        ids, start = ids.reshape(1, -1).to(self.device), self.cache_length
         body = self.model.get_decoder()
         hidden = body(input_ids=ids, past_key_values=self._cache, use_cache=True).last_hidden_state
+        self.held.fed(start, ids)
         return scatter_logits((hidden[0, -keep:] @ self.head.T).float(), self.vocab,
                               self.vocab_size)

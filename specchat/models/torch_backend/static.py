@@ -140,7 +140,7 @@ class StaticCausalModel(HFCausalModel):
         if self._cache is None:
             self.reset()
         ids = ids.reshape(-1).to(self.device)
-        n = int(ids.shape[0])
+        n, start, fed = int(ids.shape[0]), self._position, ids
         if self._position + n > self.max_length:
             raise ContextFull(f"the static KV cache of {self.max_length} tokens is full "
                               f"({self._position} + {n} tokens): start a new chat or shorten it")
@@ -149,6 +149,7 @@ class StaticCausalModel(HFCausalModel):
             ids = torch.cat([ids, ids[-1:].expand(width - n)])
         out = self._run(ids.reshape(1, -1), width, captured)
         self._advance(n)
+        self.held.fed(start, fed)
         return self._kept(out, n, keep)
 
     def _kept(self, out: StepOutput, n: int, keep: int) -> torch.Tensor:
@@ -197,6 +198,7 @@ class StaticCausalModel(HFCausalModel):
         """Move the write position back; the mask hides whatever lies past it."""
         self._position = min(self._position, max(0, length))
         self._start.fill_(self._position)
+        self.held.crop(self._position)
 
 
 def cloned(out):
