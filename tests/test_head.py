@@ -524,14 +524,14 @@ def test_a_gpu_asked_for_where_there_is_none_is_one_line_before_any_feature(file
 
 @pytest.mark.parametrize("name", ["int8", "torch", "int8-lookup"])
 def test_a_next_question_keeps_the_heads_rows_and_the_head_drafts_on(loaded, name):
-    """The target keeps all but one token of what the head read (the row after them needs
-    the feature of the last one kept, which only the target's forward gives), the head keeps
-    its rows, reads the new tokens' features from the first round's verify, and drafts from
-    the second round on what it drafts from empty caches; the answer is theirs too."""
-    from test_kept_prefix import FIRST, assert_reads_only_the_new_tokens, second_answer
+    """The head read the rest of the first answer when it ended (lookup rounds and the last
+    round leave committed tokens it has not read), so the target keeps all it holds; the head
+    keeps its rows, reads the new tokens' features from the first round's verify, and drafts
+    from the second round on what it drafts from empty caches; the answer is theirs too."""
+    from test_kept_prefix import assert_reads_only_the_new_tokens, second_answer
 
     result = second_answer(loaded(name), k=3, n=24)
-    assert len(FIRST) <= result.kept < result.held
+    assert result.kept == result.held
     assert_reads_only_the_new_tokens(result)
     assert drafts(result.rounds) == drafts(result.fresh_rounds)
     assert all(r.drafted for r in result.rounds[1:-1] if not r.by_lookup)
@@ -540,3 +540,16 @@ def test_a_next_question_keeps_the_heads_rows_and_the_head_drafts_on(loaded, nam
 def drafts(rounds) -> list[tuple[int, ...]]:
     return [r.accepted + r.rejected for r in rounds]
 
+
+
+def test_the_chats_next_question_keeps_the_conversation_on_a_head_pair_with_lookup(loaded):
+    """The default pair's shape (a head and prompt lookup), through the chat session, which
+    builds a decoder and drafter per answer: the second answer keeps at least the first
+    question (this random model's answer is no text that re-tokenizes as it was written; a
+    real model's is, tests/test_kept_prefix.py and `bench turns`)."""
+    from test_kept_prefix import greedy_session, reading_and_ids
+
+    session = greedy_session(loaded("int8-lookup"))
+    first, _, _ = reading_and_ids(list(session.answer("hello there", max_new_tokens=16)))
+    reading, _, _ = reading_and_ids(list(session.answer("and then?", max_new_tokens=8)))
+    assert first.kept == 0 < first.tokens - 1 <= reading.kept

@@ -102,10 +102,13 @@ def forwards_and_rounds(drafter_class) -> tuple[list[int], list[Round], TableHea
 
 def test_the_features_reach_the_head_with_no_extra_target_forward():
     """One target forward per round, as with any drafter: the verify's (the first round's
-    carries the prompt); the head reads what those forwards kept."""
+    carries the prompt); the head reads what those forwards kept: one forward per draft, and
+    one when the answer ends, of the committed tokens it has not read (`settle`), after which
+    it holds a row for every one."""
     forwards, rounds, head = forwards_and_rounds(HeadDrafter)
     assert forwards == [3] + [r.drafted + 1 for r in rounds[1:]]
-    assert len(head.forward_calls) == sum(r.drafted for r in rounds)
+    assert len(head.forward_calls) == sum(r.drafted for r in rounds) + 1
+    assert len(head.rows) == 3 + sum(len(r.committed) for r in rounds)
 
 
 class RecomputingHeadDrafter(HeadDrafter):

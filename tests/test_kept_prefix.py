@@ -42,12 +42,14 @@ class SecondAnswer:
 
 def second_answer(pair, k: int = 3, n: int = 14, between=None) -> SecondAnswer:
     """A first answer, then a prompt that extends it by `EXTRA` (the chat's next question)
-    answered keeping what the caches hold; `between(pair, sequence)` runs in between."""
-    decoder, settings = decoder_for(pair), Settings(k=k)
-    first, _ = committed(decoder, FIRST, settings, n)
+    answered keeping what the caches hold, by a decoder (and drafter) of its own as in the
+    chat; `between(pair, sequence)` runs in between."""
+    settings = Settings(k=k)
+    first, _ = committed(decoder_for(pair), FIRST, settings, n)
     prompt = FIRST + first + EXTRA
     if between is not None:
         between(pair, FIRST + first)
+    decoder = decoder_for(pair)
     kept = decoder.prepare(prompt, len(prompt))
     answer, rounds = committed(decoder, prompt, settings, n, keep=len(prompt))
     fresh, _ = committed(decoder_for(pair, speculate=False), prompt, Settings(k=0), n)

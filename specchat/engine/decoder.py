@@ -150,12 +150,14 @@ class Decoder:
         while True:
             reason = self._stop_reason(ids, len(ids) - len(prompt), max_new_tokens, should_stop)
             if reason is not None:
+                self._settle(sequence)
                 yield Finished(reason, len(ids) - len(prompt))
                 return
             budget = max_new_tokens - (len(ids) - len(prompt))
             done = self._round(sequence, ids, settings, budget, generator, should_stop)
             if done is None:  # stopped while drafting: the round is cancelled
                 self._check_cancelled(len(ids))
+                self._settle(sequence)
                 yield Finished("stopped", len(ids) - len(prompt))
                 return
             event, committed = done
@@ -164,6 +166,13 @@ class Decoder:
             self._check(len(ids), event)
             settings.observe(event)
             yield event
+
+    def _settle(self, sequence: torch.Tensor) -> None:
+        """Tell a drafter that catches up when an answer ends (a head, engine/head_drafter.py)
+        the committed sequence, so the next answer keeps what the target holds."""
+        settle = getattr(self.drafter, "settle", None)
+        if settle is not None:
+            settle(sequence)
 
     def _stop_reason(self, ids: list[int], produced: int, max_new_tokens: int,
                      should_stop: Callable[[], bool]) -> StopReason | None:

@@ -65,7 +65,8 @@ class Drafter(Protocol):
     # will_look_up(committed), asked before k is chosen (LookupFirstDrafter);
     # resume(prompt, kept) -> kept, asked instead of `reset` where the target's cache keeps
     # the prompt's first `kept` tokens: keep what of the drafter's state still reads the
-    # prompt, and say how many the target may keep (at most `kept`; decoder.py's `prepare`)
+    # prompt, and say how many the target may keep (at most `kept`; decoder.py's `prepare`);
+    # settle(sequence), told the committed sequence when an answer ends
 
 
 class ModelDrafter:
@@ -276,6 +277,12 @@ class LookupFirstDrafter:
         if self.by_lookup:
             return self.lookup.propose_match(self._match(ids), ids, k, sequence.device)
         return self.drafter.propose(sequence, k, params, generator, should_stop, committed)
+
+    def settle(self, sequence: torch.Tensor) -> None:
+        """The answer ended: pass it on to a drafter that catches up then (a head)."""
+        settle = getattr(self.drafter, "settle", None)
+        if settle is not None:
+            settle(sequence)
 
     def target_fed(self, start: int) -> None:
         """Pass the target's forwards on to a drafter that reads its features (a head,

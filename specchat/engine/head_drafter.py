@@ -46,18 +46,29 @@ class HeadDrafter:
 
     def resume(self, prompt: list[int], kept: int) -> int:
         """A new answer whose prompt's first `kept` tokens the target still holds: keep the
-        head's rows that read the prompt (by the head's own record, real features only), and
+        head's rows that read the prompt (by the head's own record; any drafter over the head
+        may have fed them, the chat makes one per answer), and
         have the target read again from where the next row's feature is missing. Rows
         0..r - 1 read features up to r - 2; the target's forward from position t gives those
         from t on, so row r needs t <= r - 1: the target keeps min(kept, r - 1) tokens and
         the head min(r, that + 1) rows (one token read again, where the answer before read
         everything the head did)."""
-        rows = min(kept_prefix(self.head, prompt), self._real_rows, self.head.cache_length)
+        rows = kept_prefix(self.head, prompt)  # an answer's last rollback kept real rows only
         target_keeps = min(kept, max(rows - 1, 0))
         self._real_rows = min(rows, target_keeps + 1)
         self.head.crop(self._real_rows)
         self._known, self._start = None, 0
         return target_keeps
+
+    def settle(self, sequence: torch.Tensor) -> None:
+        """The answer ended: read the committed tokens the head has not (a lookup round's, the
+        last round's) in one forward, from the features the verifies left, so the next
+        answer's target can keep everything it holds (`resume`)."""
+        rows, length = self.head.cache_length, int(sequence.shape[0])
+        features = self._features_for(rows, length)
+        if features is not None:
+            self.head.forward(features, sequence[rows:], keep=1)
+            self._real_rows = length
 
     def target_fed(self, start: int) -> None:
         """The target's last forward fed tokens from position `start`: keep their features."""
