@@ -553,3 +553,17 @@ def test_the_chats_next_question_keeps_the_conversation_on_a_head_pair_with_look
     first, _, _ = reading_and_ids(list(session.answer("hello there", max_new_tokens=16)))
     reading, _, _ = reading_and_ids(list(session.answer("and then?", max_new_tokens=8)))
     assert first.kept == 0 < first.tokens - 1 <= reading.kept
+
+
+@pytest.mark.parametrize("name", ["int8", "int8-lookup"])
+def test_a_conversation_read_back_while_idle_gives_the_head_its_rows_too(loaded, name):
+    """After another user took the target, reading the conversation back feeds the head the
+    features of every token (`settle`), so the next question keeps all but the one token the
+    head's next row needs, and the head drafts as from empty caches."""
+    from test_kept_prefix import (assert_reads_only_the_new_tokens, read_back_after_another_user,
+                                  second_answer)
+
+    result = second_answer(loaded(name), k=3, n=24, between=read_back_after_another_user)
+    assert result.kept == result.held
+    assert_reads_only_the_new_tokens(result)
+    assert drafts(result.rounds) == drafts(result.fresh_rounds)

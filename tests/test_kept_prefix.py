@@ -190,3 +190,26 @@ def test_the_chats_second_question_keeps_the_first_exchange_and_its_race_keeps_a
     race, _, _ = reading_and_ids(list(session.replay_last(12)))
     # the caches hold all of the race's prompt now: it keeps only what the answer it races kept
     assert race.kept == live < race.tokens - 1
+
+
+def read_back_after_another_user(pair, sequence: list[int]) -> None:
+    """Another user takes the target, then the conversation is read back while idle."""
+    forget_by_reading_other_tokens(pair, sequence)
+    assert decoder_for(pair).read(sequence)
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny-plain"])
+def test_reading_the_conversation_back_while_idle_lets_the_next_question_keep_it(
+        load_tiny, name):
+    result = second_answer(load_tiny(name), between=read_back_after_another_user)
+    assert result.kept == result.held + 1  # read whole: the first answer's last token too
+    assert_reads_only_the_new_tokens(result)
+
+
+def test_a_baseline_timing_between_two_questions_leaves_the_conversation_in_the_caches(
+        load_tiny):
+    session = greedy_session(load_tiny("tiny"))
+    first, _, done = reading_and_ids(list(session.answer("hello there", max_new_tokens=12)))
+    assert session.measure_baseline() is not None
+    reading, _, _ = reading_and_ids(list(session.answer("and then?", max_new_tokens=12)))
+    assert first.tokens < reading.kept

@@ -38,13 +38,15 @@ class Conversation:
         self.turns.clear()
 
 
-def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Prompt ids for `messages`, ending where the assistant's answer begins."""
+def render_prompt(tokenizer: Any, messages: list[dict[str, str]], answer: bool = True) -> list[int]:
+    """Prompt ids for `messages`, ending where the assistant's answer begins (`answer`), or
+    where the last message ends: what the next prompt begins with."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=answer,
+                                             tokenize=False)
     else:
         text = "".join(f"{FALLBACK_TEMPLATE_ROLES.get(m['role'], m['role'])}: {m['content']}\n"
-                       for m in messages) + "Assistant:"
+                       for m in messages) + ("Assistant:" if answer else "")
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from specchat.chat.baseline import Baseline
-from specchat.chat.conversation import Conversation, fit_prompt
+from specchat.chat.conversation import Conversation, fit_prompt, render_prompt
 from specchat.chat.cross import alignment_of
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, ReadingPrompt,
@@ -184,7 +184,9 @@ class ChatSession:
                          needed_context: int = 0) -> Baseline | None:
         """Measure the target-only `Baseline` for the current sampling settings
         (chat/baseline_timing.py), covering contexts up to `needed_context`; None if stopped
-        first. Its step costs become k = "auto"'s starting point."""
+        first. Its step costs become k = "auto"'s starting point. The timing fills the
+        caches with its own tokens, so the conversation is read back into them after it
+        (`read_conversation`), unless a question is waiting."""
         from specchat.chat.baseline_timing import contexts_for, measure_baseline
 
         contexts = contexts_for(needed_context, self.pair.context_length)
@@ -194,7 +196,21 @@ class ChatSession:
             policy = self.settings.k_policy
             if isinstance(policy, AdaptiveK):
                 policy.use_prior(self.baseline_costs)  # the latest timing wins over an older one
+        if not should_stop():
+            self.read_conversation(should_stop)  # the timing used the models' caches
         return baseline
+
+    def read_conversation(self, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Read the conversation so far into the caches while idle, so that the next question
+        reads only its own tokens; how many tokens it covers (0: nothing to read, or too long
+        to leave an answer room). Stops between chunks when `should_stop` says so."""
+        if not self.conversation.turns:
+            return 0
+        tokens = render_prompt(self.pair.tokenizer, self.conversation.messages(), answer=False)
+        if len(tokens) + self.pair.context_length // 2 > self.pair.context_length:
+            return 0
+        self.decoder().read(tokens, should_stop)
+        return len(tokens)
 
 
 def context_bound(event: Finished, budget: int, max_new_tokens: int) -> str:

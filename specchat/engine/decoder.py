@@ -222,20 +222,40 @@ class Decoder:
         tokens its cache lacks in chunks sized to take about `PREFILL_CHUNK_S` each (all but
         the last chunk, which the round's own forward carries, so a short prompt takes no
         extra forward); False if `should_stop` said so between two (the round is cancelled)."""
-        models = [self.target]
         draft = getattr(self.drafter, "model", None)
-        if k > 0 and draft is not None:
-            models.append(draft)
-        for model in models:
-            chunk = PREFILL_FIRST_CHUNK
-            while sequence.shape[0] - model.cache_length > chunk:
-                if should_stop():
-                    return False
-                start, began = model.cache_length, time.perf_counter()
-                model.forward(sequence[start:start + chunk], keep=1)
-                chunk = next_chunk(chunk, time.perf_counter() - began)
-                if model is self.target:
-                    self._target_fed(start)
+        models = [self.target] + ([draft] if k > 0 and draft is not None else [])
+        return all(self._feed(model, sequence, should_stop, leave_last_chunk=True)
+                   for model in models)
+
+    def _feed(self, model: CausalModel, sequence: torch.Tensor, should_stop: Callable[[], bool],
+              leave_last_chunk: bool) -> bool:
+        """Feed `model` what its cache lacks of `sequence`, in chunks of about `PREFILL_CHUNK_S`
+        (all of it, or all but a last chunk); False if `should_stop` said so between two."""
+        chunk = PREFILL_FIRST_CHUNK
+        while sequence.shape[0] - model.cache_length > (chunk if leave_last_chunk else 0):
+            if should_stop():
+                return False
+            start, began = model.cache_length, time.perf_counter()
+            model.forward(sequence[start:start + chunk], keep=1)
+            chunk = next_chunk(chunk, time.perf_counter() - began)
+            if model is self.target:
+                self._target_fed(start)
+        return True
+
+    def read(self, tokens: list[int], should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Read `tokens` into the caches without answering, keeping what they hold of them:
+        idle time spent so that the next answer, whose prompt begins with them, reads only
+        its own tokens (a chat's conversation so far, after something else used the model).
+        The draft model and a head read them too. False if `should_stop` said so between two
+        chunks (what was read stays read)."""
+        self.prepare(tokens, len(tokens))
+        self._prepared = None  # what `generate` would start from is no longer this
+        sequence = torch.tensor(tokens, dtype=torch.long, device=self.target.device)
+        draft = getattr(self.drafter, "model", None)
+        for model in [self.target] + ([draft] if draft is not None else []):
+            if not self._feed(model, sequence, should_stop, leave_last_chunk=False):
+                return False
+        self._settle(sequence)
         return True
 
     def _will_look_up(self, ids: list[int]) -> bool:
