@@ -243,3 +243,37 @@ def test_a_next_question_keeps_the_targets_cache_beside_a_draft_of_another_token
     result = second_answer(loaded(name))
     assert result.kept == result.held
     assert_reads_only_the_new_tokens(result)
+
+
+@pytest.mark.parametrize("name", ["bytelevel", "llama"])
+def test_a_draft_of_another_tokenizer_keeps_its_own_cache_for_the_next_question(
+        loaded, name, monkeypatch):
+    """The chat makes a drafter per answer; the new one's draft context keeps what the draft
+    model's cache holds of the prompt's draft tokens (its own record), so the draft's first
+    step of the next question reads only the tokens after the first exchange (and the few a
+    word boundary backs off to), where a context from empty caches reads them all."""
+    from test_kept_prefix import committed
+
+    from specchat.chat.decoding import decoder_for
+    from specchat.engine import Settings
+
+    pair = loaded(name)
+    fed: list[int] = []
+    forward = pair.draft.forward
+
+    def counting(ids, keep=1):
+        fed.append(int(ids.numel()))
+        return forward(ids, keep)
+
+    monkeypatch.setattr(pair.draft, "forward", counting)
+    encode = pair.tokenizer.encode
+    question = encode("The quick brown fox jumps over the lazy dog, and then")
+    first, _ = committed(decoder_for(pair), question, Settings(k=3), 14)
+    prompt = question + first + encode(" the cat sat on the mat")
+    reads = []
+    for keep in (len(prompt), 0):
+        fed.clear()
+        committed(decoder_for(pair), prompt, Settings(k=3), 14, keep=keep)
+        reads.append(fed[0])
+    kept_read, fresh_read = reads
+    assert kept_read + len(question) <= fresh_read

@@ -10,7 +10,9 @@ The target commits its tokens; a draft of another tokenizer reads the same text 
 4. tokenizes the rest with the draft's tokenizer (a character the target's byte tokens
    left incomplete waits, `held`, until it is whole) and rolls the cache back to what it
    keeps: the rest waits to be fed with the next `step`.
-`push` adds a proposed token, fed by the following `step`. Knows token ids and bytes; the
+`push` adds a proposed token, fed by the following `step`. A context made for a new answer
+(`resume`) keeps what the draft's cache holds of the prompt's draft tokens, by the model's
+own record (engine/held_tokens.py), at its first sync. Knows token ids and bytes; the
 model is any engine `CausalModel`.
 """
 
@@ -22,6 +24,7 @@ import torch
 
 from specchat.chat.cross.text import whole_characters
 from specchat.chat.cross.vocabulary import CrossVocabulary
+from specchat.engine.held_tokens import kept_prefix
 
 WORD_BACKOFF = 8
 """Draft tokens a sync may step back to find the start of a word."""
@@ -36,10 +39,18 @@ class DraftContext:
     def __init__(self, model: Any, vocabulary: CrossVocabulary):
         self.model, self.pieces = model, vocabulary.draft
         self.target = vocabulary.target
-        self.reset()
+        self.resume()  # the chat makes a context per answer: the model's cache may be kept
 
     def reset(self) -> None:
         """A new answer: nothing read, the draft's cache empty."""
+        self.resume()
+        self.adopting = False
+        self.model.reset()
+
+    def resume(self) -> None:
+        """A new answer: nothing read; the first sync keeps what the draft's cache holds of
+        the prompt's draft tokens."""
+        self.adopting = True
         self.text = bytearray()
         """The committed target text."""
         self.read = 0
@@ -52,7 +63,6 @@ class DraftContext:
         """How many of `ids` spell committed text."""
         self.fed = 0
         """How many of `ids` the draft's cache holds."""
-        self.model.reset()
 
     @property
     def spelled(self) -> int:
@@ -75,7 +85,11 @@ class DraftContext:
         self.ends = self.ends[:keep] + offsets(start, [len(self.pieces.piece(i)) for i in new],
                                                start + len(whole))
         self.verified = len(self.ids)
-        if self.fed > keep:
+        if self.adopting:
+            self.adopting = False
+            self.fed = kept_prefix(self.model, self.ids)
+            self.model.crop(self.fed)
+        elif self.fed > keep:
             self.fed = keep
             self.model.crop(keep)
 

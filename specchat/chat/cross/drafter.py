@@ -58,9 +58,10 @@ class CrossTokenizerDrafter:
         self.alignment = ()
 
     def resume(self, prompt: list[int], kept: int) -> int:
-        """A new answer: the draft reads the prompt again in its own tokens (its context is
-        rebuilt from the text); the target keeps its `kept`."""
-        self.reset()
+        """A new answer: the draft's context is rebuilt from the prompt's text, and its cache
+        keeps what it holds of the prompt's draft tokens; the target keeps its `kept`."""
+        self.context.resume()
+        self.alignment = ()
         return kept
 
     def propose(self, sequence: torch.Tensor, k: int, params: SamplingParams,
