@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Literal, Sequence
 
 import torch
 
-from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposal
+from specchat.engine.drafters import Drafter as Drafter, Proposal, empty_proposal, resumed
 from specchat.engine.events import Event, Finished, Round, StopReason, TokenKind  # noqa: F401
 from specchat.engine.held_tokens import kept_prefix
 from specchat.engine.params import SamplingParams
@@ -119,12 +119,8 @@ class Decoder:
         if not prompt:
             raise ValueError("the prompt must hold at least one token")
         kept = min(keep, len(prompt) - 1, kept_prefix(self.target, prompt)) if keep > 0 else 0
-        resume = getattr(self.drafter, "resume", None)
         if self.drafter is not None:
-            if kept and resume is not None:
-                kept = int(resume(prompt, kept))
-            else:
-                self.drafter.reset()
+            kept = resumed(self.drafter, prompt, kept)
         if kept:
             self.target.crop(kept)
         else:

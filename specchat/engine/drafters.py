@@ -246,11 +246,7 @@ class LookupFirstDrafter:
         fewer tokens); the lookup starts over."""
         self.lookup.reset()
         self._looked_up = None
-        resume = getattr(self.drafter, "resume", None)
-        if resume is None:
-            self.drafter.reset()
-            return kept
-        return int(resume(prompt, kept))
+        return resumed(self.drafter, prompt, kept)
 
     def will_look_up(self, committed: list[int]) -> bool:
         """Whether the next proposal after `committed` is the lookup's (the decoder asks
@@ -294,6 +290,17 @@ class LookupFirstDrafter:
     def rollback(self, committed_length: int) -> None:
         self.drafter.rollback(committed_length)
         self.lookup.rollback(committed_length)
+
+
+def resumed(drafter: Drafter, prompt: list[int], kept: int) -> int:
+    """Ready `drafter` for a new answer whose prompt's first `kept` tokens the target's cache
+    holds: its `resume` where it has one and something is kept, else `reset`; how many
+    tokens the target may keep."""
+    resume = getattr(drafter, "resume", None)
+    if kept and resume is not None:
+        return int(resume(prompt, kept))
+    drafter.reset()
+    return kept
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,13 @@ A chat's next question arrives as the whole conversation rendered again: the ear
 are a prefix the caches already hold (unless something else used the model meanwhile).
 The record is the model's own (`HeldTokens`, engine/protocol.py: every backend notes each
 forward, crop and reset in it), so no other code can leave it stale; `kept_prefix` trusts
-it only while its length equals the model's `cache_length`. Knows token ids only.
+it only while its length equals the model's `cache_length`. Knows token ids only, and
+imports no torch until asked (`common_prefix` also serves chat/cross/text.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
-
-from specchat.engine.protocol import HeldTokens
 
 
 def common_prefix(held: Sequence[int], prompt: Sequence[int]) -> int:
@@ -27,6 +26,8 @@ def common_prefix(held: Sequence[int], prompt: Sequence[int]) -> int:
 def kept_prefix(model: Any, prompt: Sequence[int]) -> int:
     """How many leading tokens of `prompt` the model's cache holds, by its own record: 0 for
     a model that keeps none, or whose record disagrees with its cache's length."""
+    from specchat.engine.protocol import HeldTokens
+
     held = getattr(model, "held", None)
     if not isinstance(held, HeldTokens) or held.length != model.cache_length:
         return 0

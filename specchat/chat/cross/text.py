@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from specchat.chat.cross.vocabulary import CrossVocabulary
 from specchat.chat.events import MERGED, ONE, SPLIT
+from specchat.engine.held_tokens import common_prefix
 
 
 def whole_characters(data: bytes) -> bytes:
@@ -42,16 +43,6 @@ def missing_bytes(text: bytes) -> int:
                 4 if byte >> 3 == 0b11110 else 1
             return max(0, length - back)
     return 0
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """How many leading items `a` and `b` share."""
-    count = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        count += 1
-    return count
 
 
 def boundaries(lengths: list[int], start: int = 0) -> list[int]:
