@@ -108,6 +108,23 @@ def test_shards_resume_without_generating_a_feature_twice(qwen, tmp_path, monkey
     assert head_data.answer_tokens(head_data.load_shards(folder)) >= 10
 
 
+def test_the_progress_count_never_runs_back_nor_reaches_the_target_early(qwen, tmp_path,
+                                                                       monkeypatch):
+    """Three streams over shards of two prompts: answers of the next shard run before a shard
+    is written, so the tokens generated pass what the written shards hold."""
+    monkeypatch.setattr(head_data, "SHARD_PROMPTS", 2)
+    monkeypatch.setattr(head_data, "REPORT_EVERY", 1)
+    model, tokenizer = int8(qwen[0]), qwen[1]
+    reports: list[int] = []
+    answer = head_data.slot_answers(Int8Batch(model, 3), set(), 6)
+    head_data.generate_shards(answer, tokenizer, ["one", "two", "three", "four", "five", "six"],
+                              tmp_path / "features", 14, 6, 0,
+                              report=lambda done, total: reports.append(done))
+    written = head_data.answer_tokens(head_data.load_shards(tmp_path / "features"))
+    assert reports == sorted(reports)
+    assert max(reports[:-1]) == 13 and reports[-1] == written >= 14
+
+
 @pytest.fixture(scope="module")
 def qwen_hf():
     """The tiny Qwen2 as a transformers model in float32 (the GPU path's kind of target)."""

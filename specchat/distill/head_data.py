@@ -231,12 +231,12 @@ def generate_shards(answer: AnswerSource, tokenizer, prompts: list[str], folder:
     jobs = planned_jobs(tokenizer, prompts, folder, tokens, max_new_tokens, seed)
     sizes = Counter(job.shard for job in jobs)
     finished: dict[int, dict[int, FeatureSample]] = defaultdict(dict)
-    counted = [done]
+    generated = [done]
 
     def on_token() -> None:
-        counted[0] += 1
-        if counted[0] % REPORT_EVERY == 0:
-            report(counted[0], tokens)
+        generated[0] += 1
+        if generated[0] % REPORT_EVERY == 0:
+            report(shown_progress(done, generated[0], tokens), tokens)
 
     for job, sample in answer(jobs, on_token):
         finished[job.shard][job.position] = sample
@@ -245,6 +245,14 @@ def generate_shards(answer: AnswerSource, tokenizer, prompts: list[str], folder:
         shard = finished.pop(job.shard)
         save_shard(shard_path(folder, job.shard), [shard[i] for i in sorted(shard)])
         done += answer_tokens(list(shard.values()))
-        report(done, tokens)
+        report(shown_progress(done, generated[0], tokens), tokens)
         if done >= tokens:
             return
+
+
+def shown_progress(saved: int, generated: int, tokens: int) -> int:
+    """The answer tokens a progress report counts: those generated (answers of shards not
+    written yet among them), held below `tokens` until the written shards reach it. It never
+    runs backwards, and never says the target is reached while answers still run (the last
+    shards' answers overshoot it, and answers of shards past it are dropped)."""
+    return saved if saved >= tokens else min(generated, tokens - 1)
