@@ -341,6 +341,25 @@ def test_reduced_vocabulary_is_the_most_frequent_answer_tokens_plus_end_of_seque
     assert choose_vocab(samples, 5, {2}, 100) == [2, 4, 5, 7, 8, 9]
 
 
+def test_every_answer_to_a_held_out_prompt_is_held_out_and_no_other():
+    """A greedy pass and two sampled passes over 200 prompts, each pass in its own shuffled
+    order as the shards have them: a held-out answer whose prompt was trained on (its greedy
+    or another sampled answer) would make held-out acceptance measure memorised text."""
+    from specchat.distill.teacher import AnswerSample
+    from specchat.distill.train import split_heldout
+
+    def answer(prompt: int, seed: int) -> AnswerSample:
+        return AnswerSample(torch.tensor([100, prompt, prompt + 1, seed, seed]), 3)
+
+    samples = [answer(int(prompt), seed) for seed in range(3)
+               for prompt in torch.randperm(200, generator=torch.Generator().manual_seed(seed))]
+    train, held = split_heldout(samples)
+    held_prompts = {int(s.ids[1]) for s in held}
+    assert held_prompts.isdisjoint(int(s.ids[1]) for s in train)
+    assert len(held) == 3 * len(held_prompts)
+    assert 4 <= len(held_prompts) <= 20  # about one prompt in 20
+
+
 def test_distillation_loss_is_zero_only_when_the_draft_matches_the_target_top_k():
     from specchat.distill.train import Batch, Head, distill_loss
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,14 @@ import torch.nn.functional as F
 
 from specchat.distill.draft import trainable_parameters
 from specchat.models.torch_backend.shipped_draft import own_state
-from specchat.distill.teacher import Sample
+from specchat.distill.teacher import AnswerSample, Sample
 
-S = TypeVar("S")
+S = TypeVar("S", bound=AnswerSample)
 """A training sample of any kind (a teacher answer, or a head's feature sample)."""
 
 HELDOUT_EVERY = 20
-"""Every 20th answer is held out from training and used to measure acceptance."""
+"""About one prompt in 20 is held out from training, every answer to it (the greedy one and
+the sampled passes'), and used to measure acceptance."""
 
 
 @dataclass
@@ -80,9 +82,18 @@ def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
 
 
 def split_heldout(samples: list[S]) -> tuple[list[S], list[S]]:
-    held = [s for i, s in enumerate(samples) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
-    train = [s for i, s in enumerate(samples) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
+    """(training, held-out) samples, split by prompt: an answer is held out with every other
+    answer to its prompt, so no held-out prompt's text was trained on."""
+    held = [s for s in samples if is_heldout(s)]
+    train = [s for s in samples if not is_heldout(s)]
     return train, held or train[:1]
+
+
+def is_heldout(sample: AnswerSample) -> bool:
+    """Whether `sample`'s prompt is held out: a stable hash of its prompt ids, one in
+    HELDOUT_EVERY, the same in every run and pass."""
+    prompt = sample.ids[:sample.prompt_len].to(torch.int64).numpy().tobytes()
+    return zlib.crc32(prompt) % HELDOUT_EVERY == HELDOUT_EVERY - 1
 
 
 class Head:
