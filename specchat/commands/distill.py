@@ -30,7 +30,7 @@ from specchat.commands.export_gguf import report, type_option
                    "[default: 8192; 16384 with --head].")
 @click.option("--tokens", type=click.IntRange(min=1), default=None,
               help="Answer tokens of teacher data the target generates "
-                   "[default: 40000; 75000 with --head].")
+                   "[default: 40000; 240000 with --head].")
 @click.option("--prompts", type=click.Path(path_type=Path, dir_okay=False),
               help="Prompt set (.jsonl with a \"prompt\" field, or one per line); "
                    "default: the built-in set.")
@@ -92,7 +92,7 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
         from specchat.distill.head_run import HeadOptions
 
         return distill_head(HeadOptions(
-            target, out, tokens or 75_000, prompts, 16384 if vocab is None else vocab or None,
+            target, out, tokens or HeadOptions.tokens, prompts, 16384 if vocab is None else vocab or None,
             width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings,
             device))
     if gguf:
