@@ -385,3 +385,11 @@ def test_progress_shows_tokens_per_second_loss_and_held_out_acceptance(target_di
     last = result.stderr.strip().splitlines()[-1]
     assert "step 3/3" in last and "tok/s" in last and "loss" in last
     assert "held-out acceptance 0." in last or "held-out acceptance 1." in last
+
+
+def test_the_help_names_the_default_a_head_collects():
+    """The command passes HeadOptions' default on; its help text must say the same number."""
+    from specchat.distill.head_run import HeadOptions
+
+    shown = CliRunner().invoke(main, ["distill", "--help"], terminal_width=200).output
+    assert f"{HeadOptions.tokens} with --head" in " ".join(shown.split())
