@@ -92,7 +92,8 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
         from specchat.distill.head_run import HeadOptions
 
         return distill_head(HeadOptions(
-            target, out, tokens or HeadOptions.tokens, prompts, 16384 if vocab is None else vocab or None,
+            target, out, tokens or HeadOptions.tokens, prompts,
+            16384 if vocab is None else vocab or None,
             width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings,
             device))
     if gguf:

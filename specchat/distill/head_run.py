@@ -41,7 +41,7 @@ class HeadOptions:
     out: Path
     tokens: int = 240_000
     """Answer tokens of the target's own answers to collect features for: on the packaged
-    prompts, the greedy pass over all 2,118 (about 195,000) and sampled answers after it."""
+    prompts, the greedy pass over all 2,118 and sampled answers after it."""
     prompts: Path | None = None
     """A prompt file; None: every packaged set (PROMPT_FILES)."""
     vocab: int | None = 16384
