@@ -84,8 +84,9 @@ def choose_vocab(samples: list[Sample], size: int | None, eos_ids: set[int],
 def split_heldout(samples: list[S]) -> tuple[list[S], list[S]]:
     """(training, held-out) samples, split by prompt: an answer is held out with every other
     answer to its prompt, so no held-out prompt's text was trained on."""
-    held = [s for s in samples if is_heldout(s)]
-    train = [s for s in samples if not is_heldout(s)]
+    held_out = [is_heldout(s) for s in samples]
+    held = [s for s, out in zip(samples, held_out) if out]
+    train = [s for s, out in zip(samples, held_out) if not out]
     return train, held or train[:1]
 
 
