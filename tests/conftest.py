@@ -15,13 +15,26 @@ from ci_strict import (pytest_configure, pytest_make_collect_report,  # noqa: E4
                        pytest_runtest_makereport)
 
 
+def isolate(patch: pytest.MonkeyPatch, root: Path) -> None:
+    """Config, history and logs under `root`, the shared model cache, no hub."""
+    for name in ("CONFIG", "DATA", "LOG"):
+        patch.setenv(f"SPECCHAT_{name}_DIR", str(root / name.lower()))
+    patch.setenv("SPECCHAT_CACHE_DIR", str(shared_cache_dir()))
+    patch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session_dirs(tmp_path_factory):
+    """Module- and session-scoped fixtures run before `isolated_dirs`: they are isolated too."""
+    with pytest.MonkeyPatch.context() as patch:
+        isolate(patch, tmp_path_factory.mktemp("session-dirs"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path, monkeypatch):
     """No test reads or writes the user's real config, history or model cache."""
-    for name in ("CONFIG", "DATA", "LOG"):
-        monkeypatch.setenv(f"SPECCHAT_{name}_DIR", str(tmp_path / name.lower()))
-    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(shared_cache_dir()))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    isolate(monkeypatch, tmp_path)
 
 
 @pytest.fixture

@@ -191,7 +191,7 @@ def test_llama_cpp_q8_0_proposals_stay_in_the_vocabulary_and_mostly_agree(files,
     assert (chosen == expected).float().mean() >= 0.85
 
 
-def test_the_gguf_form_of_a_draft_is_built_once_and_rebuilt_when_the_draft_changes(files):
+def test_the_gguf_form_of_a_draft_is_built_once_and_replaced_when_the_draft_changes(files):
     from specchat.models.gguf.drafts import ensure_draft_gguf
 
     first = ensure_draft_gguf(files["draft"])
@@ -200,6 +200,7 @@ def test_the_gguf_form_of_a_draft_is_built_once_and_rebuilt_when_the_draft_chang
     weights = files["draft"] / "draft.safetensors"
     os.utime(weights, (weights.stat().st_atime, weights.stat().st_mtime + 10))
     assert ensure_draft_gguf(files["draft"]) != first
+    assert not first.parent.exists()  # the retrained draft's old form is dropped
 
 
 def test_builtin_gguf_draft_ref_names_the_shipped_draft_and_is_listed():

@@ -230,6 +230,21 @@ def test_the_conversion_is_cached_and_a_damaged_cache_is_converted_again(files, 
     assert any("damaged" in note for note in notes)
 
 
+def test_a_replaced_gguf_files_int8_cache_goes_when_the_new_one_is_built(files, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    old_install, new_install = tmp_path / "old-env" / "model.gguf", tmp_path / "new-env" / "model.gguf"
+    for path in (old_install, new_install):
+        path.parent.mkdir()
+        path.write_bytes(files["llama"].read_bytes())
+    convert.converted(old_install)
+    old_cache = convert.cached_file(old_install).parent
+    old_install.unlink()  # the old environment is removed
+    convert.converted(new_install)
+    assert sorted((tmp_path / "cache" / "int8").iterdir()) == [convert.cached_file(new_install).parent]
+    assert not old_cache.exists()
+
+
 @pytest.mark.parametrize("metadata, words", [
     ({"rope_scaling_type": "yarn"}, "rope scaling 'yarn'"),
     ({"rope_dimension_count": 8}, "rope on 8 of each head's 16 dimensions")])

@@ -1,37 +1,92 @@
-"""Building a folder in the user cache once, atomically.
+"""Building a folder in the user cache once, atomically, and dropping the ones nothing can reach.
 
 The folder is written into a temporary sibling and renamed into place, with a
 marker file last, so an interrupted build never leaves a folder that looks done.
-Used for converted GGUF models and assembled drafts.
+Used for converted GGUF models, their int8 form, tokenizers, facts and assembled drafts.
+
+Each cache folder is keyed by its source files' paths, sizes and modification times
+(the callers' keys), so a reinstalled or moved model, a new virtual environment or a
+retrained draft gets a new folder, and the old one could never be read again. The folder
+records those source files; when a sibling is built, every sibling whose recorded source
+is gone or has changed is removed, as is a staging folder a killed build left a day ago.
+A folder whose source is still in place (another environment's copy) stays. Folders built
+before sources were recorded are left alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 MARKER = "specchat-built.txt"
+SOURCES = "specchat-sources.json"
+STAGING_PREFIX = ".building-"
+ABANDONED_AFTER_S = 24 * 3600
+"""A staging folder this old belongs to a build that was killed, not to one under way."""
 
 
 def is_built(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def build_once(target: Path, write: Callable[[Path], object], note: str) -> Path:
-    """`target`, running `write(staging_folder)` first unless it was built before."""
+def build_once(target: Path, write: Callable[[Path], object], note: str,
+               sources: Sequence[Path] = ()) -> Path:
+    """`target`, running `write(staging_folder)` first unless it was built before; a new
+    build records `sources` (the files its key was made from) and drops stale siblings."""
     if is_built(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target.parent))
     try:
         write(staging)
+        (staging / SOURCES).write_text(json.dumps([fingerprint(Path(path)) for path in sources]))
         (staging / MARKER).write_text(note + "\n")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    remove_unreachable(target.parent, keep=target)
     return target
+
+
+def fingerprint(path: Path) -> dict[str, object]:
+    """What a cache key knows of a source file: its resolved path, size and whole-second mtime
+    (size and mtime None when the file is gone)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return {"path": str(path), "size": None, "mtime": None}
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+
+
+def is_stale(folder: Path) -> bool:
+    """Whether a built folder's recorded sources are gone or changed (False when it recorded
+    none: built before sources were recorded, or from nothing but a pinned hash)."""
+    try:
+        recorded = json.loads((folder / SOURCES).read_text())
+    except (OSError, ValueError):
+        return False
+    return any(fingerprint(Path(item["path"])) != item for item in recorded)
+
+
+def is_abandoned(folder: Path, now: float) -> bool:
+    try:
+        return (folder.name.startswith(STAGING_PREFIX)
+                and now - folder.stat().st_mtime > ABANDONED_AFTER_S)
+    except OSError:
+        return False
+
+
+def remove_unreachable(parent: Path, keep: Path) -> None:
+    """Remove the folders under `parent`, `keep` aside, that no key can reach any more."""
+    now = time.time()
+    for folder in parent.iterdir():
+        if folder != keep and folder.is_dir() and (
+                is_abandoned(folder, now) or (is_built(folder) and is_stale(folder))):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,8 @@
 
 De-quantizing a GGUF with transformers takes many seconds, so the first load
 saves the converted float32 weights and the tokenizer under the user cache
-directory, keyed by the file's path, size and modification time. Later loads
+directory, keyed by the file's path, size and modification time (a folder whose file is
+gone or changed is dropped when the next is built: cache_build.py). Later loads
 read that folder in well under a second. Writes go to a temporary folder that is
 renamed into place, so an interrupted conversion never leaves a broken cache. A GGUF
 model on llama.cpp needs only the tokenizer: it is cached the same way, alone, and small
@@ -38,7 +39,7 @@ def ensure_converted(gguf: Path, progress: Callable[[str], None] = lambda _: Non
     if not is_built(target):
         progress(f"converting {gguf.name} (first use only)")
     return readable(gguf, lambda: build_once(target, lambda staging: _convert(gguf, staging),
-                                             f"converted from {gguf}"))
+                                             f"converted from {gguf}", [gguf]))
 
 
 def load_tokenizer(gguf: Path, progress: Callable[[str], None] = lambda _: None):
@@ -52,7 +53,7 @@ def load_tokenizer(gguf: Path, progress: Callable[[str], None] = lambda _: None)
         if not is_built(folder):
             progress(f"reading the tokenizer of {gguf.name} (first use only)")
         readable(gguf, lambda: build_once(folder, lambda staging: _tokenizer(gguf, staging),
-                                          f"tokenizer of {gguf}"))
+                                          f"tokenizer of {gguf}", [gguf]))
     return AutoTokenizer.from_pretrained(folder)
 
 
@@ -60,7 +61,8 @@ def remembered(gguf: Path, name: str, compute: Callable[[], str]) -> str:
     """A fact about `gguf` (one line of text, e.g. its vocabulary's digest), computed once and
     then read from the cache, keyed like the conversions by the file's path, size and mtime."""
     folder = paths.cache_dir() / "facts" / f"{cache_key(gguf)}-{name}"
-    build_once(folder, lambda staging: (staging / name).write_text(compute()), f"{name} of {gguf}")
+    build_once(folder, lambda staging: (staging / name).write_text(compute()), f"{name} of {gguf}",
+               [gguf])
     return (folder / name).read_text()
 
 

@@ -97,12 +97,19 @@ def export_draft(folder: Path, out: Path, target: str | None = None,
         raise UsageError(f"cannot write {out} ({error.strerror}): pick another --out") from None
 
 
+def draft_sources(folder: Path) -> list[Path]:
+    """The files the GGUF form of the draft in `folder` is made from: its weights, its spec
+    and its target's file (cached_path's key, and what the cache entry records)."""
+    folder = Path(folder).resolve()
+    return [folder / WEIGHTS_FILE, folder / SPEC_FILE, target_file(DraftSpec.load(folder), folder)]
+
+
 def cached_path(folder: Path, gguf_type: str = DEFAULT_TYPE) -> Path:
     """Where the GGUF form of the draft in `folder` is kept in the user cache."""
     folder = Path(folder).resolve()
-    weights = (folder / WEIGHTS_FILE).stat()
-    spec_text = (folder / SPEC_FILE).read_text()
-    target = target_file(DraftSpec.load(folder), folder)
+    weights_file, spec_file, target = draft_sources(folder)
+    weights = weights_file.stat()
+    spec_text = spec_file.read_text()
     key = (f"{FORMAT}|{gguf_type}|{folder}|{weights.st_size}|{int(weights.st_mtime)}|{spec_text}|"
            f"{target.resolve()}|{target.stat().st_size}|{int(target.stat().st_mtime)}")
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
@@ -118,7 +125,7 @@ def ensure_draft_gguf(folder: Path, progress: Progress = lambda _: None,
         progress(f"writing {path.name} for llama.cpp (first use only)")
     build_once(path.parent, lambda staging: export_draft(folder, staging / path.name,
                                                          gguf_type=gguf_type),
-               f"GGUF form of {folder}")
+               f"GGUF form of {folder}", draft_sources(Path(folder)))
     return path
 
 

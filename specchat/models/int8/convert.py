@@ -172,12 +172,13 @@ def converted(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> C
     if not is_built(target.parent):
         progress(f"converting {gguf.name} to int8 (first use only)")
     folder = readable(gguf, lambda: build_once(target.parent, lambda out: convert(gguf, out),
-                                               f"int8 weights of {gguf}"))
+                                               f"int8 weights of {gguf}", [gguf]))
     loaded = read_cached(folder / WEIGHTS_FILE)
     if loaded is None:  # damaged after it was built: convert again, once
         progress(f"the int8 cache of {gguf.name} was damaged: converting it again")
         remove_folder(folder)
-        folder = build_once(target.parent, lambda out: convert(gguf, out), f"int8 weights of {gguf}")
+        folder = build_once(target.parent, lambda out: convert(gguf, out), f"int8 weights of {gguf}",
+                            [gguf])
         loaded = read_cached(folder / WEIGHTS_FILE)
         if loaded is None:
             raise ModelNotFound(f"cannot write a readable int8 cache of {gguf} under {folder}: "

@@ -7,7 +7,8 @@ The full folder is built once per draft version under the user cache directory:
 the target is loaded, the draft is rebuilt from the target's embeddings and the
 draft's own weights, and the result is saved with `save_pretrained` together
 with the target's tokenizer, so any transformers code (assisted generation
-included) can load it. Writes go to a staging folder renamed into place.
+included) can load it. Writes go to a staging folder renamed into place; an earlier
+version's folder goes when the next is built (cache_build.py).
 Knows nothing about training (specchat.distill does that, and imports this).
 """
 
@@ -144,17 +145,8 @@ def ensure_assembled(shipped: Path, load_target: LoadTarget,
         progress(f"assembling draft {Path(shipped).name} (first use only)")
     build_once(target, lambda staging: write_full_model(Path(shipped), staging, load_target,
                                                         progress),
-               f"assembled from {shipped}")
-    remove_older_versions(target)
+               f"assembled from {shipped}", [Path(shipped) / WEIGHTS_FILE, Path(shipped) / SPEC_FILE])
     return target
-
-
-def remove_older_versions(current: Path) -> None:
-    """Drop folders assembled from earlier versions of the same draft (retrained weights)."""
-    prefix = current.name.rsplit("-", 1)[0] + "-"
-    for folder in current.parent.glob(prefix + "*"):
-        if folder != current and folder.name.rsplit("-", 1)[0] + "-" == prefix:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_full_model(shipped: Path, out: Path, load_target: LoadTarget, progress: Progress) -> None:
