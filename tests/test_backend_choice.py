@@ -176,6 +176,16 @@ def test_a_pair_that_never_drafts_stays_on_llamacpp_which_reads_fewer_bytes(llam
     assert chosen.target == "llama.cpp"
 
 
+def test_a_head_pair_asked_for_k_0_keeps_its_target_on_int8_instead_of_an_error(llama_usable,
+                                                                              monkeypatch):
+    """`specchat run -k 0` on the default pair (a head) is its own target-only decoding."""
+    fake_cpu(monkeypatch, AVX512_VNNI)
+    head = pair(target="builtin:qwen2.5-coder-1.5b-instruct",
+                draft="builtin:qwen2.5-coder-1.5b-head", k=0)
+    chosen = adapters.choose_backends(head, "cpu")
+    assert (chosen.target, chosen.draft) == ("int8", "int8") and "head" in chosen.why
+
+
 def test_an_architecture_int8_cannot_run_stays_on_llamacpp(llama_usable, monkeypatch, tmp_path):
     from tiny import build_tokenizer
     from tiny_gguf import save_tiny_gguf, write_gguf

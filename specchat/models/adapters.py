@@ -18,7 +18,8 @@ A draft may run on another backend than its target: a GGUF draft (or a `specchat
 draft, from its GGUF form) of a llama.cpp or int8 target runs on that backend too; any
 other draft (a folder, a hub id) runs on torch. A draft head (`specchat distill --head`)
 runs on its target's backend, int8 or torch, whose forwards hand it the hidden states; on
-a GPU `auto` picks torch for such a pair, and llama.cpp is refused.
+a GPU `auto` picks torch for such a pair, on a CPU int8 even at k = 0 (a plain-decoding
+comparison of the pair, whose k the chat can turn back up), and llama.cpp is refused.
 
 llama.cpp's GPU offload (the pair key `gpu_layers`): "all" (the default) offloads every
 layer where the build supports it and keeps the CPU where it does not; 0 keeps the CPU; N
@@ -144,12 +145,16 @@ def target_backend(pair: PairConfig, device: str) -> tuple[str, str]:
 
 def int8_choice(pair: PairConfig, device: str) -> str | None:
     """Why `auto` runs a GGUF target on int8, or None where it does not (module docstring)."""
-    if device != "cpu" or not pair.draft or pair.k == 0:
+    head = is_head_ref(pair.draft)
+    if device != "cpu" or not pair.draft or (pair.k == 0 and not head):
         return None
     from specchat.models.backend_int8 import int8_support
 
     if not int8_support().usable or int8_problem(pair.target) is not None:
         return None
+    if pair.k == 0:
+        return ("auto: the pair's draft head reads the target's hidden states, which the int8 "
+                "backend hands over on a CPU (k = 0 here, and the chat can raise it)")
     return ("auto: a GGUF target that speculates on a CPU runs on int8, where a "
             "verify of k + 1 tokens costs little more than one step")
 
