@@ -218,10 +218,14 @@ class Decoder:
         tokens its cache lacks in chunks sized to take about `PREFILL_CHUNK_S` each (all but
         the last chunk, which the round's own forward carries, so a short prompt takes no
         extra forward); False if `should_stop` said so between two (the round is cancelled)."""
-        draft = getattr(self.drafter, "model", None)
-        models = [self.target] + ([draft] if k > 0 and draft is not None else [])
         return all(self._feed(model, sequence, should_stop, leave_last_chunk=True)
-                   for model in models)
+                   for model in self._models_fed(drafting=k > 0))
+
+    def _models_fed(self, drafting: bool) -> list[CausalModel]:
+        """The target, and the draft model where it drafts (a head reads the target's
+        features and an n-gram drafter has no model: neither is fed here)."""
+        draft = getattr(self.drafter, "model", None)
+        return [self.target] + ([draft] if drafting and draft is not None else [])
 
     def _feed(self, model: CausalModel, sequence: torch.Tensor, should_stop: Callable[[], bool],
               leave_last_chunk: bool) -> bool:
@@ -247,8 +251,7 @@ class Decoder:
         self.prepare(tokens, len(tokens))
         self._prepared = None  # what `generate` would start from is no longer this
         sequence = torch.tensor(tokens, dtype=torch.long, device=self.target.device)
-        draft = getattr(self.drafter, "model", None)
-        for model in [self.target] + ([draft] if draft is not None else []):
+        for model in self._models_fed(drafting=True):
             if not self._feed(model, sequence, should_stop, leave_last_chunk=False):
                 return False
         self._settle(sequence)
