@@ -214,3 +214,9 @@ def test_a_safetensors_header_with_a_garbage_length_is_named(tmp_path, tiny_conf
                                         lambda data: struct.pack("<Q", 2 ** 62) + data[8:])
     assert_user_error(invoke("run", "--config", config, "--pair", "x", "hi"), str(weights),
                       "truncated or corrupt", f"{2 ** 62:,} bytes of metadata")
+
+
+@pytest.mark.parametrize("args", [["chat"], ["chat", "--demo", "50"], []])
+def test_the_chat_with_its_output_piped_stops_with_one_line_instead_of_drawing(args):
+    result = invoke(*args)  # CliRunner's stdout is no terminal, as `specchat chat | tee` has
+    assert_user_error(result, "terminal", "specchat run")
