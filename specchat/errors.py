@@ -10,6 +10,8 @@ And the one way an exception's message from a library becomes part of a one-line
 `one_line` (all its lines joined, never only the first, which can stop mid-sentence), cut
 by `shortened` after the last whole sentence that fits, marked with "…".
 
+And the one wording of a full disk while specchat writes its cache (`disk_full`).
+
 This module is a leaf: it imports nothing from specchat, so every layer may use it.
 """
 
@@ -40,6 +42,22 @@ class ContextFull(SpecchatError):
 
 class OutOfMemory(SpecchatError):
     """A model, or a round of decoding, that does not fit in the memory there is."""
+
+
+class DiskFull(SpecchatError):
+    """A file specchat writes (a converted model, a joined built-in) that the disk has no
+    room for."""
+
+
+def disk_full(error: OSError, folder: object, what: str) -> DiskFull | None:
+    """The one-line error of `error` where it is a full disk or quota, writing `what` under
+    `folder`; None for any other error."""
+    import errno
+
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    return DiskFull(f"cannot write {what} under {folder}: the disk is full: free some space "
+                    "there; the model cache (`specchat locate cache`) may always be deleted")
 
 
 class DamagedWeights(ValueError):

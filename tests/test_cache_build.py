@@ -76,3 +76,19 @@ def test_a_staging_folder_a_killed_build_left_goes_after_a_day_and_a_fresh_one_s
     os.utime(killed, (day_ago, day_ago))
     remembered(model_file(tmp_path, "env"), "digest", lambda: "a")
     assert not killed.exists() and under_way.exists()
+
+
+def test_a_full_disk_while_building_is_one_line_naming_the_folder_and_leaves_no_staging(cache,
+                                                                                       tmp_path):
+    import errno
+
+    from specchat.errors import DiskFull
+
+    def full() -> str:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DiskFull) as raised:
+        remembered(model_file(tmp_path, "env"), "digest", full)
+    message = str(raised.value)
+    assert "\n" not in message and str(cache) in message and "disk is full" in message
+    assert "specchat locate cache" in message and folders(cache) == []

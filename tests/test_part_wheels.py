@@ -65,6 +65,24 @@ def test_parts_are_joined_once_into_the_cache_and_the_file_has_the_pinned_hash(p
     assert assembled(split) == path
 
 
+def test_a_full_disk_while_joining_is_one_line_and_keeps_the_part_written(parts, monkeypatch):
+    import errno
+
+    from specchat.errors import DiskFull
+
+    split, _, whole = parts
+
+    def full_after_some(parts_, partial, done=0):
+        partial.write_bytes(whole[:100])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(part_wheels, "join", full_after_some)
+    with pytest.raises(DiskFull, match=r"cannot write fake.gguf \(\S+ bytes\) under .*disk is full"):
+        assembled(split)
+    partial = destination(split).with_name("fake.gguf.partial")
+    assert partial.exists() and not destination(split).exists()
+
+
 def test_a_missing_part_names_its_package_and_the_command(parts):
     split, site, _ = parts
     for leftover in site.glob(f"{split.package(2)}*"):

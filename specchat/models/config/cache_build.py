@@ -10,7 +10,8 @@ retrained draft gets a new folder, and the old one could never be read again. Th
 records those source files; when a sibling is built, every sibling whose recorded source
 is gone or has changed is removed, as is a staging folder a killed build left a day ago.
 A folder whose source is still in place (another environment's copy) stays. Folders built
-before sources were recorded are left alone.
+before sources were recorded are left alone. A full disk while building is one line
+naming the folder (`DiskFull`), the staging folder removed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
+
+from specchat.errors import disk_full
 
 MARKER = "specchat-built.txt"
 SOURCES = "specchat-sources.json"
@@ -41,16 +44,22 @@ def build_once(target: Path, write: Callable[[Path], object], note: str,
     if is_built(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target.parent))
     try:
-        write(staging)
-        (staging / SOURCES).write_text(json.dumps([fingerprint(Path(path)) for path in sources]))
-        (staging / MARKER).write_text(note + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target.parent))
+        try:
+            write(staging)
+            (staging / SOURCES).write_text(json.dumps([fingerprint(Path(p)) for p in sources]))
+            (staging / MARKER).write_text(note + "\n")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError as error:
+        full = disk_full(error, target.parent, note)
+        if full is None:
+            raise
+        raise full from None
     remove_unreachable(target.parent, keep=target)
     return target
 

