@@ -217,6 +217,15 @@ def test_a_safetensors_header_with_a_garbage_length_is_named(tmp_path, tiny_conf
 
 
 @pytest.mark.parametrize("args", [["chat"], ["chat", "--demo", "50"], []])
-def test_the_chat_with_its_output_piped_stops_with_one_line_instead_of_drawing(args):
-    result = invoke(*args)  # CliRunner's stdout is no terminal, as `specchat chat | tee` has
+def test_the_chat_with_its_output_piped_stops_with_one_line_instead_of_drawing(args,
+                                                                               monkeypatch):
+    from textual.app import App
+
+    import specchat.commands.chat as chat_command
+
+    drawn = []
+    monkeypatch.setattr(App, "run", lambda app, *a, **k: drawn.append(app))
+    monkeypatch.setattr(chat_command, "leave", lambda code, note=None: None)  # no os._exit
+    result = invoke(*args)  # pytest's stdout is no terminal, as `specchat chat | tee` has
     assert_user_error(result, "terminal", "specchat run")
+    assert drawn == []

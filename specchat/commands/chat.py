@@ -43,7 +43,6 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
          temperature: float | None, dtype: str | None, backend: str | None, system: str | None,
          max_new_tokens: int, config_file: Path | None, demo_rate: float | None, served: bool):
     """Open the chat: watch speculative decoding token by token."""
-    require_a_terminal(served)
     if demo_rate is not None:
         app = build_demo_app(demo_rate, theme, system, served)
         app.run()
@@ -59,18 +58,6 @@ def chat(ctx: click.Context, pair_name: str | None, theme: str | None, k: int | 
     app = build_app(catalog, first, theme, system, max_new_tokens, dtype, backend, served)
     app.run()
     leave(app.return_code or 0, app.history.unsaved_note())
-
-
-def require_a_terminal(served: bool) -> None:
-    """The chat draws on a terminal: with its output piped or redirected it would draw at a
-    guessed size into the pipe, so it stops with one line instead (a served tab draws
-    through textual-serve, which is no terminal, and is let through)."""
-    from specchat.errors import UsageError
-
-    if not served and not sys.stdout.isatty():
-        raise UsageError("the chat draws on a terminal, and its output goes to a pipe or a "
-                         "file here: run it without redirecting its output, or use "
-                         "`specchat run PROMPT` for plain text")
 
 
 def build_app(catalog: Any, first: PairConfig, theme: str | None, system: str | None,

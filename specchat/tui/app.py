@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
 
+from specchat.errors import UsageError
 from specchat.theme_files import DEFAULT_THEME, DEFAULT_TOKEN_COLOURS
 from specchat.chat.service import ConversationService, PairInfo
 from specchat.tui.answers import ChatTranscript
@@ -53,6 +56,13 @@ class WorkerThreads(ThreadPoolExecutor):
         super().shutdown(wait=False, cancel_futures=True)
 
 
+def drawn_on_a_terminal() -> bool:
+    """Whether both stdout (whose terminal gives Textual the size) and stderr (where it
+    draws) are terminals."""
+    return all(stream is not None and stream.isatty() for stream in (sys.__stdout__,
+                                                                     sys.__stderr__))
+
+
 class SpecchatApp(App):
     """Chat with a draft/target pair and watch every token's fate."""
 
@@ -83,12 +93,23 @@ class SpecchatApp(App):
         self.info: PairInfo | None = None
         self.pair = PairSwitch.over(self, service_factory)
         self.settings = Settings(self, k, temperature, system)
+        self.served = served
         self.history = HistoryActions(self, history_path, confirm_deletes=served)
         self.chat_screen = ChatScreen(self.TRANSCRIPT, self.preferences)
         self.transcript, self.gauges = self.chat_screen.transcript, self.chat_screen.gauges
         self.pacing = PacingControls(self.transcript)
         self.replays = Replays(self.transcript)
         self.charts = ConversationCharts(self.transcript)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """The chat on this terminal; with its output piped or redirected, one line instead
+        (Textual draws on stderr at the size stdout's terminal reports, and would draw at a
+        guessed 80x24 into the pipe). A served tab draws through textual-serve and runs."""
+        if not self.served and not drawn_on_a_terminal():
+            raise UsageError("the chat draws on a terminal, and its output goes to a pipe or "
+                             "a file here: run it without redirecting its output, or use "
+                             "`specchat run PROMPT` for plain text")
+        return super().run(*args, **kwargs)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_TOKEN_COLOURS)
