@@ -104,8 +104,9 @@ class SpecchatApp(App):
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """The chat on this terminal; with its output piped or redirected, one line instead
         (Textual draws on stderr at the size stdout's terminal reports, and would draw at a
-        guessed 80x24 into the pipe). A served tab draws through textual-serve and runs."""
-        if not self.served and not drawn_on_a_terminal():
+        guessed 80x24 into the pipe). A served tab draws through textual-serve, and a
+        headless run (snapshots, scripts) draws nowhere: both run."""
+        if not (self.served or kwargs.get("headless")) and not drawn_on_a_terminal():
             raise UsageError("the chat draws on a terminal, and its output goes to a pipe or "
                              "a file here: run it without redirecting its output, or use "
                              "`specchat run PROMPT` for plain text")
