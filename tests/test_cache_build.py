@@ -55,6 +55,19 @@ def test_a_folder_whose_model_file_is_still_in_place_stays(cache, tmp_path):
     assert len(folders(cache)) == 2
 
 
+def test_another_models_folder_waits_for_that_models_next_build(cache, tmp_path):
+    """Only the same model's folders are read, so a build in a folder of hundreds stays quick."""
+    gone = model_file(tmp_path, "old-env")
+    remembered(gone, "digest", lambda: "a")
+    [gone_folder] = folders(cache)
+    gone.unlink()
+    other = tmp_path / "env" / "other.gguf"
+    other.parent.mkdir()
+    other.write_bytes(b"other weights")
+    remembered(other, "digest", lambda: "b")
+    assert gone_folder in folders(cache) and len(folders(cache)) == 2
+
+
 def test_a_folder_built_before_sources_were_recorded_stays(cache, tmp_path):
     old = model_file(tmp_path, "old-env")
     remembered(old, "digest", lambda: "a")

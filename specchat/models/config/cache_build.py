@@ -7,8 +7,10 @@ Used for converted GGUF models, their int8 form, tokenizers, facts and assembled
 Each cache folder is keyed by its source files' paths, sizes and modification times
 (the callers' keys), so a reinstalled or moved model, a new virtual environment or a
 retrained draft gets a new folder, and the old one could never be read again. The folder
-records those source files; when a sibling is built, every sibling whose recorded source
-is gone or has changed is removed, as is a staging folder a killed build left a day ago.
+records those source files; when a folder is built, every sibling of the same model (its
+name around another digest) whose recorded source is gone or has changed is removed, as is
+a staging folder a killed build left a day ago. Only names are compared for the others,
+so a folder of hundreds of entries costs a listing, not hundreds of reads.
 A folder whose source is still in place (another environment's copy) stays. Folders built
 before sources were recorded are left alone. A full disk while building is one line
 naming the folder (`DiskFull`), the staging folder removed.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -92,10 +95,27 @@ def is_abandoned(folder: Path, now: float) -> bool:
         return False
 
 
+KEYED_NAME = re.compile(r"^(?P<model>.*)-[0-9a-f]{12}(?P<kind>(?:-.*)?)$")
+"""A cache folder's name: the model's name, the 12-digit digest of its key, and what it
+holds when a model has several (`-v3`, `-tokenizer-core`)."""
+
+
+def same_model(name: str, other: str) -> bool:
+    """Whether two cache folders hold the same thing of the same model under another key."""
+    mine, theirs = KEYED_NAME.match(name), KEYED_NAME.match(other)
+    return (mine is not None and theirs is not None
+            and (mine["model"], mine["kind"]) == (theirs["model"], theirs["kind"]))
+
+
 def remove_unreachable(parent: Path, keep: Path) -> None:
-    """Remove the folders under `parent`, `keep` aside, that no key can reach any more."""
+    """Remove the folders under `parent`, `keep` aside, that no key can reach any more: the
+    same model's under a stale key, and staging a killed build left."""
     now = time.time()
     for folder in parent.iterdir():
-        if folder != keep and folder.is_dir() and (
-                is_abandoned(folder, now) or (is_built(folder) and is_stale(folder))):
+        if folder.name.startswith(STAGING_PREFIX):
+            unreachable = is_abandoned(folder, now)
+        else:
+            unreachable = (folder != keep and same_model(folder.name, keep.name)
+                           and is_built(folder) and is_stale(folder))
+        if unreachable:
             shutil.rmtree(folder, ignore_errors=True)
