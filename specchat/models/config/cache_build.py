@@ -87,10 +87,10 @@ def is_stale(folder: Path) -> bool:
     return any(fingerprint(Path(item["path"])) != item for item in recorded)
 
 
-def is_abandoned(folder: Path, now: float) -> bool:
+def is_abandoned(staging: Path, now: float) -> bool:
+    """Whether a staging folder was last written long enough ago to be a killed build's."""
     try:
-        return (folder.name.startswith(STAGING_PREFIX)
-                and now - folder.stat().st_mtime > ABANDONED_AFTER_S)
+        return now - staging.stat().st_mtime > ABANDONED_AFTER_S
     except OSError:
         return False
 

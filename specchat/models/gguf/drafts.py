@@ -104,10 +104,11 @@ def draft_sources(folder: Path) -> list[Path]:
     return [folder / WEIGHTS_FILE, folder / SPEC_FILE, target_file(DraftSpec.load(folder), folder)]
 
 
-def cached_path(folder: Path, gguf_type: str = DEFAULT_TYPE) -> Path:
-    """Where the GGUF form of the draft in `folder` is kept in the user cache."""
+def cached_path(folder: Path, sources: list[Path], gguf_type: str = DEFAULT_TYPE) -> Path:
+    """Where the GGUF form of the draft in `folder`, made from `sources` (`draft_sources`), is
+    kept in the user cache."""
     folder = Path(folder).resolve()
-    weights_file, spec_file, target = draft_sources(folder)
+    weights_file, spec_file, target = sources
     weights = weights_file.stat()
     spec_text = spec_file.read_text()
     key = (f"{FORMAT}|{gguf_type}|{folder}|{weights.st_size}|{int(weights.st_mtime)}|{spec_text}|"
@@ -120,12 +121,13 @@ def ensure_draft_gguf(folder: Path, progress: Progress = lambda _: None,
                       gguf_type: str = DEFAULT_TYPE) -> Path:
     """The GGUF file of the draft in `folder`, written on first use."""
     check_draft(Path(folder))
-    path = cached_path(Path(folder), gguf_type)
+    sources = draft_sources(Path(folder))
+    path = cached_path(Path(folder), sources, gguf_type)
     if not is_built(path.parent):
         progress(f"writing {path.name} for llama.cpp (first use only)")
     build_once(path.parent, lambda staging: export_draft(folder, staging / path.name,
                                                          gguf_type=gguf_type),
-               f"GGUF form of {folder}", draft_sources(Path(folder)))
+               f"GGUF form of {folder}", sources)
     return path
 
 
