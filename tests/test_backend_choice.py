@@ -7,6 +7,7 @@ one-line error. Needs no llama_cpp: the bindings are replaced by fakes."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -92,15 +93,20 @@ AVX2_ONLY = {"avx", "avx2", "fma"}
 AMX = AVX512_VNNI | {"amx_tile", "amx_int8", "amx_bf16"}
 
 
-def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "qnnpack")):
+def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "qnnpack"),
+             q4k_builds: bool = True):
     """A machine with these CPU flags and quantized engines, whose oneDNN (where listed)
-    passes the int8 backend's check."""
+    passes the int8 backend's check, and whose Q4_K kernel builds and checks out where the
+    flags allow it (`q4k_builds`)."""
     from specchat.models import backend_int8
     from specchat.models.device import hardware
+    from specchat.models.int8 import q4k
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
     monkeypatch.setattr(backend_int8, "quantized_engines", lambda: list(engines))
     monkeypatch.setattr(backend_int8, "onednn_multiplies", lambda: "onednn" in engines)
+    monkeypatch.setattr(q4k, "checked_here", lambda: q4k_builds)
+    monkeypatch.setattr(q4k, "library_folder", lambda: Path("/nonexistent"))
 
 
 @pytest.fixture
@@ -126,13 +132,14 @@ def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usabl
 
 @pytest.mark.parametrize("flags, engines, target_kernel", [
     (AMX, ("x86", "fbgemm", "onednn"), "onednn"), (AMX, ("x86", "fbgemm"), "fbgemm"),
-    (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "fbgemm"),
+    (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "q4k"),
+    (AVX512_VNNI - {"avx512_vnni"} | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "fbgemm"),
     (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "fbgemm")])
-def test_a_large_target_verifies_on_onednn_only_where_the_cpu_has_amx(monkeypatch, flags, engines,
-                                                                 target_kernel):
+def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_where_avx512_vnni(
+        monkeypatch, flags, engines, target_kernel):
     """oneDNN's int8 matmul is flat to 16 rows on AMX (linear.py) and pays for a target of
-    a billion parameters or more; elsewhere fbgemm's single step is the faster one, and it
-    was measured flat enough on AVX-512 VNNI."""
+    a billion parameters or more; on AVX-512 VNNI without AMX the Q4_K kernel reads half
+    the bytes (q4k.py); elsewhere fbgemm's."""
     from specchat.models.backend_int8 import int8_support
 
     fake_cpu(monkeypatch, flags, engines)
@@ -140,6 +147,14 @@ def test_a_large_target_verifies_on_onednn_only_where_the_cpu_has_amx(monkeypatc
     assert support.usable and support.kernel_for(1_500_000_000) == target_kernel
     assert support.kernel_for(500_000_000) == "fbgemm"  # a small model's step: fbgemm's
     assert support.activation_bits == (7 if flags == AVX2_ONLY else 8)
+
+
+def test_where_the_q4k_kernel_cannot_build_a_large_target_stays_on_fbgemm(monkeypatch):
+    from specchat.models import backend_int8
+
+    fake_cpu(monkeypatch, AVX512_VNNI, q4k_builds=False)
+    support = backend_int8.int8_support()
+    assert support.usable and support.kernel_for(1_500_000_000) == "fbgemm"
 
 
 def test_where_onednn_fails_its_check_a_large_target_stays_on_fbgemm(monkeypatch):

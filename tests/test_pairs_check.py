@@ -146,7 +146,7 @@ def test_an_int8_target_is_sized_a_byte_a_parameter_and_measures_a_flat_verify(g
     count = sum(int(t.n_elements) for t in gguf.GGUFReader(str(target)).tensors)
     result = check(gguf_config, "g-int8")
     assert result.exit_code == 0, result.output
-    assert "target on int8 (fbgemm, one int8 row per output), draft on int8" in result.output
+    assert "target on int8 (fbgemm, 8-bit activation rows), draft on int8" in result.output
     assert "placement: the int8 backend computes on the CPU" in result.output
     assert re.search(rf"target .*: \S+ parameters, weights {count / (1 << 20):.1f} MiB", result.output)
     assert "about what the int8 backend's verify costs on a CPU" in result.output
@@ -168,7 +168,7 @@ def test_the_label_and_the_load_choose_an_int8_kernel_from_the_same_count(gguf_c
     phase = ["check"]
     choose = Int8Support.kernel_for
     monkeypatch.setattr(Int8Support, "kernel_for",
-                        lambda self, parameters: asked[phase[0]].append(parameters)
+                        lambda self, parameters, progress=None: asked[phase[0]].append(parameters)
                         or choose(self, parameters))
     assert check(gguf_config, "g-int8").exit_code == 0
     phase[0] = "load"

@@ -16,10 +16,11 @@ from specchat.models.gguf.export import llama_cpp_name, rope_heads, rope_row_ord
 
 def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
                rope_scaling_type: str | None = None, rope_dimension_count: int | None = None,
-               extra: Sequence[tuple[str, Any]] = ()) -> Path:
+               extra: Sequence[tuple[str, Any]] = (), q4k: dict[str, Any] | None = None) -> Path:
     """`model` (a transformers Llama or Qwen2) and `tokenizer` as one float32 GGUF file at
     `path`, with `extra` (name, array) tensors after the model's; the rope keys can claim other
-    ropes than the weights' (for checks that read the header)."""
+    ropes than the weights' (for checks that read the header). A tensor named in `q4k` is
+    written as those raw Q4_K rows instead (the model's weights must be their values)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), architecture)
@@ -30,7 +31,10 @@ def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
         writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling_type))
     add_tokenizer(writer, tokenizer)
     for name, weight in [*tensors(model), *extra]:
-        writer.add_tensor(name, weight)
+        if q4k and name in q4k:
+            writer.add_tensor(name, q4k[name], raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+        else:
+            writer.add_tensor(name, weight)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -154,3 +158,54 @@ def build_llama3(vocab_size: int, seed: int = 4, eos_token_id: int = 2):
                                           "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 16})
     return LlamaForCausalLM(config).eval()
+
+
+def q4k_rows(weight) -> Any:
+    """A float matrix [out, in] (in a multiple of 256) as Q4_K rows [out, in / 256 * 144], as
+    a plain version of llama.cpp's quantizer makes them: per 32 inputs a 4-bit range from
+    the minimum to the maximum, its scale and minimum as 6-bit fractions of the super-block's
+    two float16 scales."""
+    import numpy as np
+
+    rows, inputs = weight.shape
+    w = np.asarray(weight, dtype=np.float32).reshape(rows, inputs // 256, 8, 32)
+    low = np.minimum(w.min(-1), 0.0)
+    step = np.maximum((w.max(-1) - low) / 15.0, 1e-8)
+    d = (step.max(-1) / 63.0).astype(np.float16)
+    dmin = (-low.min(-1) / 63.0).astype(np.float16)
+    sc = np.clip(np.round(step / np.maximum(d.astype(np.float32), 1e-12)[..., None]), 1, 63).astype(np.uint8)
+    mn = np.clip(np.round(-low / np.maximum(dmin.astype(np.float32), 1e-12)[..., None]), 0, 63).astype(np.uint8)
+    unit = d.astype(np.float32)[..., None] * sc
+    offset = dmin.astype(np.float32)[..., None] * mn
+    q = np.clip(np.round((w + offset[..., None]) / unit[..., None]), 0, 15).astype(np.uint8)
+    packed = np.zeros((rows, inputs // 256, 12), np.uint8)
+    packed[..., 0:4] = (sc[..., :4] & 63) | ((sc[..., 4:] >> 4) << 6)
+    packed[..., 4:8] = (mn[..., :4] & 63) | ((mn[..., 4:] >> 4) << 6)
+    packed[..., 8:12] = (sc[..., 4:] & 15) | ((mn[..., 4:] & 15) << 4)
+    nibbles = q.reshape(rows, inputs // 256, 4, 2, 32)
+    qs = (nibbles[..., 0, :] | (nibbles[..., 1, :] << 4)).reshape(rows, inputs // 256, 128)
+    blocks = np.concatenate([d[..., None].view(np.uint8), dmin[..., None].view(np.uint8), packed, qs],
+                            axis=-1)
+    return blocks.reshape(rows, -1)
+
+
+def write_q4k_qwen2_gguf(tokenizer, path: Path, hidden: int = 256, seed: int = 5):
+    """(path, model): a tiny Qwen2 whose every layer matrix is stored as Q4_K rows
+    (`q4k_rows`) and holds exactly their values (gguf's de-quantizer), norms and embeddings
+    float32: the mix of a Q4_K_M file, whose Q4_K matrices the Q4_K kernel multiplies."""
+    import torch
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    model = build_qwen2(len(tokenizer), hidden=hidden, seed=seed,
+                        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    layers = model.config.num_hidden_layers
+    raw: dict[str, Any] = {}
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name.startswith("model.layers."):
+                rows = q4k_rows(module.weight.numpy())
+                values = dequantize(rows, GGMLQuantizationType.Q4_K).reshape(module.weight.shape)
+                module.weight.copy_(torch.from_numpy(values.copy()))
+                raw[llama_cpp_name(f"{name}.weight", layers, "qwen2")] = rows
+    return write_gguf(model, tokenizer, path, architecture="qwen2", q4k=raw), model

@@ -73,8 +73,8 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
     dtype, _ = resolve_dtype(pair.dtype, device)
     target, context = target_facts(pair, backends.target, dtype, device, progress)
     if backends.target == "int8":
-        kernel = int8_kernel(target.parameters if target is not None else 0)
-        computes = f"target on int8 ({kernel}, one int8 row per output)"
+        kernel = int8_kernel(target.parameters if target is not None else 0, progress)
+        computes = f"target on int8 ({kernel}, 8-bit activation rows)"
     elif backends.target == "llama.cpp":
         computes = "target on llama.cpp (the GGUF file's own types)"
     else:
@@ -91,12 +91,12 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
                      alpha_why, unknown, backends.target)
 
 
-def int8_kernel(parameters: int) -> str:
+def int8_kernel(parameters: int, progress: Callable[[str], None] = lambda _: None) -> str:
     """The kernel an int8 target of `parameters` (its GGUF header's count, as the load's
     `backend_int8.kernel_parameters`) multiplies with here, as a label names it."""
     from specchat.models.backend_int8 import KERNEL_NAMES, int8_support
 
-    return KERNEL_NAMES[int8_support().kernel_for(parameters)]
+    return KERNEL_NAMES[int8_support().kernel_for(parameters, progress)]
 
 
 def target_facts(pair: PairConfig, backend: str, dtype: torch.dtype, device: str,

@@ -1,6 +1,7 @@
 """The int8 backend object: a GGUF target or draft on the CPU through fbgemm's int8 kernels
-(model.py; a target on oneDNN's where the CPU has AMX, linear.py says why), its tokenizer
-read from the same file, and what the loader asks of it.
+(model.py; a target on oneDNN's where the CPU has AMX, linear.py says why, and a target's
+Q4_K matrices on specchat's own Q4_K kernel where the CPU has AVX-512 VNNI, q4k.py says
+why), its tokenizer read from the same file, and what the loader asks of it.
 
 `int8_support` says whether this machine and this torch can run it, and in how many bits
 the activations are quantized; given fake flags and engines, the tests ask it about other
@@ -14,20 +15,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
 from specchat.models.config.refs import ModelRef, parse_ref
-from specchat.models.int8.linear import FBGEMM, ONEDNN, onednn_multiplies
+from specchat.models.int8.linear import FBGEMM, ONEDNN, Q4K, onednn_multiplies
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
 FLAT_VERIFY_FLAGS = {"amx_int8"}
 """AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
 (linear.py), so a large target verifies on oneDNN there."""
+Q4K_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
+"""The Q4_K kernel's instructions (q4k.py; AVX-512 VNNI's dpbusd on 512-bit registers).
+On 2 cores of an AMD EPYC (Zen 4) it made Qwen2.5-Coder-1.5B's single step 1.3x faster than
+fbgemm's int8 rows and kept a verify of 5 rows within 1.3 steps (docs/backends.md); on a CPU
+with AMX, oneDNN's flat int8 verify is what was measured, so that stays."""
 FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
 costs more than fbgemm's by about the same time a matrix, which a small model's step feels
@@ -48,14 +54,18 @@ class Int8Support:
     """What a large target's linears multiply with (linear.py's kernels; `kernel_for`);
     drafts, which step one row at a time, keep fbgemm's faster single step."""
 
-    def kernel_for(self, parameters: int) -> str:
+    def kernel_for(self, parameters: int, progress: Callable[[str], None] = lambda _: None) -> str:
         """The kernel a target of `parameters` multiplies with (FLAT_VERIFY_MIN_PARAMETERS):
-        oneDNN only where its product checks out here (linear.onednn_multiplies, asked only
-        for a target that would use it)."""
-        if (self.target_kernel == FBGEMM or parameters < FLAT_VERIFY_MIN_PARAMETERS
-                or not onednn_multiplies()):
+        oneDNN or the Q4_K kernel only where its product checks out here
+        (linear.onednn_multiplies, q4k.q4k_multiplies: asked only for a target that would
+        use it; the Q4_K kernel is compiled then, once, which `progress` tells)."""
+        if self.target_kernel == FBGEMM or parameters < FLAT_VERIFY_MIN_PARAMETERS:
             return FBGEMM
-        return self.target_kernel
+        if self.target_kernel == Q4K:
+            from specchat.models.int8.q4k import q4k_multiplies
+
+            return Q4K if q4k_multiplies(progress) else FBGEMM
+        return self.target_kernel if onednn_multiplies() else FBGEMM
 
     @property
     def activation_bits(self) -> int:
@@ -75,6 +85,10 @@ def int8_support(flags: set[str] | None = None, engines: list[str] | None = None
     if flags & FLAT_VERIFY_FLAGS and "onednn" in engines:
         return Int8Support(True, "oneDNN int8 kernels on AMX for a large target (a flat "
                            "verify), fbgemm for drafts: 8-bit activations", False, ONEDNN)
+    if Q4K_FLAGS <= flags and not flags & FLAT_VERIFY_FLAGS:
+        return Int8Support(True, "a large target's Q4_K matrices on the Q4_K kernel (AVX-512 "
+                           "VNNI), fbgemm for the rest and for drafts: 8-bit activations",
+                           False, Q4K)
     if flags & VNNI_FLAGS:
         return Int8Support(True, "fbgemm int8 kernels with VNNI: 8-bit activations", False)
     return Int8Support(True, "fbgemm int8 kernels on AVX2: 7-bit activations", True)
@@ -159,21 +173,33 @@ class Int8Backend:
             raise PairError(f"{ref} is not a GGUF file: the int8 backend converts GGUF files "
                             "(use backend = \"torch\" for a transformers folder)")
         found = converted(path, request.progress)
-        kernel = self.support.kernel_for(kernel_parameters(path)) if target else FBGEMM
+        kernel = (self.support.kernel_for(kernel_parameters(path), request.progress) if target
+                  else FBGEMM)
+        tiles = q4k_tiles(path, request.progress) if kernel == Q4K else None
+        kernel = FBGEMM if kernel == Q4K and not tiles else kernel
         request.progress(f"packing {path.name}'s int8 weights for {KERNEL_NAMES[kernel]}")
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads,
-                          kernel=kernel)
+                          kernel=kernel, tiles=tiles)
         model.path = path  # what llama.cpp's own programs run in a race (bench/llama_programs)
         return model, path, found.facts
 
     def _loaded(self, model, facts, tokenizer: Any = None,
                 eos: frozenset[int] = frozenset()) -> LoadedModel:
         source = f"{model.arch.name} {facts.size_label} {facts.file_type}"
+        weights = ("its Q4_K matrices as the file has them, the rest int8 rows"
+                   if model.kernel == Q4K else "int8 rows, one scale each")
         return LoadedModel(model, model.arch.vocab, tokenizer, eos, model.arch.context, "cpu",
-                           COMPUTES, "int8",
-                           f"int8 rows, one scale each, from {source}", options={"facts": facts})
+                           COMPUTES, "int8", f"{weights}, from {source}", options={"facts": facts})
+
+
+def q4k_tiles(path: Path, progress: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    """The file's Q4_K matrices in the Q4_K kernel's tiles (q4k.q4k_blocks; none in a file
+    without Q4_K matrices, which then multiplies on fbgemm alone)."""
+    from specchat.models.int8.q4k import q4k_blocks
+
+    return q4k_blocks(path, progress)
 
 
 def kernel_parameters(path: Path) -> int:
@@ -194,8 +220,10 @@ def end_of_turn(tokenizer) -> set[int]:
 
 
 COMPUTES = "the int8 backend computes on the CPU"
-KERNEL_NAMES = {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX"}
-"""How a label names linear.py's kernels (oneDNN is chosen only where the CPU has AMX)."""
+KERNEL_NAMES = {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX",
+                Q4K: "Q4_K matrices as the file has them on AVX-512 VNNI, the rest fbgemm"}
+"""How a label names linear.py's kernels (oneDNN is chosen only where the CPU has AMX, the
+Q4_K kernel where it has AVX-512 VNNI and no AMX)."""
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
 """Token texts llama.cpp treats as the end of a turn when the file names no EOT id."""
 

@@ -229,24 +229,38 @@ def convert(gguf: Path, out: Path) -> None:
                         "facts": json.dumps(asdict(read_facts(reader)))})
 
 
+def fused_parts(arch: Architecture, layer: int) -> dict[str, list[tuple[str, Callable]]]:
+    """One layer's fused matrices under this cache's names: each part's GGUF tensor name and
+    what orders its rows (rope's adjacent pairs for q and k; q4k.py fuses the same way)."""
+    neox = arch.name in NEOX
+    block = f"blk.{layer}."
+
+    def paired(heads: int) -> Callable:
+        return lambda weight: adjacent_pairs(weight, heads, neox)
+
+    def kept(weight):
+        return weight
+
+    return {"qkv": [(block + "attn_q.weight", paired(arch.heads)),
+                    (block + "attn_k.weight", paired(arch.kv_heads)), (block + "attn_v.weight", kept)],
+            "o": [(block + "attn_output.weight", kept)],
+            "gate_up": [(block + "ffn_gate.weight", kept), (block + "ffn_up.weight", kept)],
+            "down": [(block + "ffn_down.weight", kept)]}
+
+
 def layer_tensors(arch: Architecture, tensors: dict, layer: int) -> dict[str, torch.Tensor]:
     """One layer's int8 matrices, norms and biases under this cache's names."""
     def read(name: str) -> torch.Tensor:
         return matrix(tensors[f"blk.{layer}.{name}"])
 
-    neox = arch.name in NEOX
-    q, k = read("attn_q.weight"), read("attn_k.weight")
-    qkv = torch.cat([adjacent_pairs(q, arch.heads, neox), adjacent_pairs(k, arch.kv_heads, neox),
-                     read("attn_v.weight")])
     out = {f"{layer}.attn_norm": read("attn_norm.weight"), f"{layer}.ffn_norm": read("ffn_norm.weight")}
-    out.update(rows_of(f"{layer}.qkv", qkv))
-    out.update(rows_of(f"{layer}.o", read("attn_output.weight")))
-    out.update(rows_of(f"{layer}.gate_up", torch.cat([read("ffn_gate.weight"), read("ffn_up.weight")])))
-    out.update(rows_of(f"{layer}.down", read("ffn_down.weight")))
+    for name, parts in fused_parts(arch, layer).items():
+        out.update(rows_of(f"{layer}.{name}",
+                           torch.cat([order(matrix(tensors[part])) for part, order in parts])))
     if arch.qkv_bias:
         out[f"{layer}.qkv.bias"] = torch.cat([
-            adjacent_pairs(read("attn_q.bias"), arch.heads, neox),
-            adjacent_pairs(read("attn_k.bias"), arch.kv_heads, neox), read("attn_v.bias")])
+            order(matrix(tensors[part.replace(".weight", ".bias")]))
+            for part, order in fused_parts(arch, layer)["qkv"]])
     return out
 
 
@@ -262,12 +276,15 @@ def rows_of(name: str, weight: torch.Tensor) -> dict[str, torch.Tensor]:
     return {f"{name}.rows": rows.contiguous(), f"{name}.scale": scale.contiguous()}
 
 
-def adjacent_pairs(weight: torch.Tensor, heads: int, neox: bool) -> torch.Tensor:
+def adjacent_pairs(weight, heads: int, neox: bool):
     """q or k rows (or bias) with each head's rope pairs adjacent: NEOX's halves (i, i + d/2)
-    become (2i, 2i + 1); llama files already are."""
+    become (2i, 2i + 1); llama files already are. A tensor, or a GGUF tensor's raw rows (a
+    numpy array: q4k.py reorders the Q4_K blocks of a row as they are)."""
     if not neox:
         return weight
     head_dim = weight.shape[0] // heads
     order = torch.arange(head_dim).view(2, head_dim // 2).t().reshape(-1)
     index = (torch.arange(heads).unsqueeze(1) * head_dim + order).reshape(-1)
+    if not isinstance(weight, torch.Tensor):  # a GGUF tensor's raw rows (q4k.py)
+        return weight[index.numpy()]
     return weight[index].contiguous()

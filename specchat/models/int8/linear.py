@@ -41,8 +41,9 @@ from specchat.models.int8.scripted import ONEDNN_RANGE, compiled
 PIN_VALUES = (1.0, -1.0)
 """Extra input columns' values (their weights are zero): the batch's fixed range."""
 PINS = len(PIN_VALUES)
-FBGEMM, ONEDNN = "fbgemm", "onednn"
-"""The kernels a `FlatLinear` multiplies with (module docstring)."""
+FBGEMM, ONEDNN, Q4K = "fbgemm", "onednn", "q4k"
+"""The kernels a `FlatLinear` multiplies with (module docstring), and Q4K: a model whose
+Q4_K matrices stay Q4_K (q4k.py) and whose other matrices are on fbgemm."""
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""
@@ -139,6 +140,13 @@ def onednn_multiplies() -> bool:
     except Exception:  # noqa: BLE001 - any failure means "not here"
         return False
     return bool(torch.allclose(y, x @ rows.float().T, rtol=1e-5, atol=1e-2))
+
+
+@functools.lru_cache(maxsize=1)
+def placeholder_packed():
+    """A 1 x 1 fbgemm weight standing in a layer's list of packed weights for a linear that
+    multiplies on another kernel (scripted.product never reads it)."""
+    return quantized_weight(torch.zeros(1, 1, dtype=torch.int8), torch.ones(1))
 
 
 def pinned_buffer(rows: int, inputs: int) -> torch.Tensor:

@@ -4,7 +4,9 @@ engine's `CausalModel` protocol, whose verify rows equal single steps bit for bi
 A row's logits must not depend on the rows computed with it (the engine then gets the same
 greedy answer speculating or not, whatever k and whatever the prompt's chunking). Every
 operation here keeps that by construction:
-- the linears are `FlatLinear` (each row scaled on its own; a fixed quantization range);
+- the linears are `FlatLinear` (each row scaled on its own; a fixed quantization range), or
+  `Q4KLinear` for a matrix kept in the file's Q4_K form (q4k.py: each row scaled on its own,
+  exact integer sums, one lane an output);
 - norms, rope, the activation and the residuals work row by row, element by element;
 - attention runs one query row at a time, with the very call (same shapes, same keys) a
   single step at that position makes; a batched kernel would pick its blocking from the
@@ -32,7 +34,8 @@ from specchat.engine.protocol import HeldTokens
 from specchat.models.device.cores import capped_threads
 import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
-from specchat.models.int8.linear import FlatLinear
+from specchat.models.int8.linear import FlatLinear, placeholder_packed
+from specchat.models.int8.q4k import Q4KLinear, kernel_library
 from specchat.models.int8.scripted import compiled
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
@@ -44,36 +47,56 @@ PREFILL_TOKENS = 16
 runs on `prefill_threads` (llama.cpp's rule, models/llamacpp/model.py)."""
 
 
+Linear = FlatLinear | Q4KLinear
+NO_TILES = torch.empty(0, dtype=torch.uint8)
+"""scripted.product's sign that a linear is not on the Q4_K kernel."""
+
+
 @dataclass
 class Int8Layer:
-    """One decoder layer: two norms and four int8 linears."""
+    """One decoder layer: two norms and four linears, int8 rows or Q4_K tiles."""
 
     attn_norm: torch.Tensor
-    qkv: FlatLinear
-    o: FlatLinear
+    qkv: Linear
+    o: Linear
     ffn_norm: torch.Tensor
-    gate_up: FlatLinear
-    down: FlatLinear
+    gate_up: Linear
+    down: Linear
 
     @classmethod
     def of(cls, tensors: dict[str, torch.Tensor], index: int, reduce_range: bool,
-           kernel: str = linear.FBGEMM) -> "Int8Layer":
-        def packed(name: str, bias: torch.Tensor | None = None) -> FlatLinear:
-            return FlatLinear(tensors[f"{index}.{name}.rows"], tensors[f"{index}.{name}.scale"],
-                              bias, reduce_range, kernel)
+           kernel: str = linear.FBGEMM, tiles: dict[str, torch.Tensor] | None = None) -> "Int8Layer":
+        """Layer `index` of the cached tensors; a matrix in `tiles` (q4k.q4k_blocks) goes on
+        the Q4_K kernel, the others on `kernel` (fbgemm where that is Q4K)."""
+        rows_kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
+
+        def packed(name: str, bias: torch.Tensor | None = None) -> Linear:
+            key = f"{index}.{name}"
+            if tiles is not None and key in tiles:
+                return Q4KLinear(tiles[key], int(tensors[f"{key}.rows"].shape[0]), bias)
+            return FlatLinear(tensors[f"{key}.rows"], tensors[f"{key}.scale"], bias, reduce_range,
+                              rows_kernel)
 
         bias = tensors.get(f"{index}.qkv.bias")
         return cls(tensors[f"{index}.attn_norm"].clone(), packed("qkv", owned(bias)),
                    packed("o"), tensors[f"{index}.ffn_norm"].clone(), packed("gate_up"), packed("down"))
 
-    def linears(self) -> list[FlatLinear]:
+    def linears(self) -> list[Linear]:
         return [self.qkv, self.o, self.gate_up, self.down]
 
     def __post_init__(self) -> None:
         self.norms = [self.attn_norm, self.ffn_norm]
-        self.packed = [each.packed for each in self.linears() if each.packed is not None]
-        self.onednn = [each.onednn.arguments() for each in self.linears() if each.onednn is not None]
-        self.inputs = [each.inputs for each in self.linears()]
+        rows = [each for each in self.linears() if isinstance(each, FlatLinear)]
+        self.onednn = [each.onednn.arguments() for each in rows if each.onednn is not None]
+        self.packed = [] if self.onednn else [
+            each.packed if isinstance(each, FlatLinear) and each.packed is not None
+            else placeholder_packed() for each in self.linears()]
+        self.q4k = [each.blocks if isinstance(each, Q4KLinear) else NO_TILES
+                    for each in self.linears()]
+        self.outputs = [each.outputs for each in self.linears()]
+        self.inputs = [each.inputs if isinstance(each, FlatLinear) else 0 for each in self.linears()]
+        self.qkv_bias = self.qkv.bias
+        self.reduce_range = rows[0].reduce_range if rows else False
         """What scripted.decoder_layer takes, in its order (lists made once)."""
 
 
@@ -104,16 +127,20 @@ class Int8Model:
     def __init__(self, arch: Architecture, tensors: dict[str, torch.Tensor],
                  reduce_range: bool = False, head_ids: list[int] | None = None,
                  vocab_size: int | None = None, threads: int | None = None,
-                 prefill_threads: int | None = None, kernel: str = linear.FBGEMM):
+                 prefill_threads: int | None = None, kernel: str = linear.FBGEMM,
+                 tiles: dict[str, torch.Tensor] | None = None):
         self.path: Path | None = None
         """The GGUF file the weights were converted from (the backend sets it)."""
         self.arch = arch
         self.threads, self.threads_note = capped_threads(threads)
         self.prefill_threads = capped_threads(prefill_threads)[0] if prefill_threads else self.threads
         self.kernel = kernel
-        """The kernel its linears multiply with (linear.py: fbgemm, or oneDNN's flat verify)."""
+        """The kernel its linears multiply with (linear.py: fbgemm, oneDNN's flat verify, or
+        Q4K: the Q4_K kernel for the matrices in `tiles`, fbgemm for the rest)."""
+        if kernel == linear.Q4K and tiles:
+            kernel_library()  # compiled and loaded once (q4k.q4k_multiplies has, in a load)
         self.layers = packed_layers(tensors, arch.layers, reduce_range, self.prefill_threads,
-                                    kernel)
+                                    kernel, tiles if kernel == linear.Q4K else None)
         self.embed_rows = tensors["embed.rows"].clone()
         self.embed_scale, self.norm = tensors["embed.scale"].clone(), tensors["norm"].clone()
         self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
@@ -190,7 +217,8 @@ class Int8Model:
                start: int) -> torch.Tensor:
         arch = self.arch
         return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.onednn,
-                                         layer.inputs, layer.qkv.bias, self.pins, layer.qkv.reduce_range,
+                                         layer.q4k, layer.outputs, layer.inputs, layer.qkv_bias,
+                                         self.pins, layer.reduce_range,
                                          turns, self.views.layers[index], start, arch.heads,
                                          arch.kv_heads, arch.head_dim)
 
@@ -208,13 +236,14 @@ def owned(tensor: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def packed_layers(tensors: dict[str, torch.Tensor], count: int, reduce_range: bool,
-                  threads: int, kernel: str = linear.FBGEMM) -> list[Int8Layer]:
+                  threads: int, kernel: str = linear.FBGEMM,
+                  tiles: dict[str, torch.Tensor] | None = None) -> list[Int8Layer]:
     """Every layer's linears packed for `kernel`, on `threads` threads (packing runs on one
     core per matrix and takes most of a cached model's load time)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        return list(pool.map(lambda index: Int8Layer.of(tensors, index, reduce_range, kernel),
+        return list(pool.map(lambda index: Int8Layer.of(tensors, index, reduce_range, kernel, tiles),
                              range(count)))
 
 
@@ -244,6 +273,7 @@ def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
                 reduce_range: bool, kernel: str = linear.FBGEMM) -> FlatLinear:
     """The output matrix, or only its rows of a reduced vocabulary."""
     rows, scale = tensors["head.rows"], tensors["head.scale"]
+    kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
     if vocab is not None:
         rows, scale = rows[vocab.clamp_max(rows.shape[0] - 1)], scale[vocab.clamp_max(rows.shape[0] - 1)]
     return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range, kernel)

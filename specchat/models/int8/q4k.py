@@ -1,0 +1,256 @@
+"""Linears on the GGUF file's own Q4_K weights: half the bytes of int8 rows, and still a
+verify whose rows equal single steps bit for bit.
+
+An int8 step of Qwen2.5-Coder-1.5B reads 1.55 GB where llama.cpp's Q4_K_M file reads
+1.0 GB, so on a machine without AMX the int8 target decoded at 0.66-0.76x `llama-bench`
+(docs/benchmarks.md). llama.cpp's own Q4_K kernels reuse an unpacked weight tile for at most
+4 tokens, so its verify of 8 costs 5.8 steps. q4k_kernel.cpp is this module's kernel: the
+Q4_K weights as the file has them (d * sc * q - dmin * mn, nothing re-quantized), 16
+outputs per tile, each row of activations rounded to int8 over its own magnitude (as
+`FlatLinear` does), the sub-block sums exact in int32 (AVX-512 VNNI), the float epilogue in
+one fixed order per output. A row's result therefore never depends on the rows beside it.
+
+- `kernel_library`: compiles q4k_kernel.cpp once per machine, torch and source (a few
+  seconds, with the C++ compiler that built llama-cpp-python) into the cache, and loads it;
+- `q4k_multiplies`: whether it compiles, loads and computes a small product right here;
+- `repack`: a Q4_K tensor's raw rows into the kernel's tiles (q4k_kernel.cpp's comment);
+- `Q4KLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K;
+- `q4k_blocks`: a GGUF file's Q4_K matrices, fused and ordered as `convert.py` fuses and
+  orders its int8 ones, repacked once and cached beside them.
+
+Matrices the file stores otherwise (Q4_K_M keeps some in Q6_K, and the output matrix) stay
+int8 rows. Knows nothing about decoding, tokenizers or the forward pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from specchat import paths
+
+FORMAT = 1
+"""Bumped whenever the cached tiles' layout changes."""
+TILE, SUPER, SUB = 16, 256, 32
+"""Outputs per tile, inputs per Q4_K super-block, inputs per sub-block."""
+Q4K_BLOCK_BYTES = 144
+"""A Q4_K super-block in the file: d, dmin (float16), 12 bytes of 6-bit scales and mins,
+128 bytes of 4-bit weights."""
+TILE_BLOCK_BYTES = SUPER * TILE // 2 + 2 * 8 * TILE + 2 * 4 * TILE
+"""One tile's super-block in the kernel's layout (2,432 bytes for 4,096 weights)."""
+SOURCE = Path(__file__).with_name("q4k_kernel.cpp")
+BLOCKS_FILE = "q4k.safetensors"
+NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
+"""What q4k_kernel.cpp's instructions need."""
+
+
+COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC", "-w")
+"""-fopenmp: at::parallel_for's threads are OpenMP's (torch's own libgomp, already loaded)."""
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernel cannot be built or loaded here (the message says why)."""
+
+
+# --- the kernel -------------------------------------------------------------------------
+
+
+def compile_command(source: Path, out: Path) -> list[str]:
+    """The compiler call that builds `source` into the shared library `out` against this torch."""
+    import shutil
+
+    from torch.utils.cpp_extension import include_paths
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        raise KernelUnavailable("no C++ compiler (c++ or g++) on PATH")
+    torch_lib = Path(torch.__file__).parent / "lib"
+    abi = int(torch.compiled_with_cxx11_abi())
+    return [compiler, *COMPILE_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            *[f"-I{p}" for p in include_paths()],
+            str(source), "-o", str(out), f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10",
+            f"-Wl,-rpath,{torch_lib}"]
+
+
+def library_folder(source: Path = SOURCE) -> Path:
+    """Where the compiled kernel lives: keyed by the source, this torch and this CPU."""
+    from specchat.models.device.hardware import cpu_flags
+
+    key = "|".join([source.read_text(), " ".join(COMPILE_FLAGS), torch.__version__,
+                    " ".join(sorted(cpu_flags()))])
+    return paths.cache_dir() / "kernels" / f"q4k-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_library() -> Path:
+    """The compiled kernel, built on first use and loaded into torch (`KernelUnavailable`
+    where it cannot be)."""
+    import subprocess
+
+    import specchat.models.int8.scripted  # noqa: F401 - defines the schema the library fills
+    from specchat.models.config.cache_build import build_once
+
+    def build(out: Path) -> None:
+        done = subprocess.run(compile_command(SOURCE, out / "q4k.so"), capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise KernelUnavailable(f"compiling {SOURCE.name} failed: "
+                                    f"{(done.stderr.strip().splitlines() or ['?'])[-1]}")
+
+    library = build_once(library_folder(), build, f"the Q4_K kernel from {SOURCE}", [SOURCE])
+    torch.ops.load_library(str(library / "q4k.so"))
+    return library / "q4k.so"
+
+
+def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
+    """Whether the kernel builds, loads and computes a small product right on this CPU (asked
+    once, and only for a target that would use it; anything else leaves it on fbgemm).
+    `progress` hears that it compiles, the first time on this machine."""
+    from specchat.models.config.cache_build import is_built
+    from specchat.models.device.hardware import cpu_flags
+
+    if not NEEDED_FLAGS <= cpu_flags():
+        return False
+    if not is_built(library_folder()):
+        progress("compiling the Q4_K kernel for this CPU (first use only, seconds)")
+    return checked_here()
+
+
+@functools.lru_cache(maxsize=1)
+def checked_here() -> bool:
+    """`q4k_multiplies`' answer, found once per process."""
+    try:
+        kernel_library()
+        rows, check = example_rows(32, 2 * SUPER)
+        x = torch.randint(-127, 128, (3, 2 * SUPER), generator=torch.Generator().manual_seed(1)).float()
+        x[:, 0] = 127.0  # each row's magnitude: its own scale then leaves it as it is
+        y = Q4KLinear(repack(rows), 32)(x)
+    except Exception:  # noqa: BLE001 - any failure means "not here"
+        return False
+    return bool(torch.allclose(y, x @ check.T, rtol=1e-5, atol=1e-2))
+
+
+def example_rows(outputs: int, inputs: int, seed: int = 0,
+                 largest_scale: float = 0.01) -> tuple[np.ndarray, torch.Tensor]:
+    """Random Q4_K rows [outputs, inputs / 256 * 144] (d and dmin below `largest_scale`) and
+    their float values (gguf's own de-quantizer): what the check and the tests multiply."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    generator = np.random.default_rng(seed)
+    blocks = generator.integers(0, 256, (outputs, inputs // SUPER, Q4K_BLOCK_BYTES), dtype=np.uint8)
+    scales = (generator.random((outputs, inputs // SUPER, 2)) * largest_scale).astype(np.float16)
+    blocks[..., :4] = scales.view(np.uint8).reshape(outputs, inputs // SUPER, 4)
+    raw = blocks.reshape(outputs, -1)
+    values = dequantize(raw, GGMLQuantizationType.Q4_K).reshape(outputs, inputs)
+    return raw, torch.from_numpy(values.astype(np.float32))
+
+
+# --- the layout ---------------------------------------------------------------------------
+
+
+def scales_and_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K's 12 bytes of 6-bit values [..., 12] -> (scales, mins) [..., 8], as ggml unpacks them."""
+    first, second, third = packed[..., 0:4], packed[..., 4:8], packed[..., 8:12]
+    scales = np.concatenate([first & 63, (third & 15) | ((first >> 6) << 4)], axis=-1)
+    mins = np.concatenate([second & 63, (third >> 4) | ((second >> 6) << 4)], axis=-1)
+    return scales.astype(np.uint8), mins.astype(np.uint8)
+
+
+def repack(raw: np.ndarray) -> torch.Tensor:
+    """Q4_K rows as the file stores them [outputs, super-blocks * 144] -> the kernel's tiles
+    (one uint8 tensor; q4k_kernel.cpp's comment gives the layout)."""
+    outputs = raw.shape[0]
+    if outputs % TILE or raw.shape[1] % Q4K_BLOCK_BYTES:
+        raise ValueError(f"Q4_K rows [{outputs}, {raw.shape[1]}]: outputs a multiple of {TILE}")
+    blocks = raw.reshape(outputs // TILE, TILE, -1, Q4K_BLOCK_BYTES)  # tile, lane, block, bytes
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    dmin = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+    scales, mins = scales_and_mins(blocks[..., 4:16])
+    packed = blocks[..., 16:].reshape(*blocks.shape[:3], 4, 32)  # 4 chunks of 64 weights
+    weights = np.concatenate([packed & 15, packed >> 4], axis=-1)  # chunk: sub-block 2c, 2c + 1
+    weights = weights.reshape(*blocks.shape[:3], 32, 8)  # 8-input groups
+    nibbles = weights[..., :4] | (weights[..., 4:] << 4)  # lane's 4 bytes: k..k+3 | k+4..k+7
+    tiles = [nibbles.transpose(0, 2, 3, 1, 4), scales.transpose(0, 2, 3, 1),
+             mins.transpose(0, 2, 3, 1), d.transpose(0, 2, 1).copy().view(np.uint8),
+             dmin.transpose(0, 2, 1).copy().view(np.uint8)]
+    flat = [np.ascontiguousarray(part).reshape(*part.shape[:2], -1) for part in tiles]
+    return torch.from_numpy(np.concatenate(flat, axis=-1).reshape(-1).copy())
+
+
+@dataclass(frozen=True)
+class Q4KLinear:
+    """x -> x W^T (+ bias), or + a residual, on a matrix of Q4_K tiles (module docstring)."""
+
+    blocks: torch.Tensor
+    outputs: int
+    bias: torch.Tensor | None = None
+
+    @property
+    def weight_bytes(self) -> int:
+        return int(self.blocks.numel())
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x [n, in] float32 -> [n, outputs] (+ bias, + `residual`)."""
+        from specchat.models.int8.scripted import compiled
+
+        base = self.bias if residual is None else (residual if self.bias is None
+                                                   else residual + self.bias)
+        return compiled("q4k_linear")(x, self.blocks, self.outputs, base)
+
+
+# --- a file's Q4_K matrices ----------------------------------------------------------------
+
+
+def cached_file(gguf: Path) -> Path:
+    from specchat.models.gguf.cache import cache_key
+
+    return paths.cache_dir() / "q4k" / f"{cache_key(gguf)}-v{FORMAT}" / BLOCKS_FILE
+
+
+def q4k_blocks(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, torch.Tensor]:
+    """`gguf`'s fused matrices whose every part the file stores as Q4_K, as the kernel's
+    tiles under convert.py's names ("3.qkv", "3.gate_up", ...), repacked on first use."""
+    from safetensors.torch import load_file
+
+    from specchat.models.config.cache_build import build_once, is_built
+
+    target = cached_file(gguf)
+    if not is_built(target.parent):
+        progress(f"repacking {gguf.name}'s Q4_K weights for the Q4_K kernel (first use only)")
+    folder = build_once(target.parent, lambda out: write_blocks(gguf, out / BLOCKS_FILE),
+                        f"Q4_K tiles of {gguf}", [gguf])
+    return load_file(str(folder / BLOCKS_FILE))
+
+
+def write_blocks(gguf: Path, out: Path) -> None:
+    import gguf as gguf_lib
+    from safetensors.torch import save_file
+
+    from specchat.models.int8.convert import fused_parts, read_architecture
+
+    reader = gguf_lib.GGUFReader(str(gguf))
+    arch = read_architecture(reader)
+    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    result: dict[str, torch.Tensor] = {}
+    for layer in range(arch.layers):
+        for name, parts in fused_parts(arch, layer).items():
+            raw = [tensors[part] for part, _ in parts]
+            if all(is_q4k(tensor) for tensor in raw):
+                rows = np.concatenate([order(np.asarray(tensor.data)) for tensor, (_, order)
+                                       in zip(raw, parts)])
+                if rows.shape[0] % TILE == 0:
+                    result[f"{layer}.{name}"] = repack(rows)
+    save_file(result, str(out))
+
+
+def is_q4k(tensor) -> bool:
+    from gguf import GGMLQuantizationType
+
+    return tensor.tensor_type == GGMLQuantizationType.Q4_K
