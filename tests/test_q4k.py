@@ -56,6 +56,13 @@ def test_rows_that_are_not_integers_lose_only_their_rounding_to_8_bits():
     assert (got - want).abs().max() < 0.02 * want.abs().max()
 
 
+def test_a_q4k_linear_knows_its_shape():
+    raw, _ = q4k.example_rows(32, 3 * q4k.SUPER)
+    matrix = q4k.Q4KLinear(q4k.repack(raw), 32)
+    assert (matrix.outputs, matrix.inputs) == (32, 3 * q4k.SUPER)
+    assert matrix.weight_bytes == 2 * 3 * q4k.TILE_BLOCK_BYTES
+
+
 def test_the_bias_and_the_residual_are_added():
     raw, values = q4k.example_rows(16, q4k.SUPER, seed=9)
     x, bias, residual = exact_rows(2, q4k.SUPER), torch.randn(16), torch.randn(2, 16)
@@ -100,7 +107,7 @@ def q4k_file(tmp_path_factory) -> dict:
 
 def on_q4k(path: Path) -> Int8Model:
     found = convert.converted(path)
-    return Int8Model(found.arch, found.tensors, kernel=linear.Q4K, tiles=q4k.q4k_blocks(path))
+    return Int8Model(found.arch, found.tensors, kernel=linear.Q4K, tiles=q4k.file_tiles(path))
 
 
 def test_every_layer_matrix_of_a_q4k_file_runs_on_the_kernel(q4k_file):

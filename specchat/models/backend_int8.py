@@ -164,6 +164,7 @@ class Int8Backend:
         from specchat.models.gguf.drafts import gguf_file
         from specchat.models.int8.convert import converted
         from specchat.models.int8.model import Int8Model
+        from specchat.models.int8.q4k import file_tiles
 
         if not self.support.usable:
             raise PairError(f"pair '{request.pair.name}': the int8 backend cannot run here: "
@@ -175,9 +176,9 @@ class Int8Backend:
         found = converted(path, request.progress)
         kernel = (self.support.kernel_for(kernel_parameters(path), request.progress) if target
                   else FBGEMM)
-        tiles = q4k_tiles(path, request.progress) if kernel == Q4K else None
+        tiles = file_tiles(path, request.progress) if kernel == Q4K else None
         kernel = FBGEMM if kernel == Q4K and not tiles else kernel
-        request.progress(f"packing {path.name}'s int8 weights for {KERNEL_NAMES[kernel]}")
+        request.progress(f"packing {path.name}'s weights: {KERNEL_NAMES[kernel]}")
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads,
@@ -192,14 +193,6 @@ class Int8Backend:
                    if model.kernel == Q4K else "int8 rows, one scale each")
         return LoadedModel(model, model.arch.vocab, tokenizer, eos, model.arch.context, "cpu",
                            COMPUTES, "int8", f"{weights}, from {source}", options={"facts": facts})
-
-
-def q4k_tiles(path: Path, progress: Callable[[str], None]) -> dict[str, torch.Tensor]:
-    """The file's Q4_K matrices in the Q4_K kernel's tiles (q4k.q4k_blocks; none in a file
-    without Q4_K matrices, which then multiplies on fbgemm alone)."""
-    from specchat.models.int8.q4k import q4k_blocks
-
-    return q4k_blocks(path, progress)
 
 
 def kernel_parameters(path: Path) -> int:

@@ -66,7 +66,7 @@ class Int8Layer:
     @classmethod
     def of(cls, tensors: dict[str, torch.Tensor], index: int, reduce_range: bool,
            kernel: str = linear.FBGEMM, tiles: dict[str, torch.Tensor] | None = None) -> "Int8Layer":
-        """Layer `index` of the cached tensors; a matrix in `tiles` (q4k.q4k_blocks) goes on
+        """Layer `index` of the cached tensors; a matrix in `tiles` (q4k.file_tiles) goes on
         the Q4_K kernel, the others on `kernel` (fbgemm where that is Q4K)."""
         rows_kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
 
@@ -91,10 +91,10 @@ class Int8Layer:
         self.packed = [] if self.onednn else [
             each.packed if isinstance(each, FlatLinear) and each.packed is not None
             else placeholder_packed() for each in self.linears()]
-        self.q4k = [each.blocks if isinstance(each, Q4KLinear) else NO_TILES
+        self.q4k = [each.tiles if isinstance(each, Q4KLinear) else NO_TILES
                     for each in self.linears()]
         self.outputs = [each.outputs for each in self.linears()]
-        self.inputs = [each.inputs if isinstance(each, FlatLinear) else 0 for each in self.linears()]
+        self.inputs = [each.inputs for each in self.linears()]
         self.qkv_bias = self.qkv.bias
         self.reduce_range = rows[0].reduce_range if rows else False
         """What scripted.decoder_layer takes, in its order (lists made once)."""

@@ -15,7 +15,7 @@ one fixed order per output. A row's result therefore never depends on the rows b
 - `q4k_multiplies`: whether it compiles, loads and computes a small product right here;
 - `repack`: a Q4_K tensor's raw rows into the kernel's tiles (q4k_kernel.cpp's comment);
 - `Q4KLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K;
-- `q4k_blocks`: a GGUF file's Q4_K matrices, fused and ordered as `convert.py` fuses and
+- `file_tiles`: a GGUF file's Q4_K matrices, fused and ordered as `convert.py` fuses and
   orders its int8 ones, repacked once and cached beside them.
 
 Matrices the file stores otherwise (Q4_K_M keeps some in Q6_K, and the output matrix) stay
@@ -45,7 +45,7 @@ Q4K_BLOCK_BYTES = 144
 TILE_BLOCK_BYTES = SUPER * TILE // 2 + 2 * 8 * TILE + 2 * 4 * TILE
 """One tile's super-block in the kernel's layout (2,432 bytes for 4,096 weights)."""
 SOURCE = Path(__file__).with_name("q4k_kernel.cpp")
-BLOCKS_FILE = "q4k.safetensors"
+TILES_FILE = "q4k.safetensors"
 NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
 """What q4k_kernel.cpp's instructions need."""
 
@@ -188,13 +188,17 @@ def repack(raw: np.ndarray) -> torch.Tensor:
 class Q4KLinear:
     """x -> x W^T (+ bias), or + a residual, on a matrix of Q4_K tiles (module docstring)."""
 
-    blocks: torch.Tensor
+    tiles: torch.Tensor
     outputs: int
     bias: torch.Tensor | None = None
 
     @property
     def weight_bytes(self) -> int:
-        return int(self.blocks.numel())
+        return int(self.tiles.numel())
+
+    @property
+    def inputs(self) -> int:
+        return self.weight_bytes // (self.outputs // TILE) // TILE_BLOCK_BYTES * SUPER
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [n, in] float32 -> [n, outputs] (+ bias, + `residual`)."""
@@ -202,7 +206,7 @@ class Q4KLinear:
 
         base = self.bias if residual is None else (residual if self.bias is None
                                                    else residual + self.bias)
-        return compiled("q4k_linear")(x, self.blocks, self.outputs, base)
+        return compiled("q4k_linear")(x, self.tiles, self.outputs, base)
 
 
 # --- a file's Q4_K matrices ----------------------------------------------------------------
@@ -211,10 +215,10 @@ class Q4KLinear:
 def cached_file(gguf: Path) -> Path:
     from specchat.models.gguf.cache import cache_key
 
-    return paths.cache_dir() / "q4k" / f"{cache_key(gguf)}-v{FORMAT}" / BLOCKS_FILE
+    return paths.cache_dir() / "q4k" / f"{cache_key(gguf)}-v{FORMAT}" / TILES_FILE
 
 
-def q4k_blocks(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, torch.Tensor]:
+def file_tiles(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> dict[str, torch.Tensor]:
     """`gguf`'s fused matrices whose every part the file stores as Q4_K, as the kernel's
     tiles under convert.py's names ("3.qkv", "3.gate_up", ...), repacked on first use."""
     from safetensors.torch import load_file
@@ -224,12 +228,12 @@ def q4k_blocks(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> 
     target = cached_file(gguf)
     if not is_built(target.parent):
         progress(f"repacking {gguf.name}'s Q4_K weights for the Q4_K kernel (first use only)")
-    folder = build_once(target.parent, lambda out: write_blocks(gguf, out / BLOCKS_FILE),
+    folder = build_once(target.parent, lambda out: write_tiles(gguf, out / TILES_FILE),
                         f"Q4_K tiles of {gguf}", [gguf])
-    return load_file(str(folder / BLOCKS_FILE))
+    return load_file(str(folder / TILES_FILE))
 
 
-def write_blocks(gguf: Path, out: Path) -> None:
+def write_tiles(gguf: Path, out: Path) -> None:
     import gguf as gguf_lib
     from safetensors.torch import save_file
 

@@ -114,13 +114,13 @@ void quantize_row(const float *x, int K, int8_t *a, float *sums, float *scale) {
   }
 }
 
-at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &blocks, int64_t outputs) {
+at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
   TORCH_CHECK(input.dim() == 2 && input.scalar_type() == at::kFloat, "q4k_linear: x is [M, K] float32");
-  TORCH_CHECK(blocks.scalar_type() == at::kByte && blocks.is_contiguous(), "q4k_linear: blocks are uint8");
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous(), "q4k_linear: tiles are uint8");
   const at::Tensor x = input.contiguous();
   const int M = x.size(0), K = x.size(1), N = outputs, per_tile = K / SUPER;
   TORCH_CHECK(K % SUPER == 0 && N % TILE == 0, "q4k_linear: K a multiple of 256, N of 16");
-  TORCH_CHECK(blocks.numel() == (int64_t)(N / TILE) * per_tile * BLOCK_BYTES, "q4k_linear: blocks' size");
+  TORCH_CHECK(tiles.numel() == (int64_t)(N / TILE) * per_tile * BLOCK_BYTES, "q4k_linear: the tiles' size");
   at::Tensor a = at::empty({M, K}, x.options().dtype(at::kChar));
   at::Tensor sums = at::empty({M, K / SUB}, x.options());
   at::Tensor scale = at::empty({M}, x.options());
@@ -132,7 +132,7 @@ at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &blocks, int64_t
                    scale.data_ptr<float>() + m);
   });
   at::Tensor out = at::empty({M, N}, x.options());
-  const uint8_t *w = blocks.data_ptr<uint8_t>();
+  const uint8_t *w = tiles.data_ptr<uint8_t>();
   float *y = out.data_ptr<float>();
   at::parallel_for(0, N / TILE, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++)

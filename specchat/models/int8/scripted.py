@@ -26,7 +26,7 @@ from typing import Callable, List, Optional, Union
 import torch
 import torch.nn.functional as F
 
-Q4K_SCHEMA = "q4k_linear(Tensor x, Tensor blocks, int outputs) -> Tensor"
+Q4K_SCHEMA = "q4k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor"
 """q4k_kernel.cpp's operation: x [n, in] float32 times a matrix of Q4_K tiles -> [n, outputs]."""
 
 
