@@ -30,11 +30,11 @@ PROMPT = [5, 17, 42, 99, 7, 250, 13, 64, 128, 31]
 
 
 def exact_rows(count: int, inputs: int, seed: int = 2) -> torch.Tensor:
-    """Rows the kernel's own rounding leaves as they are: integers in [-127, 127], each with
-    a 127 (its magnitude), times a power of two."""
+    """Rows the kernel's own rounding leaves as they are: integers in [-127, 127], each run
+    of 256 with a 127 (its magnitude), times a power of two."""
     generator = torch.Generator().manual_seed(seed)
     rows = torch.randint(-127, 128, (count, inputs), generator=generator).float()
-    rows[:, 0] = 127.0
+    rows[:, ::q4k.SUPER] = 127.0
     return rows * 2.0 ** -5
 
 
@@ -54,6 +54,19 @@ def test_rows_that_are_not_integers_lose_only_their_rounding_to_8_bits():
     got = q4k.Q4KLinear(q4k.repack(raw), 32)(x)
     want = x @ values.T
     assert (got - want).abs().max() < 0.02 * want.abs().max()
+
+
+def test_each_run_of_256_inputs_is_rounded_over_its_own_magnitude():
+    """llama.cpp's Q8_K granularity: a large value in one run leaves the other run's rounding
+    alone (with one scale for the row, the small run would round to zeros)."""
+    raw, values = q4k.example_rows(16, 2 * q4k.SUPER, seed=11)
+    x = torch.zeros(1, 2 * q4k.SUPER)
+    x[0, 0] = 1000.0
+    x[0, q4k.SUPER:] = torch.randn(q4k.SUPER, generator=torch.Generator().manual_seed(5)) * 0.01
+    got = q4k.Q4KLinear(q4k.repack(raw), 16)(x).double()
+    want = x.double() @ values.double().T
+    second_run = x[:, q4k.SUPER:].double() @ values[:, q4k.SUPER:].double().T
+    assert (got - want).abs().max() < 0.02 * second_run.abs().max()
 
 
 def test_a_q4k_linear_knows_its_shape():

@@ -6,9 +6,10 @@ An int8 step of Qwen2.5-Coder-1.5B reads 1.55 GB where llama.cpp's Q4_K_M file r
 (docs/benchmarks.md). llama.cpp's own Q4_K kernels reuse an unpacked weight tile for at most
 4 tokens, so its verify of 8 costs 5.8 steps. q4k_kernel.cpp is this module's kernel: the
 Q4_K weights as the file has them (d * sc * q - dmin * mn, nothing re-quantized), 16
-outputs per tile, each row of activations rounded to int8 over its own magnitude (as
-`FlatLinear` does), the sub-block sums exact in int32 (AVX-512 VNNI), the float epilogue in
-one fixed order per output. A row's result therefore never depends on the rows beside it.
+outputs per tile, the activations rounded to int8 in runs of 256, each over its own
+magnitude (llama.cpp's Q8_K granularity), the sub-block sums exact in
+int32 (AVX-512 VNNI), the float epilogue in one fixed order per output. A row's result
+therefore never depends on the rows beside it.
 
 - `kernel_library`: compiles q4k_kernel.cpp once per machine, torch and source (a few
   seconds, with the C++ compiler that built llama-cpp-python) into the cache, and loads it;
@@ -129,7 +130,7 @@ def checked_here() -> bool:
         kernel_library()
         rows, check = example_rows(32, 2 * SUPER)
         x = torch.randint(-127, 128, (3, 2 * SUPER), generator=torch.Generator().manual_seed(1)).float()
-        x[:, 0] = 127.0  # each row's magnitude: its own scale then leaves it as it is
+        x[:, ::SUPER] = 127.0  # each run's magnitude: its own scale then leaves it as it is
         y = Q4KLinear(repack(rows), 32)(x)
     except Exception:  # noqa: BLE001 - any failure means "not here"
         return False

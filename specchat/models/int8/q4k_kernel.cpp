@@ -11,11 +11,13 @@
 //   d     16 float32: the super-block's scale;  dmin  16 float32: its min's scale.
 // A weight is d * sc * q - dmin * mn (q in 0..15), exactly Q4_K's value.
 //
-// Each row x is scaled to [-127, 127] by its own largest magnitude and rounded to int8
-// (a[i]); per 32-input sub-block, sum_i q_i a_i is an exact int32 (VNNI's dpbusd: unsigned
-// weights times signed activations), and sum_i a_i is counted once per row. The float
-// epilogue adds d*sc * dot - dmin*mn * sum(a) sub-block by sub-block in one fixed order, and
-// one lane is one output: nothing depends on how many rows came together.
+// Each row x is rounded to int8 (a[i]) 256 inputs at a time, each run scaled to [-127, 127]
+// by its own largest magnitude (llama.cpp's Q8_K granularity; one scale for a whole row of
+// 8,960 lets a few large values flatten the rest); per 32-input sub-block, sum_i q_i a_i is
+// an exact int32 (VNNI's dpbusd: unsigned weights times signed activations), and sum_i a_i
+// is counted once per row. The float epilogue adds s * (d*sc * dot - dmin*mn * sum(a)) sub-
+// block by sub-block in one fixed order (s: the run's scale), and one lane is one output:
+// nothing depends on how many rows came together.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -40,8 +42,8 @@ constexpr int PREFETCH_AHEAD = 16;  // super-blocks read ahead into L2 while one
 
 struct Rows {
   const int8_t *a;     // [M, K] int8
-  const float *sums;   // [M, K / SUB] each sub-block's sum of a
-  const float *scale;  // [M] each row's magnitude / 127
+  const float *sums;   // [M, K / SUB] each sub-block's sum of a, times its run's scale
+  const float *scale;  // [M, K / SUPER] each run's magnitude / 127
   int K;
 };
 
@@ -82,15 +84,15 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
                                     _mm512_set1_epi32(*(const int32_t *)(a + 4 * g + 4)));
         }
         const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
-        acc[m] = _mm512_fmadd_ps(dot, scale, acc[m]);
+        const __m512 run = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+        acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, run), acc[m]);
         acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(rows.sums[(long)(m0 + m) * (K / SUB) + k0 / SUB]),
                                   acc[m]);
       }
     }
   }
   for (int m = 0; m < R; m++)
-    _mm512_storeu_ps(out + (long)(m0 + m) * N + n0,
-                     _mm512_mul_ps(acc[m], _mm512_set1_ps(rows.scale[m0 + m])));
+    _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
 }
 
 using TileRows = void (*)(const uint8_t *, int, const Rows &, int, float *, int, int);
@@ -98,19 +100,23 @@ const TileRows BY_ROWS[MOST_ROWS + 1] = {nullptr,        tile_rows<1>, tile_rows
                                          tile_rows<3>,   tile_rows<4>, tile_rows<5>,
                                          tile_rows<6>,   tile_rows<7>, tile_rows<8>};
 
-// One row of x as int8 over its own magnitude, and each sub-block's sum.
+// One row of x as int8, each run of 256 over its own magnitude, and each sub-block's sum.
 void quantize_row(const float *x, int K, int8_t *a, float *sums, float *scale) {
-  __m512 most = _mm512_setzero_ps();
-  for (int i = 0; i < K; i += 16) most = _mm512_max_ps(most, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
-  const float magnitude = std::fmax(_mm512_reduce_max_ps(most), 1.1754943508222875e-38f);
-  *scale = magnitude / 127.f;
-  const __m512 inverse = _mm512_set1_ps(127.f / magnitude);
-  for (int i = 0; i < K; i += SUB) {
-    const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), inverse));
-    const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), inverse));
-    _mm_storeu_si128((__m128i *)(a + i), _mm512_cvtsepi32_epi8(lo));
-    _mm_storeu_si128((__m128i *)(a + i + 16), _mm512_cvtsepi32_epi8(hi));
-    sums[i / SUB] = (float)_mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+  for (int r = 0; r < K / SUPER; r++) {
+    const float *xr = x + r * SUPER;
+    __m512 most = _mm512_setzero_ps();
+    for (int i = 0; i < SUPER; i += 16) most = _mm512_max_ps(most, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
+    const float magnitude = std::fmax(_mm512_reduce_max_ps(most), 1.1754943508222875e-38f);
+    const float step = magnitude / 127.f;
+    scale[r] = step;
+    const __m512 inverse = _mm512_set1_ps(127.f / magnitude);
+    for (int i = 0; i < SUPER; i += SUB) {
+      const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i), inverse));
+      const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i + 16), inverse));
+      _mm_storeu_si128((__m128i *)(a + r * SUPER + i), _mm512_cvtsepi32_epi8(lo));
+      _mm_storeu_si128((__m128i *)(a + r * SUPER + i + 16), _mm512_cvtsepi32_epi8(hi));
+      sums[(r * SUPER + i) / SUB] = step * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+    }
   }
 }
 
@@ -123,13 +129,13 @@ at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t 
   TORCH_CHECK(tiles.numel() == (int64_t)(N / TILE) * per_tile * BLOCK_BYTES, "q4k_linear: the tiles' size");
   at::Tensor a = at::empty({M, K}, x.options().dtype(at::kChar));
   at::Tensor sums = at::empty({M, K / SUB}, x.options());
-  at::Tensor scale = at::empty({M}, x.options());
+  at::Tensor scale = at::empty({M, K / SUPER}, x.options());
   const float *xp = x.data_ptr<float>();
   const Rows rows{a.data_ptr<int8_t>(), sums.data_ptr<float>(), scale.data_ptr<float>(), K};
   at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; m++)
       quantize_row(xp + m * K, K, a.data_ptr<int8_t>() + m * K, sums.data_ptr<float>() + m * (K / SUB),
-                   scale.data_ptr<float>() + m);
+                   scale.data_ptr<float>() + m * (K / SUPER));
   });
   at::Tensor out = at::empty({M, N}, x.options());
   const uint8_t *w = tiles.data_ptr<uint8_t>();
