@@ -105,7 +105,7 @@ def fake_cpu(monkeypatch, flags: set[str], engines=("x86", "fbgemm", "onednn", "
     monkeypatch.setattr(hardware, "cpu_flags", lambda: set(flags))
     monkeypatch.setattr(backend_int8, "quantized_engines", lambda: list(engines))
     monkeypatch.setattr(backend_int8, "onednn_multiplies", lambda: "onednn" in engines)
-    monkeypatch.setattr(q4k, "checked_here", lambda: q4k_builds)
+    monkeypatch.setattr(q4k, "why_not_here", lambda: None if q4k_builds else "no compiler")
     monkeypatch.setattr(q4k, "library_folder", lambda: Path("/nonexistent"))
 
 
@@ -149,12 +149,14 @@ def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_wher
     assert support.activation_bits == (7 if flags == AVX2_ONLY else 8)
 
 
-def test_where_the_q4k_kernel_cannot_build_a_large_target_stays_on_fbgemm(monkeypatch):
+def test_where_the_q4k_kernel_cannot_build_a_large_target_stays_on_fbgemm_and_says_why(monkeypatch):
     from specchat.models import backend_int8
 
     fake_cpu(monkeypatch, AVX512_VNNI, q4k_builds=False)
     support = backend_int8.int8_support()
-    assert support.usable and support.kernel_for(1_500_000_000) == "fbgemm"
+    heard: list[str] = []
+    assert support.usable and support.kernel_for(1_500_000_000, heard.append) == "fbgemm"
+    assert any("Q4_K kernel cannot run here (no compiler)" in line for line in heard)
 
 
 def test_where_onednn_fails_its_check_a_large_target_stays_on_fbgemm(monkeypatch):

@@ -95,6 +95,14 @@ def test_a_rows_result_never_depends_on_the_rows_beside_it():
         assert torch.equal(matrix(x[:n]), alone[:n]), f"a batch of {n} rows parted from single rows"
 
 
+def test_without_a_compiler_the_kernel_says_so(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(q4k.KernelUnavailable, match="no C\\+\\+ compiler"):
+        q4k.compile_command(q4k.SOURCE, Path("/nonexistent/q4k.so"))
+
+
 def test_repacking_refuses_rows_that_fill_no_whole_tile():
     raw, _ = q4k.example_rows(24, q4k.SUPER)
     with pytest.raises(ValueError, match="multiple of 16"):
@@ -203,8 +211,9 @@ def test_the_check_fails_on_a_wrong_product(monkeypatch):
     monkeypatch.setattr(scripted, "SCRIPTED", False)
     monkeypatch.setattr(scripted, "q4k_linear",
                         lambda x, tiles, outputs, base: torch.zeros(x.shape[0], outputs))
-    q4k.checked_here.cache_clear()
+    q4k.why_not_here.cache_clear()
     try:
         assert q4k.q4k_multiplies() is False
+        assert q4k.why_not_here() == "its product failed the check"
     finally:
-        q4k.checked_here.cache_clear()
+        q4k.why_not_here.cache_clear()

@@ -112,7 +112,8 @@ def kernel_library() -> Path:
 def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
     """Whether the kernel builds, loads and computes a small product right on this CPU (asked
     once, and only for a target that would use it; anything else leaves it on fbgemm).
-    `progress` hears that it compiles, the first time on this machine."""
+    `progress` hears that it compiles, the first time on this machine, and why a CPU that
+    could run it does not (no compiler, a failed build, a wrong product)."""
     from specchat.models.config.cache_build import is_built
     from specchat.models.device.hardware import cpu_flags
 
@@ -120,21 +121,29 @@ def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
         return False
     if not is_built(library_folder()):
         progress("compiling the Q4_K kernel for this CPU (first use only, seconds)")
-    return checked_here()
+    why = why_not_here()
+    if why is not None:
+        progress(f"the Q4_K kernel cannot run here ({why}): fbgemm's int8 rows instead")
+    return why is None
 
 
 @functools.lru_cache(maxsize=1)
-def checked_here() -> bool:
-    """`q4k_multiplies`' answer, found once per process."""
+def why_not_here() -> str | None:
+    """Why the kernel cannot run on this machine, or None where it builds, loads and computes
+    the check's product right; found once per process."""
     try:
         kernel_library()
         rows, check = example_rows(32, 2 * SUPER)
         x = torch.randint(-127, 128, (3, 2 * SUPER), generator=torch.Generator().manual_seed(1)).float()
         x[:, ::SUPER] = 127.0  # each run's magnitude: its own scale then leaves it as it is
         y = Q4KLinear(repack(rows), 32)(x)
-    except Exception:  # noqa: BLE001 - any failure means "not here"
-        return False
-    return bool(torch.allclose(y, x @ check.T, rtol=1e-5, atol=1e-2))
+    except Exception as error:  # noqa: BLE001 - any failure means "not here", and says why
+        from specchat.errors import one_line
+
+        return one_line(error, 160)
+    if not torch.allclose(y, x @ check.T, rtol=1e-5, atol=1e-2):
+        return "its product failed the check"
+    return None
 
 
 def example_rows(outputs: int, inputs: int, seed: int = 0,
