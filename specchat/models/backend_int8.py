@@ -23,17 +23,18 @@ from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
 from specchat.models.config.refs import ModelRef, parse_ref
 from specchat.models.int8.linear import FBGEMM, ONEDNN, Q4K, onednn_multiplies
+from specchat.models.int8.q4k import NEEDED_FLAGS
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
 FLAT_VERIFY_FLAGS = {"amx_int8"}
 """AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
 (linear.py), so a large target verifies on oneDNN there."""
-Q4K_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
-"""The Q4_K kernel's instructions (q4k.py; AVX-512 VNNI's dpbusd on 512-bit registers).
-On 2 cores of an AMD EPYC (Zen 4) it made Qwen2.5-Coder-1.5B's single step 1.3x faster than
-fbgemm's int8 rows and kept a verify of 5 rows within 1.3 steps (docs/backends.md); on a CPU
-with AMX, oneDNN's flat int8 verify is what was measured, so that stays."""
+Q4K_FLAGS = NEEDED_FLAGS
+"""The Q4_K kernel's instructions (q4k.py). On 2 cores of an AMD EPYC (Zen 4) it took
+Qwen2.5-Coder-1.5B's single step to 0.85 of fbgemm's int8 rows, a verify of up to 5 rows
+to 0.85-0.98 (docs/backends.md); on a CPU with AMX, oneDNN's flat int8 verify is what was
+measured, so that stays."""
 FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
 costs more than fbgemm's by about the same time a matrix, which a small model's step feels
