@@ -16,11 +16,11 @@ from specchat.models.gguf.export import llama_cpp_name, rope_heads, rope_row_ord
 
 def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
                rope_scaling_type: str | None = None, rope_dimension_count: int | None = None,
-               extra: Sequence[tuple[str, Any]] = (), q4k: dict[str, Any] | None = None) -> Path:
+               extra: Sequence[tuple[str, Any]] = (), quantized: dict[str, Any] | None = None) -> Path:
     """`model` (a transformers Llama or Qwen2) and `tokenizer` as one float32 GGUF file at
     `path`, with `extra` (name, array) tensors after the model's; the rope keys can claim other
-    ropes than the weights' (for checks that read the header). A tensor named in `q4k` is
-    written as those raw Q4_K rows instead (the model's weights must be their values)."""
+    ropes than the weights' (for checks that read the header). A tensor named in `quantized`
+    is written as its (raw rows, GGML type) instead (the model's weights must be their values)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), architecture)
@@ -31,8 +31,9 @@ def write_gguf(model, tokenizer, path: Path, architecture: str = "llama",
         writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling_type))
     add_tokenizer(writer, tokenizer)
     for name, weight in [*tensors(model), *extra]:
-        if q4k and name in q4k:
-            writer.add_tensor(name, q4k[name], raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+        if quantized and name in quantized:
+            rows, kind = quantized[name]
+            writer.add_tensor(name, rows, raw_dtype=kind)
         else:
             writer.add_tensor(name, weight)
     writer.write_header_to_file()
@@ -106,7 +107,7 @@ def save_tiny_gguf(folder: Path, tokenizer, layers: int = 2, hidden: int = 64, s
 
 
 def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 3,
-                eos_token_id: int = 2):
+                eos_token_id: int = 2, tied: bool = True):
     """A tiny random Qwen2 (q/k/v biases, rope on the head's two halves, tied embeddings)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -115,7 +116,7 @@ def build_qwen2(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 
     config = Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=512, eos_token_id=eos_token_id,
-                         bos_token_id=0, tie_word_embeddings=True, initializer_range=0.3,
+                         bos_token_id=0, tie_word_embeddings=tied, initializer_range=0.3,
                          rope_theta=10000.0)
     model = Qwen2ForCausalLM(config).eval()
     with torch.no_grad():  # random biases, so a bias that is dropped or misplaced shows
@@ -190,22 +191,35 @@ def q4k_rows(weight) -> Any:
 
 
 def write_q4k_qwen2_gguf(tokenizer, path: Path, hidden: int = 256, seed: int = 5):
-    """(path, model): a tiny Qwen2 whose every layer matrix is stored as Q4_K rows
-    (`q4k_rows`) and holds exactly their values (gguf's de-quantizer), norms and embeddings
-    float32: the mix of a Q4_K_M file, whose Q4_K matrices the Q4_K kernel multiplies."""
+    """(path, model): a tiny Qwen2 in a Q4_K_M file's types: its attention and gate/up
+    matrices Q4_K rows (`q4k_rows`), its down matrices and its own output matrix random Q6_K
+    rows (q4k.example_rows), each holding exactly its rows' values (gguf's de-quantizer);
+    norms and embeddings float32. Its Q4_K and Q6_K matrices are what the tiled kernels
+    multiply."""
     import torch
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    model = build_qwen2(len(tokenizer), hidden=hidden, seed=seed,
+    from specchat.models.int8.q4k import example_rows
+
+    model = build_qwen2(len(tokenizer), hidden=hidden, seed=seed, tied=False,
                         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"))
     layers = model.config.num_hidden_layers
     raw: dict[str, Any] = {}
     with torch.no_grad():
-        for name, module in model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name.startswith("model.layers."):
+        for index, (name, module) in enumerate(model.named_modules()):
+            if not isinstance(module, torch.nn.Linear):
+                continue
+            if name.endswith("down_proj") or name == "lm_head":
+                rows, values = example_rows(*module.weight.shape, seed=seed + index,
+                                            largest_scale=2e-4, bits=6)
+                kind = GGMLQuantizationType.Q6_K
+            elif name.startswith("model.layers."):
                 rows = q4k_rows(module.weight.numpy())
-                values = dequantize(rows, GGMLQuantizationType.Q4_K).reshape(module.weight.shape)
-                module.weight.copy_(torch.from_numpy(values.copy()))
-                raw[llama_cpp_name(f"{name}.weight", layers, "qwen2")] = rows
-    return write_gguf(model, tokenizer, path, architecture="qwen2", q4k=raw), model
+                kind = GGMLQuantizationType.Q4_K
+                values = torch.from_numpy(dequantize(rows, kind).reshape(module.weight.shape).copy())
+            else:
+                continue
+            module.weight.copy_(values)
+            raw[llama_cpp_name(f"{name}.weight", layers, "qwen2")] = (rows, kind)
+    return write_gguf(model, tokenizer, path, architecture="qwen2", quantized=raw), model

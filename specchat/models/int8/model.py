@@ -5,7 +5,7 @@ A row's logits must not depend on the rows computed with it (the engine then get
 greedy answer speculating or not, whatever k and whatever the prompt's chunking). Every
 operation here keeps that by construction:
 - the linears are `FlatLinear` (each row scaled on its own; a fixed quantization range), or
-  `Q4KLinear` for a matrix kept in the file's Q4_K form (q4k.py: each row scaled on its own,
+  `TiledLinear` for a matrix kept in the file's Q4_K form (q4k.py: each row scaled on its own,
   exact integer sums, one lane an output);
 - norms, rope, the activation and the residuals work row by row, element by element;
 - attention runs one query row at a time, with the very call (same shapes, same keys) a
@@ -35,7 +35,7 @@ from specchat.models.device.cores import capped_threads
 import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
 from specchat.models.int8.linear import FlatLinear, placeholder_packed
-from specchat.models.int8.q4k import Q4KLinear, kernel_library
+from specchat.models.int8.q4k import TiledLinear, kernel_library, linear_of
 from specchat.models.int8.scripted import compiled
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
@@ -47,9 +47,9 @@ PREFILL_TOKENS = 16
 runs on `prefill_threads` (llama.cpp's rule, models/llamacpp/model.py)."""
 
 
-Linear = FlatLinear | Q4KLinear
+Linear = FlatLinear | TiledLinear
 NO_TILES = torch.empty(0, dtype=torch.uint8)
-"""scripted.product's sign that a linear is not on the Q4_K kernel."""
+"""scripted.product's sign that a linear is not on a tiled kernel (Q4_K or Q6_K)."""
 
 
 @dataclass
@@ -72,10 +72,9 @@ class Int8Layer:
 
         def packed(name: str, bias: torch.Tensor | None = None) -> Linear:
             key = f"{index}.{name}"
-            if tiles is not None and key in tiles:
-                return Q4KLinear(tiles[key], int(tensors[f"{key}.rows"].shape[0]), bias)
-            return FlatLinear(tensors[f"{key}.rows"], tensors[f"{key}.scale"], bias, reduce_range,
-                              rows_kernel)
+            kept = linear_of(tiles or {}, key, int(tensors[f"{key}.rows"].shape[0]), bias)
+            return kept or FlatLinear(tensors[f"{key}.rows"], tensors[f"{key}.scale"], bias,
+                                      reduce_range, rows_kernel)
 
         bias = tensors.get(f"{index}.qkv.bias")
         return cls(tensors[f"{index}.attn_norm"].clone(), packed("qkv", owned(bias)),
@@ -91,8 +90,9 @@ class Int8Layer:
         self.packed = [] if self.onednn else [
             each.packed if isinstance(each, FlatLinear) and each.packed is not None
             else placeholder_packed() for each in self.linears()]
-        self.q4k = [each.tiles if isinstance(each, Q4KLinear) else NO_TILES
-                    for each in self.linears()]
+        self.tiles = [each.tiles if isinstance(each, TiledLinear) else NO_TILES
+                      for each in self.linears()]
+        self.bits = [each.bits if isinstance(each, TiledLinear) else 0 for each in self.linears()]
         self.outputs = [each.outputs for each in self.linears()]
         self.inputs = [each.inputs for each in self.linears()]
         self.qkv_bias = self.qkv.bias
@@ -144,7 +144,8 @@ class Int8Model:
         self.embed_rows = tensors["embed.rows"].clone()
         self.embed_scale, self.norm = tensors["embed.scale"].clone(), tensors["norm"].clone()
         self.vocab = None if head_ids is None else torch.tensor(sorted(head_ids), dtype=torch.long)
-        self.head = head_linear(tensors, self.vocab, reduce_range, kernel)
+        self.head = head_linear(tensors, self.vocab, reduce_range, kernel,
+                                tiles if kernel == linear.Q4K else None)
         self.vocab_size = vocab_size or arch.vocab
         self.rope = Rope(arch.head_dim, arch.rope_base, tensors.get("rope_factors"))
         self.kv = KVBuffer(arch.layers, arch.kv_heads, arch.head_dim, torch.float32, self.device,
@@ -217,7 +218,8 @@ class Int8Model:
                start: int) -> torch.Tensor:
         arch = self.arch
         return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.onednn,
-                                         layer.q4k, layer.outputs, layer.inputs, layer.qkv_bias,
+                                         layer.tiles, layer.bits, layer.outputs, layer.inputs,
+                                         layer.qkv_bias,
                                          self.pins, layer.reduce_range,
                                          turns, self.views.layers[index], start, arch.heads,
                                          arch.kv_heads, arch.head_dim)
@@ -270,9 +272,14 @@ class CacheViews:
 
 
 def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
-                reduce_range: bool, kernel: str = linear.FBGEMM) -> FlatLinear:
-    """The output matrix, or only its rows of a reduced vocabulary."""
+                reduce_range: bool, kernel: str = linear.FBGEMM,
+                tiles: dict[str, torch.Tensor] | None = None) -> Linear:
+    """The output matrix, or only its rows of a reduced vocabulary; the whole matrix on a
+    tiled kernel where `tiles` holds it (q4k.file_tiles)."""
     rows, scale = tensors["head.rows"], tensors["head.scale"]
+    kept = linear_of(tiles or {}, "head", int(rows.shape[0])) if vocab is None else None
+    if kept is not None:
+        return kept
     kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
     if vocab is not None:
         rows, scale = rows[vocab.clamp_max(rows.shape[0] - 1)], scale[vocab.clamp_max(rows.shape[0] - 1)]

@@ -15,7 +15,7 @@ therefore never depends on the rows beside it.
   seconds, with the C++ compiler that built llama-cpp-python) into the cache, and loads it;
 - `q4k_multiplies`: whether it compiles, loads and computes a small product right here;
 - `repack`: a Q4_K tensor's raw rows into the kernel's tiles (q4k_kernel.cpp's comment);
-- `Q4KLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K;
+- `TiledLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K;
 - `file_tiles`: a GGUF file's Q4_K matrices, fused and ordered as `convert.py` fuses and
   orders its int8 ones, repacked once and cached beside them.
 
@@ -36,7 +36,7 @@ import torch
 
 from specchat import paths
 
-FORMAT = 1
+FORMAT = 2
 """Bumped whenever the cached tiles' layout changes."""
 TILE, SUPER, SUB = 16, 256, 32
 """Outputs per tile, inputs per Q4_K super-block, inputs per sub-block."""
@@ -45,6 +45,13 @@ Q4K_BLOCK_BYTES = 144
 128 bytes of 4-bit weights."""
 TILE_BLOCK_BYTES = SUPER * TILE // 2 + 2 * 8 * TILE + 2 * 4 * TILE
 """One tile's super-block in the kernel's layout (2,432 bytes for 4,096 weights)."""
+Q6K_BLOCK_BYTES = 210
+"""A Q6_K super-block in the file: 128 bytes of low 4 bits, 64 of high 2 bits, 16 signed
+8-bit scales (one per 16 weights), d (float16)."""
+Q6_TILE_BLOCK_BYTES = SUPER * TILE // 2 + SUPER * TILE // 4 + 16 * TILE + 4 * TILE
+"""One tile's Q6_K super-block in the kernel's layout (3,392 bytes for 4,096 weights)."""
+SUFFIX_Q6K = "@q6k"
+"""A cached matrix's name suffix when its tiles are Q6_K's (`file_tiles`)."""
 SOURCE = Path(__file__).with_name("q4k_kernel.cpp")
 TILES_FILE = "q4k.safetensors"
 NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
@@ -129,36 +136,43 @@ def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def why_not_here() -> str | None:
-    """Why the kernel cannot run on this machine, or None where it builds, loads and computes
-    the check's product right; found once per process."""
+    """Why the kernels cannot run on this machine, or None where they build, load and
+    compute the check's products right (Q4_K's and Q6_K's); found once per process."""
+    x = torch.randint(-127, 128, (3, 2 * SUPER), generator=torch.Generator().manual_seed(1)).float()
+    x[:, ::SUPER] = 127.0  # each run's magnitude: its own scale then leaves it as it is
     try:
         kernel_library()
-        rows, check = example_rows(32, 2 * SUPER)
-        x = torch.randint(-127, 128, (3, 2 * SUPER), generator=torch.Generator().manual_seed(1)).float()
-        x[:, ::SUPER] = 127.0  # each run's magnitude: its own scale then leaves it as it is
-        y = Q4KLinear(repack(rows), 32)(x)
+        products = []
+        for bits, (raw, values) in ((4, example_rows(32, 2 * SUPER)), (6, example_rows(32, 2 * SUPER, bits=6))):
+            tiles = repack(raw) if bits == 4 else repack_q6k(raw)
+            products.append((TiledLinear(tiles, 32, None, bits)(x), x @ values.T))
     except Exception as error:  # noqa: BLE001 - any failure means "not here", and says why
         from specchat.errors import one_line
 
         return one_line(error, 160)
-    if not torch.allclose(y, x @ check.T, rtol=1e-5, atol=1e-2):
+    if not all(torch.allclose(got, want, rtol=1e-5, atol=1e-2) for got, want in products):
         return "its product failed the check"
     return None
 
 
-def example_rows(outputs: int, inputs: int, seed: int = 0,
-                 largest_scale: float = 0.01) -> tuple[np.ndarray, torch.Tensor]:
-    """Random Q4_K rows [outputs, inputs / 256 * 144] (d and dmin below `largest_scale`) and
-    their float values (gguf's own de-quantizer): what the check and the tests multiply."""
+def example_rows(outputs: int, inputs: int, seed: int = 0, largest_scale: float = 0.01,
+                 bits: int = 4) -> tuple[np.ndarray, torch.Tensor]:
+    """Random Q4_K (`bits` 4) or Q6_K (`bits` 6) rows [outputs, inputs / 256 * block bytes],
+    their super-block scales below `largest_scale`, and their float values (gguf's own
+    de-quantizer): what the check and the tests multiply."""
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
     generator = np.random.default_rng(seed)
-    blocks = generator.integers(0, 256, (outputs, inputs // SUPER, Q4K_BLOCK_BYTES), dtype=np.uint8)
-    scales = (generator.random((outputs, inputs // SUPER, 2)) * largest_scale).astype(np.float16)
-    blocks[..., :4] = scales.view(np.uint8).reshape(outputs, inputs // SUPER, 4)
+    size = Q4K_BLOCK_BYTES if bits == 4 else Q6K_BLOCK_BYTES
+    blocks = generator.integers(0, 256, (outputs, inputs // SUPER, size), dtype=np.uint8)
+    where = slice(0, 4) if bits == 4 else slice(208, 210)  # d and dmin, or d
+    count = where.stop - where.start
+    scales = (generator.random((outputs, inputs // SUPER, count // 2)) * largest_scale).astype(np.float16)
+    blocks[..., where] = scales.view(np.uint8).reshape(outputs, inputs // SUPER, count)
     raw = blocks.reshape(outputs, -1)
-    values = dequantize(raw, GGMLQuantizationType.Q4_K).reshape(outputs, inputs)
+    kind = GGMLQuantizationType.Q4_K if bits == 4 else GGMLQuantizationType.Q6_K
+    values = dequantize(raw, kind).reshape(outputs, inputs)
     return raw, torch.from_numpy(values.astype(np.float32))
 
 
@@ -194,13 +208,51 @@ def repack(raw: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.concatenate(flat, axis=-1).reshape(-1).copy())
 
 
+def q6k_values(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q6_K rows [outputs, super-blocks * 210] -> (q [outputs, super-blocks, 256] in 0..63,
+    scales [outputs, super-blocks, 16] int8, d [outputs, super-blocks] float32), as ggml
+    reads them: w = d * scale[i // 16] * (q[i] - 32)."""
+    blocks = raw.reshape(raw.shape[0], -1, Q6K_BLOCK_BYTES)
+    low = blocks[..., :128].reshape(*blocks.shape[:2], 2, 64)
+    high = blocks[..., 128:192].reshape(*blocks.shape[:2], 2, 32)
+    q = np.concatenate([(low[..., :32] & 15) | ((high & 3) << 4),
+                        (low[..., 32:] & 15) | (((high >> 2) & 3) << 4),
+                        (low[..., :32] >> 4) | (((high >> 4) & 3) << 4),
+                        (low[..., 32:] >> 4) | (((high >> 6) & 3) << 4)], axis=-1)
+    scales = blocks[..., 192:208].view(np.int8)
+    d = blocks[..., 208:210].copy().view(np.float16)[..., 0].astype(np.float32)
+    return q.reshape(*blocks.shape[:2], SUPER).astype(np.uint8), scales, d
+
+
+def repack_q6k(raw: np.ndarray) -> torch.Tensor:
+    """Q6_K rows as the file stores them [outputs, super-blocks * 210] -> the Q6_K kernel's
+    tiles (q4k_kernel.cpp's comment above q6_tile_rows gives the layout)."""
+    outputs = raw.shape[0]
+    if outputs % TILE or raw.shape[1] % Q6K_BLOCK_BYTES:
+        raise ValueError(f"Q6_K rows [{outputs}, {raw.shape[1]}]: outputs a multiple of {TILE}")
+    q, scales, d = q6k_values(raw)
+    tiles = outputs // TILE
+    q = q.reshape(tiles, TILE, -1, 32, 8)  # tile, lane, block, 8-input group, input
+    nibbles = (q[..., :4] & 15) | ((q[..., 4:] & 15) << 4)  # [tile, lane, block, 32, 4]
+    top = (q >> 4).reshape(tiles, TILE, -1, 16, 2, 2, 4)  # pair of groups, group, half, input
+    high = (top[..., 0, 0, :] | (top[..., 0, 1, :] << 2) | (top[..., 1, 0, :] << 4)
+            | (top[..., 1, 1, :] << 6))  # [tile, lane, block, 16, 4]
+    parts = [nibbles.transpose(0, 2, 3, 1, 4), high.transpose(0, 2, 3, 1, 4),
+             scales.reshape(tiles, TILE, -1, 16).transpose(0, 2, 3, 1).view(np.uint8),
+             d.reshape(tiles, TILE, -1).transpose(0, 2, 1).copy().view(np.uint8)]
+    flat = [np.ascontiguousarray(part).reshape(*part.shape[:2], -1) for part in parts]
+    return torch.from_numpy(np.concatenate(flat, axis=-1).reshape(-1).copy())
+
+
 @dataclass(frozen=True)
-class Q4KLinear:
-    """x -> x W^T (+ bias), or + a residual, on a matrix of Q4_K tiles (module docstring)."""
+class TiledLinear:
+    """x -> x W^T (+ bias), or + a residual, on a matrix of Q4_K tiles (`bits` 4) or Q6_K
+    tiles (`bits` 6) (module docstring)."""
 
     tiles: torch.Tensor
     outputs: int
     bias: torch.Tensor | None = None
+    bits: int = 4
 
     @property
     def weight_bytes(self) -> int:
@@ -208,7 +260,8 @@ class Q4KLinear:
 
     @property
     def inputs(self) -> int:
-        return self.weight_bytes // (self.outputs // TILE) // TILE_BLOCK_BYTES * SUPER
+        block = TILE_BLOCK_BYTES if self.bits == 4 else Q6_TILE_BLOCK_BYTES
+        return self.weight_bytes // (self.outputs // TILE) // block * SUPER
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [n, in] float32 -> [n, outputs] (+ bias, + `residual`)."""
@@ -216,7 +269,7 @@ class Q4KLinear:
 
         base = self.bias if residual is None else (residual if self.bias is None
                                                    else residual + self.bias)
-        return compiled("q4k_linear")(x, self.tiles, self.outputs, base)
+        return compiled("tiled_linear")(x, self.tiles, self.outputs, self.bits, base)
 
 
 # --- a file's Q4_K matrices ----------------------------------------------------------------
@@ -237,7 +290,7 @@ def file_tiles(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> 
 
     target = cached_file(gguf)
     if not is_built(target.parent):
-        progress(f"repacking {gguf.name}'s Q4_K weights for the Q4_K kernel (first use only)")
+        progress(f"repacking {gguf.name}'s Q4_K and Q6_K weights for their kernels (first use only)")
     folder = build_once(target.parent, lambda out: write_tiles(gguf, out / TILES_FILE),
                         f"Q4_K tiles of {gguf}", [gguf])
     return load_file(str(folder / TILES_FILE))
@@ -256,15 +309,33 @@ def write_tiles(gguf: Path, out: Path) -> None:
     for layer in range(arch.layers):
         for name, parts in fused_parts(arch, layer).items():
             raw = [tensors[part] for part, _ in parts]
-            if all(is_q4k(tensor) for tensor in raw):
-                rows = np.concatenate([order(np.asarray(tensor.data)) for tensor, (_, order)
-                                       in zip(raw, parts)])
-                if rows.shape[0] % TILE == 0:
-                    result[f"{layer}.{name}"] = repack(rows)
+            rows = [order(np.asarray(tensor.data)) for tensor, (_, order) in zip(raw, parts)]
+            result.update(tiled(f"{layer}.{name}", [tensor.tensor_type for tensor in raw], rows))
+    head = tensors.get("output.weight")
+    if head is not None:
+        result.update(tiled("head", [head.tensor_type], [np.asarray(head.data)]))
     save_file(result, str(out))
 
 
-def is_q4k(tensor) -> bool:
+def tiled(name: str, types: list, rows: list[np.ndarray]) -> dict[str, torch.Tensor]:
+    """A fused matrix's tiles under `name` (Q6_K's under name + SUFFIX_Q6K) where all its
+    parts have one of the kernels' types and whole tiles; {} otherwise."""
     from gguf import GGMLQuantizationType
 
-    return tensor.tensor_type == GGMLQuantizationType.Q4_K
+    if len(set(types)) != 1 or sum(part.shape[0] for part in rows) % TILE:
+        return {}
+    if types[0] == GGMLQuantizationType.Q4_K:
+        return {name: repack(np.concatenate(rows))}
+    if types[0] == GGMLQuantizationType.Q6_K:
+        return {name + SUFFIX_Q6K: repack_q6k(np.concatenate(rows))}
+    return {}
+
+
+def linear_of(tiles: dict[str, torch.Tensor], name: str, outputs: int,
+              bias: torch.Tensor | None = None) -> TiledLinear | None:
+    """The tiled linear of matrix `name`, on whichever kernel its tiles are for, or None."""
+    if name in tiles:
+        return TiledLinear(tiles[name], outputs, bias, 4)
+    if name + SUFFIX_Q6K in tiles:
+        return TiledLinear(tiles[name + SUFFIX_Q6K], outputs, bias, 6)
+    return None

@@ -32,7 +32,7 @@
 
 namespace {
 
-constexpr int TILE = 16, SUPER = 256, SUB = 32, SUBS = SUPER / SUB;
+constexpr int TILE = 16, SUPER = 256, SUB = 32, SUBS = SUPER / SUB, HALF = 16;
 constexpr int QS_BYTES = SUPER * TILE / 2, SCALE_BYTES = SUBS * TILE;
 constexpr int BLOCK_BYTES = QS_BYTES + 2 * SCALE_BYTES + 2 * 4 * TILE;
 constexpr int MOST_ROWS = 8;     // rows whose accumulators stay in registers at once
@@ -42,7 +42,7 @@ constexpr int PREFETCH_AHEAD = 16;  // super-blocks read ahead into L2 while one
 
 struct Rows {
   const int8_t *a;     // [M, K] int8
-  const float *sums;   // [M, K / SUB] each sub-block's sum of a, times its run's scale
+  const float *sums;   // [M, K / HALF] each 16 inputs' sum of a, times its run's scale
   const float *scale;  // [M, K / SUPER] each run's magnitude / 127
   int K;
 };
@@ -86,8 +86,8 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
         const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
         const __m512 run = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
         acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, run), acc[m]);
-        acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(rows.sums[(long)(m0 + m) * (K / SUB) + k0 / SUB]),
-                                  acc[m]);
+        const float *sums = rows.sums + (long)(m0 + m) * (K / HALF) + k0 / HALF;
+        acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(sums[0] + sums[1]), acc[m]);
       }
     }
   }
@@ -100,7 +100,68 @@ const TileRows BY_ROWS[MOST_ROWS + 1] = {nullptr,        tile_rows<1>, tile_rows
                                          tile_rows<3>,   tile_rows<4>, tile_rows<5>,
                                          tile_rows<6>,   tile_rows<7>, tile_rows<8>};
 
-// One row of x as int8, each run of 256 over its own magnitude, and each sub-block's sum.
+// Q6_K (6-bit weights, a signed 8-bit scale per 16 inputs): w = d * sc * (q - 32), q in 0..63.
+// A tile's super-block: the low 4 bits as Q4_K's (32 groups of 8 inputs x 64 bytes), then the
+// high 2 bits, 64 bytes per 16 inputs (two groups g, g + 1): in lane i's byte t, bits 0-1 for
+// input k + t of group g, 2-3 for k + 4 + t, 4-5 and 6-7 the same of group g + 1; then the
+// scales (16 x 16 lanes, int8), then d (16 float32).
+constexpr int Q6_HIGH_BYTES = SUPER * TILE / 4, Q6_SCALE_BYTES = (SUPER / HALF) * TILE;
+constexpr int Q6_BLOCK_BYTES = QS_BYTES + Q6_HIGH_BYTES + Q6_SCALE_BYTES + 4 * TILE;
+
+template <int R>
+void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
+                  int n0) {
+  __m512 acc[R];
+  for (int m = 0; m < R; m++) acc[m] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(0x30);
+  const int K = rows.K;
+  for (int b = 0; b < blocks; b++) {
+    const uint8_t *block = tile + (long)b * Q6_BLOCK_BYTES;
+    for (int p = 0; p < Q6_BLOCK_BYTES; p += 64)
+      _mm_prefetch((const char *)(block + PREFETCH_AHEAD * Q6_BLOCK_BYTES + p), _MM_HINT_T1);
+    const uint8_t *hb = block + QS_BYTES;
+    const int8_t *sc = (const int8_t *)(hb + Q6_HIGH_BYTES);
+    const __m512 dv = _mm512_loadu_ps((const float *)(sc + Q6_SCALE_BYTES));
+    for (int h = 0; h < SUPER / HALF; h++) {
+      const __m512 scale = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+          _mm_loadu_si128((const __m128i *)(sc + h * TILE)))));
+      const __m512 offset = _mm512_mul_ps(scale, _mm512_set1_ps(32.f));
+      const __m512i H = _mm512_loadu_si512((const void *)(hb + h * 64));
+      const __m512i v0 = _mm512_loadu_si512((const void *)(block + (2 * h) * 64));
+      const __m512i v1 = _mm512_loadu_si512((const void *)(block + (2 * h + 1) * 64));
+      __m512i w[4];
+      w[0] = _mm512_or_si512(_mm512_and_si512(v0, low), _mm512_and_si512(_mm512_slli_epi16(H, 4), high));
+      w[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v0, 4), low),
+                             _mm512_and_si512(_mm512_slli_epi16(H, 2), high));
+      w[2] = _mm512_or_si512(_mm512_and_si512(v1, low), _mm512_and_si512(H, high));
+      w[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v1, 4), low),
+                             _mm512_and_si512(_mm512_srli_epi16(H, 2), high));
+      const long k0 = (long)b * SUPER + h * HALF;
+#pragma GCC unroll 8
+      for (int m = 0; m < R; m++) {
+        const int8_t *a = rows.a + (long)(m0 + m) * K + k0;
+        __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0],
+                                           _mm512_set1_epi32(*(const int32_t *)(a)));
+        __m512i odd = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1],
+                                          _mm512_set1_epi32(*(const int32_t *)(a + 4)));
+        even = _mm512_dpbusd_epi32(even, w[2], _mm512_set1_epi32(*(const int32_t *)(a + 8)));
+        odd = _mm512_dpbusd_epi32(odd, w[3], _mm512_set1_epi32(*(const int32_t *)(a + 12)));
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
+        const __m512 run = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+        acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, run), acc[m]);
+        acc[m] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(rows.sums[(long)(m0 + m) * (K / HALF) + k0 / HALF]),
+                                  acc[m]);
+      }
+    }
+  }
+  for (int m = 0; m < R; m++) _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
+}
+
+const TileRows Q6_BY_ROWS[MOST_ROWS + 1] = {nullptr,           q6_tile_rows<1>, q6_tile_rows<2>,
+                                            q6_tile_rows<3>,   q6_tile_rows<4>, q6_tile_rows<5>,
+                                            q6_tile_rows<6>,   q6_tile_rows<7>, q6_tile_rows<8>};
+
+// One row of x as int8, each run of 256 over its own magnitude, and each 16 inputs' sum.
 void quantize_row(const float *x, int K, int8_t *a, float *sums, float *scale) {
   for (int r = 0; r < K / SUPER; r++) {
     const float *xr = x + r * SUPER;
@@ -115,26 +176,30 @@ void quantize_row(const float *x, int K, int8_t *a, float *sums, float *scale) {
       const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i + 16), inverse));
       _mm_storeu_si128((__m128i *)(a + r * SUPER + i), _mm512_cvtsepi32_epi8(lo));
       _mm_storeu_si128((__m128i *)(a + r * SUPER + i + 16), _mm512_cvtsepi32_epi8(hi));
-      sums[(r * SUPER + i) / SUB] = step * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+      sums[(r * SUPER + i) / HALF] = step * (float)_mm512_reduce_add_epi32(lo);
+      sums[(r * SUPER + i) / HALF + 1] = step * (float)_mm512_reduce_add_epi32(hi);
     }
   }
 }
 
-at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
-  TORCH_CHECK(input.dim() == 2 && input.scalar_type() == at::kFloat, "q4k_linear: x is [M, K] float32");
-  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous(), "q4k_linear: tiles are uint8");
+// x [M, K] float32 times a matrix of tiles (16 outputs each, `block_bytes` per super-block)
+// through `by_rows`; `name` for the checks' messages.
+at::Tensor tiled_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs,
+                        int block_bytes, const TileRows *by_rows, const char *name) {
+  TORCH_CHECK(input.dim() == 2 && input.scalar_type() == at::kFloat, name, ": x is [M, K] float32");
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous(), name, ": tiles are uint8");
   const at::Tensor x = input.contiguous();
   const int M = x.size(0), K = x.size(1), N = outputs, per_tile = K / SUPER;
-  TORCH_CHECK(K % SUPER == 0 && N % TILE == 0, "q4k_linear: K a multiple of 256, N of 16");
-  TORCH_CHECK(tiles.numel() == (int64_t)(N / TILE) * per_tile * BLOCK_BYTES, "q4k_linear: the tiles' size");
+  TORCH_CHECK(K % SUPER == 0 && N % TILE == 0, name, ": K a multiple of 256, N of 16");
+  TORCH_CHECK(tiles.numel() == (int64_t)(N / TILE) * per_tile * block_bytes, name, ": the tiles' size");
   at::Tensor a = at::empty({M, K}, x.options().dtype(at::kChar));
-  at::Tensor sums = at::empty({M, K / SUB}, x.options());
+  at::Tensor sums = at::empty({M, K / HALF}, x.options());
   at::Tensor scale = at::empty({M, K / SUPER}, x.options());
   const float *xp = x.data_ptr<float>();
   const Rows rows{a.data_ptr<int8_t>(), sums.data_ptr<float>(), scale.data_ptr<float>(), K};
   at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; m++)
-      quantize_row(xp + m * K, K, a.data_ptr<int8_t>() + m * K, sums.data_ptr<float>() + m * (K / SUB),
+      quantize_row(xp + m * K, K, a.data_ptr<int8_t>() + m * K, sums.data_ptr<float>() + m * (K / HALF),
                    scale.data_ptr<float>() + m * (K / SUPER));
   });
   at::Tensor out = at::empty({M, N}, x.options());
@@ -143,12 +208,23 @@ at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t 
   at::parallel_for(0, N / TILE, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++)
       for (int m0 = 0; m0 < M; m0 += MOST_ROWS)
-        BY_ROWS[std::min(MOST_ROWS, M - m0)](w + t * (long)per_tile * BLOCK_BYTES, per_tile, rows,
-                                              m0, y, N, (int)t * TILE);
+        by_rows[std::min(MOST_ROWS, M - m0)](w + t * (long)per_tile * block_bytes, per_tile, rows,
+                                             m0, y, N, (int)t * TILE);
   });
   return out;
 }
 
+at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
+  return tiled_linear(input, tiles, outputs, BLOCK_BYTES, BY_ROWS, "q4k_linear");
+}
+
+at::Tensor q6k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
+  return tiled_linear(input, tiles, outputs, Q6_BLOCK_BYTES, Q6_BY_ROWS, "q6k_linear");
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(specchat, CPU, m) { m.impl("q4k_linear", q4k_linear); }
+TORCH_LIBRARY_IMPL(specchat, CPU, m) {
+  m.impl("q4k_linear", q4k_linear);
+  m.impl("q6k_linear", q6k_linear);
+}

@@ -7,9 +7,9 @@ Python's dispatch, thread time on this project's 2-core machine).
   columns, fbgemm's dynamic int8 linear, the row's scale back with the bias or residual);
 - `onednn_linear`: the same product on oneDNN's kernel (each row rounded to int8 here,
   unit scales there, the scales back here);
-- `q4k_linear`: the Q4_K kernel's product (q4k.py), with the bias or residual;
-- `product`: whichever of the two a model's linears were packed for, or the Q4_K kernel
-  (q4k.py) for a linear kept in the file's Q4_K form (its schema is defined here, so these
+- `tiled_linear`: the Q4_K or Q6_K kernel's product (q4k.py), with the bias or residual;
+- `product`: whichever of the two a model's linears were packed for, or the tiled kernels
+  (q4k.py) for a linear kept in the file's Q4_K or Q6_K form (its schema is defined here, so these
   functions compile where the kernel is not built; its code comes with q4k.py's library);
 - `attend_rows`: rope, the new keys and values into the cache, attention one query row at
   a time (model.py's docstring says why);
@@ -26,17 +26,20 @@ from typing import Callable, List, Optional, Union
 import torch
 import torch.nn.functional as F
 
-Q4K_SCHEMA = "q4k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor"
-"""q4k_kernel.cpp's operation: x [n, in] float32 times a matrix of Q4_K tiles -> [n, outputs]."""
+TILED_SCHEMAS = ("q4k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor",
+                 "q6k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor")
+"""q4k_kernel.cpp's operations: x [n, in] float32 times a matrix of Q4_K or Q6_K tiles ->
+[n, outputs]."""
 
 
 def define_q4k_schema() -> Optional[torch.library.Library]:
-    """torch.ops.specchat.q4k_linear's schema, defined once per process (the library that
-    q4k.py loads registers its CPU code under it)."""
+    """torch.ops.specchat's tiled linears' schemas, defined once per process (the library that
+    q4k.py loads registers its CPU code under them)."""
     if hasattr(torch.ops.specchat, "q4k_linear"):
         return None
     library = torch.library.Library("specchat", "FRAGMENT")
-    library.define(Q4K_SCHEMA)
+    for schema in TILED_SCHEMAS:
+        library.define(schema)
     return library
 
 
@@ -89,24 +92,29 @@ def onednn_linear(x: torch.Tensor, packed: torch.Tensor, columns: torch.Tensor,
     return scaled_back(sums.mul_(columns), magnitude, base)
 
 
-def q4k_linear(x: torch.Tensor, tiles: torch.Tensor, outputs: int,
-               base: Optional[torch.Tensor]) -> torch.Tensor:
-    """x [n, in] -> x W^T (+ base) on the Q4_K kernel (q4k.py), W's tiles `tiles`."""
-    y = torch.ops.specchat.q4k_linear(x, tiles, outputs)
+def tiled_linear(x: torch.Tensor, tiles: torch.Tensor, outputs: int, bits: int,
+                 base: Optional[torch.Tensor]) -> torch.Tensor:
+    """x [n, in] -> x W^T (+ base) on the kernel for W's tiles `tiles` (q4k.py): Q6_K's where
+    `bits` is 6, Q4_K's where it is 4."""
+    if bits == 6:
+        y = torch.ops.specchat.q6k_linear(x, tiles, outputs)
+    else:
+        y = torch.ops.specchat.q4k_linear(x, tiles, outputs)
     return y if base is None else y + base
 
 
 def product(x: torch.Tensor, index: int, base: Optional[torch.Tensor],
             packed: List[  # TorchScript's class for packed weights (see flat_linear)
                 torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
-            onednn: List[List[torch.Tensor]], q4k: List[torch.Tensor], outputs: List[int],
-            inputs: List[int], pins: torch.Tensor, reduce_range: bool) -> torch.Tensor:
-    """A layer's linear `index` on the kernel its weights were packed for: the Q4_K kernel's
-    where `q4k` holds its tiles (an empty tensor where it does not; `outputs` its rows),
-    oneDNN's where `onednn` holds them ([packed, columns, unit, zero] each), else fbgemm's
-    (`packed`)."""
-    if q4k[index].numel() > 0:
-        return q4k_linear(x, q4k[index], outputs[index], base)
+            onednn: List[List[torch.Tensor]], tiles: List[torch.Tensor], bits: List[int],
+            outputs: List[int], inputs: List[int], pins: torch.Tensor,
+            reduce_range: bool) -> torch.Tensor:
+    """A layer's linear `index` on the kernel its weights were packed for: the Q4_K or Q6_K
+    kernel's where `tiles` holds its tiles (an empty tensor where it does not; `bits` 4 or
+    6, `outputs` its rows), oneDNN's where `onednn` holds them ([packed, columns, unit,
+    zero] each), else fbgemm's (`packed`)."""
+    if tiles[index].numel() > 0:
+        return tiled_linear(x, tiles[index], outputs[index], bits[index], base)
     if len(onednn) > 0:
         weight = onednn[index]
         return onednn_linear(x, weight[0], weight[1], weight[2], weight[3], base)
@@ -148,26 +156,27 @@ def attend_rows(qkv: torch.Tensor, turns: torch.Tensor, key_rows: torch.Tensor,
 def decoder_layer(x: torch.Tensor, norms: List[torch.Tensor], eps: float,
                   packed: List[  # TorchScript's class for packed weights (see flat_linear)
                     torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
-                  onednn: List[List[torch.Tensor]], q4k: List[torch.Tensor], outputs: List[int],
+                  onednn: List[List[torch.Tensor]], tiles: List[torch.Tensor], bits: List[int],
+                  outputs: List[int],
                   inputs: List[int], qkv_bias: Optional[torch.Tensor], pins: torch.Tensor,
                   reduce_range: bool,
                   turns: torch.Tensor, cache: List[torch.Tensor], start: int, heads: int,
                   kv_heads: int, head_dim: int) -> torch.Tensor:
     """One decoder layer: `norms` [attention, feed-forward], the qkv, o, gate_up and down
     linears packed for fbgemm (`packed`, `inputs` their widths, `pins` their pinned columns'
-    values) or for oneDNN (`onednn`), or kept as Q4_K tiles (`q4k`, `outputs`; see
-    `product`), `cache` [key rows, value rows, key heads, value heads]."""
+    values) or for oneDNN (`onednn`), or kept as Q4_K or Q6_K tiles (`tiles`, `bits`,
+    `outputs`; see `product`), `cache` [key rows, value rows, key heads, value heads]."""
     hidden = x.size(1)
     h = F.rms_norm(x, [hidden], norms[0], eps)
-    qkv = product(h, 0, qkv_bias, packed, onednn, q4k, outputs, inputs, pins, reduce_range)
+    qkv = product(h, 0, qkv_bias, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
     attended = attend_rows(qkv, turns, cache[0], cache[1], cache[2], cache[3], start, heads,
                            kv_heads, head_dim)
-    x = product(attended, 1, x, packed, onednn, q4k, outputs, inputs, pins, reduce_range)
+    x = product(attended, 1, x, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
     h = F.rms_norm(x, [hidden], norms[1], eps)
-    gate_up = product(h, 2, None, packed, onednn, q4k, outputs, inputs, pins, reduce_range)
+    gate_up = product(h, 2, None, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
     half = gate_up.size(1) // 2
     act = F.silu(gate_up[:, :half]).mul_(gate_up[:, half:])
-    return product(act, 3, x, packed, onednn, q4k, outputs, inputs, pins, reduce_range)
+    return product(act, 3, x, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
 
 
 _COMPILED: dict[str, Callable] = {}
