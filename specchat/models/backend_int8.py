@@ -190,7 +190,7 @@ class Int8Backend:
     def _loaded(self, model, facts, tokenizer: Any = None,
                 eos: frozenset[int] = frozenset()) -> LoadedModel:
         source = f"{model.arch.name} {facts.size_label} {facts.file_type}"
-        weights = ("its Q4_K matrices as the file has them, the rest int8 rows"
+        weights = ("its Q4_K and Q6_K matrices as the file has them, the rest int8 rows"
                    if model.kernel == Q4K else "int8 rows, one scale each")
         return LoadedModel(model, model.arch.vocab, tokenizer, eos, model.arch.context, "cpu",
                            COMPUTES, "int8", f"{weights}, from {source}", options={"facts": facts})
@@ -215,7 +215,7 @@ def end_of_turn(tokenizer) -> set[int]:
 
 COMPUTES = "the int8 backend computes on the CPU"
 KERNEL_NAMES = {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX",
-                Q4K: "Q4_K matrices as the file has them on AVX-512 VNNI, the rest fbgemm"}
+                Q4K: "Q4_K and Q6_K matrices as the file has them on AVX-512 VNNI, the rest fbgemm"}
 """How a label names linear.py's kernels (oneDNN is chosen only where the CPU has AMX, the
 Q4_K kernel where it has AVX-512 VNNI and no AMX)."""
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")

@@ -14,13 +14,17 @@ therefore never depends on the rows beside it.
 - `kernel_library`: compiles q4k_kernel.cpp once per machine, torch and source (a few
   seconds, with the C++ compiler that built llama-cpp-python) into the cache, and loads it;
 - `q4k_multiplies`: whether it compiles, loads and computes a small product right here;
-- `repack`: a Q4_K tensor's raw rows into the kernel's tiles (q4k_kernel.cpp's comment);
-- `TiledLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K;
-- `file_tiles`: a GGUF file's Q4_K matrices, fused and ordered as `convert.py` fuses and
+- `repack`, `repack_q6k`: a Q4_K or Q6_K tensor's raw rows into the kernel's tiles
+  (q4k_kernel.cpp's comments);
+- `TiledLinear`: the linear `model.py` calls for a matrix the file stores as Q4_K or Q6_K;
+- `file_tiles`: a GGUF file's Q4_K and Q6_K matrices, fused and ordered as `convert.py` fuses and
   orders its int8 ones, repacked once and cached beside them.
 
-Matrices the file stores otherwise (Q4_K_M keeps some in Q6_K, and the output matrix) stay
-int8 rows. Knows nothing about decoding, tokenizers or the forward pass.
+Q4_K_M keeps some matrices in Q6_K (half the layers' `ffn_down` and `attn_v`, the output
+matrix): the same kernel file multiplies those as the file has them too (`repack_q6k`,
+6-bit weights and a signed scale per 16 inputs). A matrix of any other type, or a fused one
+whose parts differ (q and k Q4_K beside a Q6_K v), stays int8 rows. Knows nothing about
+decoding, tokenizers or the forward pass.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-// specchat's Q4_K linear for the CPU (AVX-512 with VNNI): x [M, K] float32 times a matrix
-// whose weights stay in llama.cpp's Q4_K form, each row's result independent of the other
-// rows. q4k.py compiles this file once per machine and says why it exists; the layout is
+// specchat's Q4_K and Q6_K linears for the CPU (AVX-512 with VNNI): x [M, K] float32 times a
+// matrix whose weights stay in llama.cpp's Q4_K or Q6_K form, each row's result independent
+// of the other rows. q4k.py compiles this file once per machine and says why it exists; the layout is
 // q4k.py's `repack`. Nothing here knows about models or files.
 //
 // A tile holds 16 output rows. Per 256 inputs (a Q4_K super-block) it stores:
