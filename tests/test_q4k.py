@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.skipif(not q4k.q4k_multiplies(), reason="the tiled ker
 from specchat.engine import Decoder, ModelDrafter, Round, Settings  # noqa: E402
 from specchat.models.int8 import convert, linear, scripted  # noqa: E402
 from specchat.models.int8.model import Int8Model  # noqa: E402
+from test_int8 import singles_then_verifies  # noqa: E402
 
 PROMPT = [5, 17, 42, 99, 7, 250, 13, 64, 128, 31]
 
@@ -171,21 +172,9 @@ def test_every_q4k_and_q6k_matrix_of_the_file_runs_on_its_kernel(q4k_file):
     assert isinstance(model.head, q4k.TiledLinear) and model.head.bits == 6
 
 
-def singles_then_verifies(model: Int8Model, depth: int, rows: int = 12):
-    ids = torch.randint(0, 300, (depth + rows,), generator=torch.Generator().manual_seed(depth))
-    model.reset()
-    model.forward(ids[:depth])
-    singles = torch.cat([model.forward(ids[depth + j:depth + j + 1]) for j in range(rows)])
-    verifies = []
-    for n in range(1, rows + 1):
-        model.crop(depth)
-        verifies.append(model.forward(ids[depth:depth + n], keep=n))
-    return singles, verifies
-
-
 @pytest.mark.parametrize("depth", [3, 40])
 def test_a_verify_row_on_the_q4k_kernel_equals_the_single_step_bit_for_bit(q4k_file, depth):
-    singles, verifies = singles_then_verifies(on_q4k(q4k_file["path"]), depth)
+    singles, verifies = singles_then_verifies(on_q4k(q4k_file["path"]), depth, rows=12)
     for n, rows in enumerate(verifies, start=1):
         assert torch.equal(rows, singles[:n]), f"a verify of {n} rows parted from single steps"
 
@@ -206,7 +195,7 @@ def test_with_one_rounding_for_the_whole_batch_a_verify_parts_from_single_steps(
     with the rows beside them."""
     monkeypatch.setattr(scripted, "SCRIPTED", False)
     monkeypatch.setattr(scripted, "tiled_linear", batch_rounded_tiled_linear)
-    singles, verifies = singles_then_verifies(on_q4k(q4k_file["path"]), 3)
+    singles, verifies = singles_then_verifies(on_q4k(q4k_file["path"]), 3, rows=12)
     assert any(not torch.equal(rows, singles[:n]) for n, rows in enumerate(verifies, start=1))
 
 

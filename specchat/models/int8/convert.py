@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -206,14 +206,19 @@ def remove_folder(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def convert(gguf: Path, out: Path) -> None:
-    """Write `gguf`'s int8 form into the folder `out` (module docstring)."""
+def opened(gguf: Path) -> tuple[Any, Architecture, dict[str, Any]]:
+    """(an open `gguf.GGUFReader`, the file's `Architecture`, its tensors by name)."""
     import gguf as gguf_lib
-    from safetensors.torch import save_file
 
     reader = gguf_lib.GGUFReader(str(gguf))
-    arch = read_architecture(reader)
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    return reader, read_architecture(reader), {tensor.name: tensor for tensor in reader.tensors}
+
+
+def convert(gguf: Path, out: Path) -> None:
+    """Write `gguf`'s int8 form into the folder `out` (module docstring)."""
+    from safetensors.torch import save_file
+
+    reader, arch, tensors = opened(gguf)
     result: dict[str, torch.Tensor] = {}
     for layer in range(arch.layers):
         result.update(layer_tensors(arch, tensors, layer))

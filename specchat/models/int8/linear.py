@@ -44,6 +44,14 @@ PINS = len(PIN_VALUES)
 FBGEMM, ONEDNN, Q4K = "fbgemm", "onednn", "q4k"
 """The kernels a `FlatLinear` multiplies with (module docstring), and Q4K: a model whose
 Q4_K matrices stay Q4_K (q4k.py) and whose other matrices are on fbgemm."""
+
+
+def rows_kernel(kernel: str) -> str:
+    """The kernel a model's int8 rows multiply with: fbgemm's beside the tiled kernels (Q4K),
+    else `kernel` itself."""
+    return FBGEMM if kernel == Q4K else kernel
+
+
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""

@@ -68,13 +68,12 @@ class Int8Layer:
            kernel: str = linear.FBGEMM, tiles: dict[str, torch.Tensor] | None = None) -> "Int8Layer":
         """Layer `index` of the cached tensors; a matrix in `tiles` (q4k.file_tiles) goes on
         the Q4_K kernel, the others on `kernel` (fbgemm where that is Q4K)."""
-        rows_kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
 
         def packed(name: str, bias: torch.Tensor | None = None) -> Linear:
             key = f"{index}.{name}"
             kept = linear_of(tiles or {}, key, int(tensors[f"{key}.rows"].shape[0]), bias)
             return kept or FlatLinear(tensors[f"{key}.rows"], tensors[f"{key}.scale"], bias,
-                                      reduce_range, rows_kernel)
+                                      reduce_range, linear.rows_kernel(kernel))
 
         bias = tensors.get(f"{index}.qkv.bias")
         return cls(tensors[f"{index}.attn_norm"].clone(), packed("qkv", owned(bias)),
@@ -95,7 +94,6 @@ class Int8Layer:
         self.bits = [each.bits if isinstance(each, TiledLinear) else 0 for each in self.linears()]
         self.outputs = [each.outputs for each in self.linears()]
         self.inputs = [each.inputs for each in self.linears()]
-        self.qkv_bias = self.qkv.bias
         self.reduce_range = rows[0].reduce_range if rows else False
         """What scripted.decoder_layer takes, in its order (lists made once)."""
 
@@ -219,7 +217,7 @@ class Int8Model:
         arch = self.arch
         return compiled("decoder_layer")(x, layer.norms, arch.eps, layer.packed, layer.onednn,
                                          layer.tiles, layer.bits, layer.outputs, layer.inputs,
-                                         layer.qkv_bias,
+                                         layer.qkv.bias,
                                          self.pins, layer.reduce_range,
                                          turns, self.views.layers[index], start, arch.heads,
                                          arch.kv_heads, arch.head_dim)
@@ -280,7 +278,7 @@ def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,
     kept = linear_of(tiles or {}, "head", int(rows.shape[0])) if vocab is None else None
     if kept is not None:
         return kept
-    kernel = linear.FBGEMM if kernel == linear.Q4K else kernel
     if vocab is not None:
         rows, scale = rows[vocab.clamp_max(rows.shape[0] - 1)], scale[vocab.clamp_max(rows.shape[0] - 1)]
-    return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range, kernel)
+    return FlatLinear(rows.contiguous(), scale.contiguous(), None, reduce_range,
+                      linear.rows_kernel(kernel))

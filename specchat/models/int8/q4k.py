@@ -301,14 +301,11 @@ def file_tiles(gguf: Path, progress: Callable[[str], None] = lambda _: None) -> 
 
 
 def write_tiles(gguf: Path, out: Path) -> None:
-    import gguf as gguf_lib
     from safetensors.torch import save_file
 
-    from specchat.models.int8.convert import fused_parts, read_architecture
+    from specchat.models.int8.convert import fused_parts, opened
 
-    reader = gguf_lib.GGUFReader(str(gguf))
-    arch = read_architecture(reader)
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    _, arch, tensors = opened(gguf)
     result: dict[str, torch.Tensor] = {}
     for layer in range(arch.layers):
         for name, parts in fused_parts(arch, layer).items():
