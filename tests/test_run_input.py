@@ -54,8 +54,10 @@ def interrupted_run(tiny_config, *options: str,
     process = subprocess.Popen([sys.executable, "-m", "specchat", "run", "--config", str(tiny_config),
                                 "--pair", "tiny", "--no-spec", "--max-new-tokens", "100000",
                                 *options, "Tell me a long story"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = process.stdout.read1(64) if "--jsonl" not in options else process.stdout.readline()
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    # unbuffered: communicate() reads the pipe itself, so bytes a buffered reader had
+    # taken past the first line would be lost, and with them whole rounds
+    first = process.stdout.read(64) if "--jsonl" not in options else process.stdout.readline()
     process.send_signal(signum)
     rest, err = process.communicate(timeout=60)
     return process.returncode, (first + rest).decode("utf-8", "replace"), err.decode()
