@@ -17,7 +17,7 @@ import torch
 from ci_strict import X86
 
 from specchat.models.device.hardware import cpu_flags
-from specchat.models.int8 import q4k
+from specchat.models.int8 import native, q4k
 
 pytestmark = [pytest.mark.skipif(not q4k.q4k_multiplies(), reason="the tiled kernels cannot run "
                                  f"here: {q4k.why_not_here() if q4k.NEEDED_FLAGS <= cpu_flags() else 'no AVX-512 VNNI'}"),
@@ -118,8 +118,8 @@ def test_without_a_compiler_the_kernel_says_so(monkeypatch):
     import shutil
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(q4k.KernelUnavailable, match="no C\\+\\+ compiler"):
-        q4k.compile_command(q4k.SOURCE, Path("/nonexistent/q4k.so"))
+    with pytest.raises(native.KernelUnavailable, match="no C\\+\\+ compiler"):
+        native.compile_command(q4k.SOURCE, Path("/nonexistent/q4k.so"))
 
 
 def test_a_fused_matrix_of_mixed_types_stays_on_int8_rows():

@@ -166,6 +166,7 @@ class Int8Backend:
         from specchat.models.int8.convert import converted
         from specchat.models.int8.model import Int8Model
         from specchat.models.int8.q4k import file_tiles
+        from specchat.models.int8.rows import native_rows
 
         if not self.support.usable:
             raise PairError(f"pair '{request.pair.name}': the int8 backend cannot run here: "
@@ -183,7 +184,7 @@ class Int8Backend:
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads,
-                          kernel=kernel, tiles=tiles)
+                          kernel=kernel, tiles=tiles, native_rows=native_rows(request.progress))
         model.path = path  # what llama.cpp's own programs run in a race (bench/llama_programs)
         return model, path, found.facts
 

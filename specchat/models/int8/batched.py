@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
@@ -64,8 +63,8 @@ class Int8Batch:
             x = self._layer(index, layer, x, segments)
         for i, ids in feeds.items():
             self.lengths[i] += int(ids.numel())
-        model, arch = self.model, self.model.arch
-        features = F.rms_norm(x, (arch.hidden,), model.norm, arch.eps)
+        model = self.model
+        features = compiled("norm")(x, model.norm, model.arch.eps, model.native_rows)
         ends = torch.tensor([len(s.ids) for s in segments]).cumsum(0) - 1
         return self._logits(features[ends]), features
 
@@ -75,17 +74,17 @@ class Int8Batch:
 
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor,
                segments: list[Segment]) -> torch.Tensor:
-        arch = self.model.arch
-        qkv = layer.qkv(F.rms_norm(x, (arch.hidden,), layer.attn_norm, arch.eps))
+        model = self.model
+        eps, native = model.arch.eps, model.native_rows
+        qkv = layer.qkv(compiled("norm")(x, layer.attn_norm, eps, native))
         attended, row = [], 0
         for segment in segments:
             n = int(segment.ids.shape[0])
             attended.append(self._attend(index, qkv[row:row + n], segment))
             row += n
         x = layer.o(torch.cat(attended), residual=x)
-        gate_up = layer.gate_up(F.rms_norm(x, (arch.hidden,), layer.ffn_norm, arch.eps))
-        half = gate_up.shape[1] // 2
-        return layer.down(F.silu(gate_up[:, :half]).mul_(gate_up[:, half:]), residual=x)
+        gate_up = layer.gate_up(compiled("norm")(x, layer.ffn_norm, eps, native))
+        return layer.down(compiled("gated")(gate_up, native), residual=x)
 
     def _attend(self, index: int, qkv: torch.Tensor, segment: Segment) -> torch.Tensor:
         """One sequence's rows: rope, their keys and values into its cache, attention (the
@@ -94,7 +93,8 @@ class Int8Batch:
         turns = self.model.rope.at(start, start + n)
         cache = segment.views.layers[index]
         return compiled("attend_rows")(qkv, turns, cache[0], cache[1], cache[2], cache[3],
-                                       start, arch.heads, arch.kv_heads, arch.head_dim)
+                                       start, arch.heads, arch.kv_heads, arch.head_dim,
+                                       self.model.native_rows)
 
     def _logits(self, normed: torch.Tensor) -> torch.Tensor:
         model = self.model

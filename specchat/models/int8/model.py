@@ -11,9 +11,11 @@ operation here keeps that by construction:
 - attention runs one query row at a time, with the very call (same shapes, same keys) a
   single step at that position makes; a batched kernel would pick its blocking from the
   batch's shape and round differently.
-The per-row attention costs a few microseconds a row and layer; the matrices, which it
-leaves alone, are where a step spends its time. Each layer's arithmetic runs as TorchScript
-(scripted.py), which spends less time dispatching its operations than Python does.
+Each layer's arithmetic runs as TorchScript (scripted.py), which spends less time
+dispatching its operations than Python does. Where rows.py's C++ operations build here
+(`native_rows`), the norms, the activation and rope, cache writes and attention for all a
+call's rows run as one call each: the same guarantees, a fraction of torch's calls (its
+per-row attention cost about 75 microseconds a layer on the AMD machine).
 
 Keys and values live in one preallocated buffer per layer that doubles when full (the lean
 forward's `KVBuffer`); rolling back only lowers the length. A draft with a reduced output
@@ -28,7 +30,6 @@ from pathlib import Path
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from specchat.engine.protocol import HeldTokens
 from specchat.models.device.cores import capped_threads
@@ -36,6 +37,7 @@ import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
 from specchat.models.int8.linear import FlatLinear, placeholder_packed
 from specchat.models.int8.q4k import TiledLinear, kernel_library, linear_of
+from specchat.models.int8.rows import rows_library
 from specchat.models.int8.scripted import compiled
 from specchat.models.blocks.kv_buffer import KVBuffer
 from specchat.models.blocks.logits import scatter_logits
@@ -126,7 +128,7 @@ class Int8Model:
                  reduce_range: bool = False, head_ids: list[int] | None = None,
                  vocab_size: int | None = None, threads: int | None = None,
                  prefill_threads: int | None = None, kernel: str = linear.FBGEMM,
-                 tiles: dict[str, torch.Tensor] | None = None):
+                 tiles: dict[str, torch.Tensor] | None = None, native_rows: bool = False):
         self.path: Path | None = None
         """The GGUF file the weights were converted from (the backend sets it)."""
         self.arch = arch
@@ -137,6 +139,11 @@ class Int8Model:
         Q4K: the Q4_K kernel for the matrices in `tiles`, fbgemm for the rest)."""
         if kernel == linear.Q4K and tiles:
             kernel_library()  # compiled and loaded once (q4k.q4k_multiplies has, in a load)
+        self.native_rows = native_rows
+        """The norms, attention and activation on rows.py's operations (loaded here; the
+        backend asks rows.native_rows first), else on torch's."""
+        if native_rows:
+            rows_library()
         self.layers = packed_layers(tensors, arch.layers, reduce_range, self.prefill_threads,
                                     kernel, tiles if kernel == linear.Q4K else None)
         self.embed_rows = tensors["embed.rows"].clone()
@@ -195,7 +202,7 @@ class Int8Model:
         hidden = [self._feed(ids[start:start + PREFILL_CHUNK])
                   for start in range(0, int(ids.shape[0]), PREFILL_CHUNK)]
         states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
-        self.features = F.rms_norm(states, (self.arch.hidden,), self.norm, self.arch.eps)
+        self.features = compiled("norm")(states, self.norm, self.arch.eps, self.native_rows)
         return self._logits(self.features[-keep:])
 
     def _feed(self, ids: torch.Tensor) -> torch.Tensor:
@@ -220,7 +227,7 @@ class Int8Model:
                                          layer.qkv.bias,
                                          self.pins, layer.reduce_range,
                                          turns, self.views.layers[index], start, arch.heads,
-                                         arch.kv_heads, arch.head_dim)
+                                         arch.kv_heads, arch.head_dim, self.native_rows)
 
     def _logits(self, normed: torch.Tensor) -> torch.Tensor:
         rows = self.head(normed)

@@ -11,8 +11,8 @@ magnitude (llama.cpp's Q8_K granularity), the sub-block sums exact in
 int32 (AVX-512 VNNI), the float epilogue in one fixed order per output. A row's result
 therefore never depends on the rows beside it.
 
-- `kernel_library`: compiles q4k_kernel.cpp once per machine, torch and source (a few
-  seconds, with the C++ compiler that built llama-cpp-python) into the cache, and loads it;
+- `kernel_library`: q4k_kernel.cpp compiled once per machine, torch and source into the
+  cache, and loaded (native.py);
 - `q4k_multiplies`: whether it compiles, loads and computes a small product right here;
 - `repack`, `repack_q6k`: a Q4_K or Q6_K tensor's raw rows into the kernel's tiles
   (q4k_kernel.cpp's comments);
@@ -30,7 +30,6 @@ decoding, tokenizers or the forward pass.
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 
 from specchat import paths
+import specchat.models.int8.native as native
 
 FORMAT = 2
 """Bumped whenever the cached tiles' layout changes."""
@@ -62,62 +62,18 @@ NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
 """What q4k_kernel.cpp's instructions need."""
 
 
-COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC", "-w")
-"""-fopenmp: at::parallel_for's threads are OpenMP's (torch's own libgomp, already loaded)."""
-
-
-class KernelUnavailable(RuntimeError):
-    """The kernel cannot be built or loaded here (the message says why)."""
-
-
 # --- the kernel -------------------------------------------------------------------------
 
 
-def compile_command(source: Path, out: Path) -> list[str]:
-    """The compiler call that builds `source` into the shared library `out` against this torch."""
-    import shutil
-
-    from torch.utils.cpp_extension import include_paths
-
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        raise KernelUnavailable("no C++ compiler (c++ or g++) on PATH")
-    torch_lib = Path(torch.__file__).parent / "lib"
-    abi = int(torch.compiled_with_cxx11_abi())
-    return [compiler, *COMPILE_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-            *[f"-I{p}" for p in include_paths()],
-            str(source), "-o", str(out), f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10",
-            f"-Wl,-rpath,{torch_lib}"]
+def library_folder() -> Path:
+    """Where the compiled kernel lives (native.library_folder)."""
+    return native.library_folder(SOURCE, "q4k")
 
 
-def library_folder(source: Path = SOURCE) -> Path:
-    """Where the compiled kernel lives: keyed by the source, this torch and this CPU."""
-    from specchat.models.device.hardware import cpu_flags
-
-    key = "|".join([source.read_text(), " ".join(COMPILE_FLAGS), torch.__version__,
-                    " ".join(sorted(cpu_flags()))])
-    return paths.cache_dir() / "kernels" / f"q4k-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-
-
-@functools.lru_cache(maxsize=1)
 def kernel_library() -> Path:
     """The compiled kernel, built on first use and loaded into torch (`KernelUnavailable`
     where it cannot be)."""
-    import subprocess
-
-    import specchat.models.int8.scripted  # noqa: F401 - defines the schema the library fills
-    from specchat.models.config.cache_build import build_once
-
-    def build(out: Path) -> None:
-        done = subprocess.run(compile_command(SOURCE, out / "q4k.so"), capture_output=True,
-                              text=True)
-        if done.returncode != 0:
-            raise KernelUnavailable(f"compiling {SOURCE.name} failed: "
-                                    f"{(done.stderr.strip().splitlines() or ['?'])[-1]}")
-
-    library = build_once(library_folder(), build, f"the Q4_K kernel from {SOURCE}", [SOURCE])
-    torch.ops.load_library(str(library / "q4k.so"))
-    return library / "q4k.so"
+    return native.loaded_library(SOURCE, "q4k", "the Q4_K kernel", library_folder())
 
 
 def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:

@@ -13,7 +13,11 @@ Python's dispatch, thread time on this project's 2-core machine).
   functions compile where the kernel is not built; its code comes with q4k.py's library);
 - `attend_rows`: rope, the new keys and values into the cache, attention one query row at
   a time (model.py's docstring says why);
+- `norm`, `gated`: the RMS norm and the feed-forward's silu(gate) * up;
 - `decoder_layer`: one whole layer out of those.
+
+The norms, attention and activation run either as torch's operations or, where rows.py has
+loaded rows_kernel.cpp, as its three (`native`): the same arithmetic in fewer calls.
 
 Compiled once, on first use (`compiled`). Knows nothing about files, models or decoding;
 the shapes and the reasons are linear.py's and model.py's.
@@ -30,20 +34,27 @@ TILED_SCHEMAS = ("q4k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor",
                  "q6k_linear(Tensor x, Tensor tiles, int outputs) -> Tensor")
 """q4k_kernel.cpp's operations: x [n, in] float32 times a matrix of Q4_K or Q6_K tiles ->
 [n, outputs]."""
+ROW_SCHEMAS = ("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
+               "silu_mul(Tensor gate_up) -> Tensor",
+               "rope_attend(Tensor qkv, Tensor turns, Tensor(a!) key_rows, "
+               "Tensor(b!) value_rows, int start, int heads, int kv_heads, "
+               "int head_dim) -> Tensor")
+"""rows_kernel.cpp's operations (rows.py): `norm`'s, `gated`'s and `attend_rows`'s
+arithmetic, each row computed alone in one fixed order."""
 
 
-def define_q4k_schema() -> Optional[torch.library.Library]:
-    """torch.ops.specchat's tiled linears' schemas, defined once per process (the library that
-    q4k.py loads registers its CPU code under them)."""
+def define_schemas() -> Optional[torch.library.Library]:
+    """torch.ops.specchat's schemas, defined once per process (the libraries that q4k.py and
+    rows.py load register their CPU code under them)."""
     if hasattr(torch.ops.specchat, "q4k_linear"):
         return None
     library = torch.library.Library("specchat", "FRAGMENT")
-    for schema in TILED_SCHEMAS:
+    for schema in TILED_SCHEMAS + ROW_SCHEMAS:
         library.define(schema)
     return library
 
 
-_Q4K_LIBRARY = define_q4k_schema()
+_LIBRARY = define_schemas()
 """Kept alive: a `Library` removes its definitions when it is collected."""
 
 
@@ -131,13 +142,18 @@ def pinned(x: torch.Tensor, inputs: int, pins: torch.Tensor) -> List[torch.Tenso
 
 def attend_rows(qkv: torch.Tensor, turns: torch.Tensor, key_rows: torch.Tensor,
                 value_rows: torch.Tensor, key_heads: torch.Tensor, value_heads: torch.Tensor,
-                start: int, heads: int, kv_heads: int, head_dim: int) -> torch.Tensor:
+                start: int, heads: int, kv_heads: int, head_dim: int,
+                native: bool = False) -> torch.Tensor:
     """One layer's attention from its q/k/v rows [n, (heads + 2 kv_heads) * d] at positions
     start.. -> [n, heads * d]: rope on q and k (adjacent pairs as complex numbers), the new
     keys and values written into the cache rows [capacity, kv_heads, d], then each query row
     attending over the cache's heads [1, kv_heads, capacity, d] up to its own position, one
     row at a time: one call of torch's flash attention for the CPU over [1, kv_heads, group,
-    d] queries (the query heads that share a key head), the call a single step makes."""
+    d] queries (the query heads that share a key head), the call a single step makes.
+    `native`: all of it in one call of rows_kernel.cpp's `rope_attend` instead."""
+    if native:
+        return torch.ops.specchat.rope_attend(qkv, torch.view_as_real(turns), key_rows,
+                                              value_rows, start, heads, kv_heads, head_dim)
     n = qkv.size(0)
     rotating = heads + kv_heads
     pairs = qkv[:, : rotating * head_dim].reshape(n, rotating, head_dim // 2, 2)
@@ -153,6 +169,22 @@ def attend_rows(qkv: torch.Tensor, turns: torch.Tensor, key_rows: torch.Tensor,
     return torch.cat(rows).view(n, heads * head_dim)
 
 
+def norm(x: torch.Tensor, weight: torch.Tensor, eps: float, native: bool) -> torch.Tensor:
+    """x's rows' RMS norm times `weight`: torch's, or rows_kernel.cpp's where `native`."""
+    if native:
+        return torch.ops.specchat.rms_norm(x, weight, eps)
+    return F.rms_norm(x, [x.size(1)], weight, eps)
+
+
+def gated(gate_up: torch.Tensor, native: bool) -> torch.Tensor:
+    """[n, 2m] -> silu(the first half) * the second half [n, m]: torch's, or
+    rows_kernel.cpp's where `native`."""
+    if native:
+        return torch.ops.specchat.silu_mul(gate_up)
+    half = gate_up.size(1) // 2
+    return F.silu(gate_up[:, :half]).mul_(gate_up[:, half:])
+
+
 def decoder_layer(x: torch.Tensor, norms: List[torch.Tensor], eps: float,
                   packed: List[  # TorchScript's class for packed weights (see flat_linear)
                     torch.classes.quantized.LinearPackedParamsBase],  # type: ignore[name-defined]
@@ -161,22 +193,21 @@ def decoder_layer(x: torch.Tensor, norms: List[torch.Tensor], eps: float,
                   inputs: List[int], qkv_bias: Optional[torch.Tensor], pins: torch.Tensor,
                   reduce_range: bool,
                   turns: torch.Tensor, cache: List[torch.Tensor], start: int, heads: int,
-                  kv_heads: int, head_dim: int) -> torch.Tensor:
+                  kv_heads: int, head_dim: int, native: bool) -> torch.Tensor:
     """One decoder layer: `norms` [attention, feed-forward], the qkv, o, gate_up and down
     linears packed for fbgemm (`packed`, `inputs` their widths, `pins` their pinned columns'
     values) or for oneDNN (`onednn`), or kept as Q4_K or Q6_K tiles (`tiles`, `bits`,
-    `outputs`; see `product`), `cache` [key rows, value rows, key heads, value heads]."""
-    hidden = x.size(1)
-    h = F.rms_norm(x, [hidden], norms[0], eps)
+    `outputs`; see `product`), `cache` [key rows, value rows, key heads, value heads];
+    `native`: the norms, attention and activation on rows_kernel.cpp's operations."""
+    h = norm(x, norms[0], eps, native)
     qkv = product(h, 0, qkv_bias, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
     attended = attend_rows(qkv, turns, cache[0], cache[1], cache[2], cache[3], start, heads,
-                           kv_heads, head_dim)
+                           kv_heads, head_dim, native)
     x = product(attended, 1, x, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
-    h = F.rms_norm(x, [hidden], norms[1], eps)
+    h = norm(x, norms[1], eps, native)
     gate_up = product(h, 2, None, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
-    half = gate_up.size(1) // 2
-    act = F.silu(gate_up[:, :half]).mul_(gate_up[:, half:])
-    return product(act, 3, x, packed, onednn, tiles, bits, outputs, inputs, pins, reduce_range)
+    return product(gated(gate_up, native), 3, x, packed, onednn, tiles, bits, outputs, inputs,
+                   pins, reduce_range)
 
 
 _COMPILED: dict[str, Callable] = {}

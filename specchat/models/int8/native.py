@@ -1,0 +1,81 @@
+"""The int8 backend's own C++ operations: compiled once per machine, source and torch into
+the cache (a few seconds, with the C++ compiler that built llama-cpp-python), then loaded
+into torch, which registers them under `torch.ops.specchat` (their schemas are
+scripted.py's).
+
+- `compile_command`: the compiler call for one source file against this torch;
+- `library_folder`: where a source's library lives, keyed by the source, the flags, torch
+  and the CPU's flags;
+- `loaded_library`: built on first use, then loaded (`KernelUnavailable` where it cannot be).
+
+Two sources use it: q4k_kernel.cpp (the Q4_K and Q6_K products, q4k.py) and
+rows_kernel.cpp (norms, attention and the activation, rows.py). Knows nothing about what
+the operations compute.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import torch
+
+from specchat import paths
+
+COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC", "-w")
+"""-fopenmp: at::parallel_for's threads are OpenMP's (torch's own libgomp, already loaded).
+No -ffast-math: the sources' sums must keep the order they are written in."""
+
+
+class KernelUnavailable(RuntimeError):
+    """A library cannot be built or loaded here (the message says why)."""
+
+
+def compile_command(source: Path, out: Path) -> list[str]:
+    """The compiler call that builds `source` into the shared library `out` against this torch."""
+    import shutil
+
+    from torch.utils.cpp_extension import include_paths
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        raise KernelUnavailable("no C++ compiler (c++ or g++) on PATH")
+    torch_lib = Path(torch.__file__).parent / "lib"
+    abi = int(torch.compiled_with_cxx11_abi())
+    return [compiler, *COMPILE_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            *[f"-I{p}" for p in include_paths()],
+            str(source), "-o", str(out), f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10",
+            f"-Wl,-rpath,{torch_lib}"]
+
+
+def library_folder(source: Path, name: str) -> Path:
+    """Where `source`'s library (`name`) lives: keyed by the source, this torch and this CPU."""
+    from specchat.models.device.hardware import cpu_flags
+
+    key = "|".join([source.read_text(), " ".join(COMPILE_FLAGS), torch.__version__,
+                    " ".join(sorted(cpu_flags()))])
+    return paths.cache_dir() / "kernels" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+@functools.lru_cache(maxsize=None)
+def loaded_library(source: Path, name: str, what: str, folder: Path) -> Path:
+    """`source` compiled into `folder` / `name`.so on first use, and loaded into torch (once
+    a process); `what` names it in a failure."""
+    import subprocess
+
+    import specchat.models.int8.scripted  # noqa: F401 - defines the schemas the library fills
+    from specchat.models.config.cache_build import build_once
+
+    library_file = f"{name}.so"
+
+    def build(out: Path) -> None:
+        done = subprocess.run(compile_command(source, out / library_file), capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise KernelUnavailable(f"compiling {source.name} failed: "
+                                    f"{(done.stderr.strip().splitlines() or ['?'])[-1]}")
+
+    library = build_once(folder, build, f"{what} from {source}", [source])
+    torch.ops.load_library(str(library / library_file))
+    return library / library_file
