@@ -7,8 +7,9 @@ An int8 step of Qwen2.5-Coder-1.5B reads 1.55 GB where llama.cpp's Q4_K_M file r
 4 tokens, so its verify of 8 costs 5.8 steps. q4k_kernel.cpp is this module's kernel: the
 Q4_K weights as the file has them (d * sc * q - dmin * mn, nothing re-quantized), 16
 outputs per tile, the activations rounded to int8 in runs of 256, each over its own
-magnitude (llama.cpp's Q8_K granularity), the sub-block sums exact in
-int32 (AVX-512 VNNI), the float epilogue in one fixed order per output. A row's result
+magnitude (llama.cpp's Q8_K granularity), each super-block's sums exact in int32
+(AVX-512 VNNI: the sub-blocks' products with their scales, and the mins' part), then one
+float multiply-add per super-block in one fixed order per output. A row's result
 therefore never depends on the rows beside it.
 
 - `kernel_library`: q4k_kernel.cpp compiled once per machine, torch and source into the

@@ -13,11 +13,12 @@
 //
 // Each row x is rounded to int8 (a[i]) 256 inputs at a time, each run scaled to [-127, 127]
 // by its own largest magnitude (llama.cpp's Q8_K granularity; one scale for a whole row of
-// 8,960 lets a few large values flatten the rest); per 32-input sub-block, sum_i q_i a_i is
-// an exact int32 (VNNI's dpbusd: unsigned weights times signed activations), and sum_i a_i
-// is counted once per row. The float epilogue adds s * (d*sc * dot - dmin*mn * sum(a)) sub-
-// block by sub-block in one fixed order (s: the run's scale), and one lane is one output:
-// nothing depends on how many rows came together.
+// 8,960 lets a few large values flatten the rest). Per super-block everything is exact
+// integer arithmetic: sum_j sc_j * (sum_i q_i a_i) over its 8 sub-blocks (VNNI's dpbusd:
+// unsigned weights times signed activations) and sum_j mn_j * (sum_i a_i) (dpwssd on 16-bit
+// pairs; each sub-block's sum of a is counted once per row). Then s * (d * main - dmin * min)
+// goes into the output in float, super-block by super-block in one fixed order (s: the
+// run's scale), one lane one output: nothing depends on how many rows came together.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -40,10 +41,33 @@ constexpr int PREFETCH_AHEAD = 16;  // super-blocks read ahead into L2 while one
 // PREFETCH_AHEAD: without it, a verify of 8 rows on 2 cores of an AMD EPYC (Zen 4) took 3.5
 // single steps, the memory and the arithmetic taking turns; with it, 1.5 (q4k.py).
 
+// acc + dpbusd(w, the 4 int8 at `a` in every lane): the activations broadcast from memory
+// inside the instruction ({1to16}), one operation where a separate broadcast would be two or
+// three (compilers load the 4 bytes into a general register first).
+inline __m512i dot_broadcast(__m512i acc, __m512i w, const int8_t *a) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a));
+  return acc;
+}
+
+// acc + dpwssd(w, the two int16 at `a` in every lane): lane i gets w_i.lo * a[0] + w_i.hi * a[1].
+inline __m512i pairs_broadcast(__m512i acc, __m512i w, const int16_t *a) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a));
+  return acc;
+}
+
+// 16 lanes of 16-bit pairs (first[i], second[i]) from two rows of 16 bytes: unsigned (mins)
+// or signed (Q6_K's scales).
+inline __m512i byte_pairs(const uint8_t *first, const uint8_t *second, bool is_signed) {
+  const __m128i a = _mm_loadu_si128((const __m128i *)first), b = _mm_loadu_si128((const __m128i *)second);
+  const __m256i bytes = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+  return is_signed ? _mm512_cvtepi8_epi16(bytes) : _mm512_cvtepu8_epi16(bytes);
+}
+
 struct Rows {
-  const int8_t *a;     // [M, K] int8
-  const float *sums;   // [M, K / HALF] each 16 inputs' sum of a, times its run's scale
-  const float *scale;  // [M, K / SUPER] each run's magnitude / 127
+  const int8_t *a;      // [M, K] int8
+  const int16_t *a16;   // [M, K / HALF] each 16 inputs' sum of a
+  const int16_t *a32;   // [M, K / SUB] each 32 inputs' sum of a
+  const float *scale;   // [M, K / SUPER] each run's magnitude / 127
   int K;
 };
 
@@ -61,11 +85,20 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
     const uint8_t *sc = block + QS_BYTES, *mn = sc + SCALE_BYTES;
     const float *d = (const float *)(mn + SCALE_BYTES);
     const __m512 dv = _mm512_loadu_ps(d), dminv = _mm512_loadu_ps(d + TILE);
+    __m512 run[R];
+    for (int m = 0; m < R; m++) {  // the mins' part first: - s * dmin * sum_j mn_j sum(a)_j
+      run[m] = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+      const int16_t *sums = rows.a32 + (long)(m0 + m) * (K / SUB) + b * SUBS;
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < SUBS / 2; p++)
+        mins = pairs_broadcast(mins, byte_pairs(mn + 2 * p * TILE, mn + (2 * p + 1) * TILE, false),
+                               sums + 2 * p);
+      acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dminv, run[m]), acc[m]);
+    }
+    __m512i main[R];
+    for (int m = 0; m < R; m++) main[m] = _mm512_setzero_si512();
     for (int j = 0; j < SUBS; j++) {
-      const __m512 scale = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-          _mm_loadu_si128((const __m128i *)(sc + j * TILE)))));
-      const __m512 min = _mm512_mul_ps(dminv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-          _mm_loadu_si128((const __m128i *)(mn + j * TILE)))));
+      const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * TILE)));
       __m512i w[8];
       for (int g = 0; g < 4; g++) {
         const __m512i v = _mm512_loadu_si512((const void *)(block + (j * 4 + g) * 64));
@@ -79,17 +112,14 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
         __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int g = 0; g < 8; g += 2) {
-          even = _mm512_dpbusd_epi32(even, w[g], _mm512_set1_epi32(*(const int32_t *)(a + 4 * g)));
-          odd = _mm512_dpbusd_epi32(odd, w[g + 1],
-                                    _mm512_set1_epi32(*(const int32_t *)(a + 4 * g + 4)));
+          even = dot_broadcast(even, w[g], a + 4 * g);
+          odd = dot_broadcast(odd, w[g + 1], a + 4 * g + 4);
         }
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
-        const __m512 run = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
-        acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, run), acc[m]);
-        const float *sums = rows.sums + (long)(m0 + m) * (K / HALF) + k0 / HALF;
-        acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(sums[0] + sums[1]), acc[m]);
+        main[m] = _mm512_add_epi32(main[m], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
       }
     }
+    for (int m = 0; m < R; m++)  // + s * d * sum_j sc_j dot_j
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(main[m]), _mm512_mul_ps(dv, run[m]), acc[m]);
   }
   for (int m = 0; m < R; m++)
     _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
@@ -122,10 +152,22 @@ void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, flo
     const uint8_t *hb = block + QS_BYTES;
     const int8_t *sc = (const int8_t *)(hb + Q6_HIGH_BYTES);
     const __m512 dv = _mm512_loadu_ps((const float *)(sc + Q6_SCALE_BYTES));
+    __m512 run[R];
+    for (int m = 0; m < R; m++) {  // the offset's part first: - s * d * 32 * sum_h sc_h sum(a)_h
+      run[m] = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+      const int16_t *sums = rows.a16 + (long)(m0 + m) * (K / HALF) + b * (SUPER / HALF);
+      __m512i offset = _mm512_setzero_si512();
+      for (int p = 0; p < SUPER / HALF / 2; p++)
+        offset = pairs_broadcast(offset, byte_pairs((const uint8_t *)sc + 2 * p * TILE,
+                                                    (const uint8_t *)sc + (2 * p + 1) * TILE, true),
+                                 sums + 2 * p);
+      acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_slli_epi32(offset, 5)),
+                                _mm512_mul_ps(dv, run[m]), acc[m]);
+    }
+    __m512i main[R];
+    for (int m = 0; m < R; m++) main[m] = _mm512_setzero_si512();
     for (int h = 0; h < SUPER / HALF; h++) {
-      const __m512 scale = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-          _mm_loadu_si128((const __m128i *)(sc + h * TILE)))));
-      const __m512 offset = _mm512_mul_ps(scale, _mm512_set1_ps(32.f));
+      const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + h * TILE)));
       const __m512i H = _mm512_loadu_si512((const void *)(hb + h * 64));
       const __m512i v0 = _mm512_loadu_si512((const void *)(block + (2 * h) * 64));
       const __m512i v1 = _mm512_loadu_si512((const void *)(block + (2 * h + 1) * 64));
@@ -140,19 +182,15 @@ void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, flo
 #pragma GCC unroll 8
       for (int m = 0; m < R; m++) {
         const int8_t *a = rows.a + (long)(m0 + m) * K + k0;
-        __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0],
-                                           _mm512_set1_epi32(*(const int32_t *)(a)));
-        __m512i odd = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1],
-                                          _mm512_set1_epi32(*(const int32_t *)(a + 4)));
-        even = _mm512_dpbusd_epi32(even, w[2], _mm512_set1_epi32(*(const int32_t *)(a + 8)));
-        odd = _mm512_dpbusd_epi32(odd, w[3], _mm512_set1_epi32(*(const int32_t *)(a + 12)));
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
-        const __m512 run = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
-        acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, run), acc[m]);
-        acc[m] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(rows.sums[(long)(m0 + m) * (K / HALF) + k0 / HALF]),
-                                  acc[m]);
+        __m512i even = dot_broadcast(_mm512_setzero_si512(), w[0], a);
+        __m512i odd = dot_broadcast(_mm512_setzero_si512(), w[1], a + 4);
+        even = dot_broadcast(even, w[2], a + 8);
+        odd = dot_broadcast(odd, w[3], a + 12);
+        main[m] = _mm512_add_epi32(main[m], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
       }
     }
+    for (int m = 0; m < R; m++)  // + s * d * sum_h sc_h dot_h
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(main[m]), _mm512_mul_ps(dv, run[m]), acc[m]);
   }
   for (int m = 0; m < R; m++) _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
 }
@@ -161,23 +199,25 @@ const TileRows Q6_BY_ROWS[MOST_ROWS + 1] = {nullptr,           q6_tile_rows<1>, 
                                             q6_tile_rows<3>,   q6_tile_rows<4>, q6_tile_rows<5>,
                                             q6_tile_rows<6>,   q6_tile_rows<7>, q6_tile_rows<8>};
 
-// One row of x as int8, each run of 256 over its own magnitude, and each 16 inputs' sum.
-void quantize_row(const float *x, int K, int8_t *a, float *sums, float *scale) {
+// One row of x as int8, each run of 256 over its own magnitude, and each 16 and 32 inputs'
+// sum of a (exact: at most 32 * 127 in magnitude).
+void quantize_row(const float *x, int K, int8_t *a, int16_t *a16, int16_t *a32, float *scale) {
   for (int r = 0; r < K / SUPER; r++) {
     const float *xr = x + r * SUPER;
     __m512 most = _mm512_setzero_ps();
     for (int i = 0; i < SUPER; i += 16) most = _mm512_max_ps(most, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
     const float magnitude = std::fmax(_mm512_reduce_max_ps(most), 1.1754943508222875e-38f);
-    const float step = magnitude / 127.f;
-    scale[r] = step;
+    scale[r] = magnitude / 127.f;
     const __m512 inverse = _mm512_set1_ps(127.f / magnitude);
     for (int i = 0; i < SUPER; i += SUB) {
       const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i), inverse));
       const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i + 16), inverse));
       _mm_storeu_si128((__m128i *)(a + r * SUPER + i), _mm512_cvtsepi32_epi8(lo));
       _mm_storeu_si128((__m128i *)(a + r * SUPER + i + 16), _mm512_cvtsepi32_epi8(hi));
-      sums[(r * SUPER + i) / HALF] = step * (float)_mm512_reduce_add_epi32(lo);
-      sums[(r * SUPER + i) / HALF + 1] = step * (float)_mm512_reduce_add_epi32(hi);
+      const int low_sum = _mm512_reduce_add_epi32(lo), high_sum = _mm512_reduce_add_epi32(hi);
+      a16[(r * SUPER + i) / HALF] = (int16_t)low_sum;
+      a16[(r * SUPER + i) / HALF + 1] = (int16_t)high_sum;
+      a32[(r * SUPER + i) / SUB] = (int16_t)(low_sum + high_sum);
     }
   }
 }
@@ -193,14 +233,16 @@ at::Tensor tiled_linear(const at::Tensor &input, const at::Tensor &tiles, int64_
   TORCH_CHECK(K % SUPER == 0 && N % TILE == 0, name, ": K a multiple of 256, N of 16");
   TORCH_CHECK(tiles.numel() == (int64_t)(N / TILE) * per_tile * block_bytes, name, ": the tiles' size");
   at::Tensor a = at::empty({M, K}, x.options().dtype(at::kChar));
-  at::Tensor sums = at::empty({M, K / HALF}, x.options());
+  at::Tensor a16 = at::empty({M, K / HALF}, x.options().dtype(at::kShort));
+  at::Tensor a32 = at::empty({M, K / SUB}, x.options().dtype(at::kShort));
   at::Tensor scale = at::empty({M, K / SUPER}, x.options());
   const float *xp = x.data_ptr<float>();
-  const Rows rows{a.data_ptr<int8_t>(), sums.data_ptr<float>(), scale.data_ptr<float>(), K};
+  const Rows rows{a.data_ptr<int8_t>(), a16.data_ptr<int16_t>(), a32.data_ptr<int16_t>(),
+                  scale.data_ptr<float>(), K};
   at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; m++)
-      quantize_row(xp + m * K, K, a.data_ptr<int8_t>() + m * K, sums.data_ptr<float>() + m * (K / HALF),
-                   scale.data_ptr<float>() + m * (K / SUPER));
+      quantize_row(xp + m * K, K, a.data_ptr<int8_t>() + m * K, a16.data_ptr<int16_t>() + m * (K / HALF),
+                   a32.data_ptr<int16_t>() + m * (K / SUB), scale.data_ptr<float>() + m * (K / SUPER));
   });
   at::Tensor out = at::empty({M, N}, x.options());
   const uint8_t *w = tiles.data_ptr<uint8_t>();
