@@ -90,6 +90,15 @@ def test_the_wheel_holds_no_developer_tools(built):
     assert budgets == []
 
 
+def test_the_wheel_holds_the_c_plus_plus_sources_it_compiles_on_first_use(built):
+    """The int8 backend compiles its kernels from sources inside the package (native.py)."""
+    with zipfile.ZipFile(built) as wheel:
+        names = set(wheel.namelist())
+    sources = {str(path.relative_to(REPO)) for path in (REPO / "specchat").rglob("*.cpp")}
+    assert {"specchat/models/int8/q4k_kernel.cpp", "specchat/models/int8/rows_kernel.cpp"} <= sources
+    assert sources <= names
+
+
 def test_the_installed_wheel_has_the_users_bench_and_no_developer_commands(installed):
     assert run_in(installed, installed / "bin" / "python", "-c", "import devtools").returncode != 0
     listed = specchat(installed, "bench", "-h").stdout
