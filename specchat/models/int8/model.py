@@ -15,7 +15,7 @@ Each layer's arithmetic runs as TorchScript (scripted.py), which spends less tim
 dispatching its operations than Python does. Where rows.py's C++ operations build here
 (`native_rows`), the norms, the activation and rope, cache writes and attention for all a
 call's rows run as one call each: the same guarantees, a fraction of torch's calls (its
-per-row attention cost about 75 microseconds a layer on the AMD machine).
+per-row attention cost 83 microseconds a layer on the AMD machine, rows.py's docstring).
 
 Keys and values live in one preallocated buffer per layer that doubles when full (the lean
 forward's `KVBuffer`); rolling back only lowers the length. A draft with a reduced output

@@ -3,8 +3,8 @@
 
 A step of the 1.5B target spent about 8.5 ms of its 48 outside its matrices on an AMD EPYC
 (Zen 4), a verify of 8 rows 14.8 of 74 (results/cpu-2026-11-28-q4k/parts.txt): torch's
-per-row flash attention call alone costs about 75 microseconds a layer, its RMS norm
-about 30. rows_kernel.cpp does the same arithmetic with each row computed alone, in one
+per-row flash attention call alone costs 83 microseconds a layer, its RMS norm 38
+(results/cpu-2026-11-28-rows/overheads.txt). rows_kernel.cpp does the same arithmetic with each row computed alone, in one
 fixed order, so a verify row still equals its single step bit for bit.
 
 - `rows_library`: rows_kernel.cpp compiled once per machine, torch and source into the
