@@ -23,10 +23,10 @@ pytestmark = [pytest.mark.skipif(not q4k.q4k_multiplies(), reason="the tiled ker
                                  f"here: {q4k.why_not_here() if q4k.NEEDED_FLAGS <= cpu_flags() else 'no AVX-512 VNNI'}"),
               pytest.mark.required_in_ci(when=X86 and q4k.NEEDED_FLAGS <= cpu_flags())]
 
-from specchat.engine import Decoder, ModelDrafter, Round, Settings  # noqa: E402
+from specchat.engine import Decoder, ModelDrafter, Settings  # noqa: E402
 from specchat.models.int8 import convert, linear, scripted  # noqa: E402
 from specchat.models.int8.model import Int8Model  # noqa: E402
-from test_int8 import singles_then_verifies  # noqa: E402
+from test_int8 import committed, singles_then_verifies  # noqa: E402
 
 PROMPT = [5, 17, 42, 99, 7, 250, 13, 64, 128, 31]
 
@@ -219,13 +219,8 @@ def test_greedy_speculation_on_a_q4k_target_equals_target_only(q4k_file, k):
     found = convert.converted(q4k_file["draft"])
     draft = Int8Model(found.arch, found.tensors, kernel=linear.FBGEMM)
 
-    def committed(drafter, settings):
-        rounds = [event for event in Decoder(target, drafter, set()).generate(PROMPT, settings, 60)
-                  if isinstance(event, Round)]
-        return [t for r in rounds for t in r.committed], rounds
-
-    plain, _ = committed(None, Settings(k=0))
-    spec, rounds = committed(ModelDrafter(draft), Settings(k=k))
+    plain, _ = committed(Decoder(target, None, set()), PROMPT, Settings(k=0), 60)
+    spec, rounds = committed(Decoder(target, ModelDrafter(draft), set()), PROMPT, Settings(k=k), 60)
     assert spec == plain
     assert any(r.accepted for r in rounds) and any(r.rejected for r in rounds)
 

@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.skipif(not rows.native_rows(), reason="the row operati
                                  f"run here: {rows.why_not_here()}"),
               pytest.mark.required_in_ci(when=X86)]
 
-from specchat.engine import Decoder, ModelDrafter, Round, Settings  # noqa: E402
+from specchat.engine import Decoder, ModelDrafter, Settings  # noqa: E402
 from specchat.models.int8 import convert  # noqa: E402
 from specchat.models.int8.model import Int8Model, Rope  # noqa: E402
-from test_int8 import PROMPT, files, singles_then_verifies  # noqa: E402, F401 - a fixture
+from test_int8 import PROMPT, committed, files, singles_then_verifies  # noqa: E402, F401 - a fixture
 
 HEADS, KV_HEADS = 6, 2
 
@@ -132,13 +132,8 @@ def test_the_model_computes_the_same_function_on_either_operations(files):
 def test_greedy_speculation_on_the_row_operations_equals_target_only(files, k):
     target, draft = on_rows(files["llama"]), on_rows(files["draft"])
 
-    def committed(drafter, settings):
-        events = Decoder(target, drafter, set()).generate(PROMPT, settings, 60)
-        found = [event for event in events if isinstance(event, Round)]
-        return [t for r in found for t in r.committed], found
-
-    plain, _ = committed(None, Settings(k=0))
-    spec, found = committed(ModelDrafter(draft), Settings(k=k))
+    plain, _ = committed(Decoder(target, None, set()), PROMPT, Settings(k=0), 60)
+    spec, found = committed(Decoder(target, ModelDrafter(draft), set()), PROMPT, Settings(k=k), 60)
     assert spec == plain
     assert any(r.accepted for r in found) and any(r.rejected for r in found)
 
@@ -146,15 +141,20 @@ def test_greedy_speculation_on_the_row_operations_equals_target_only(files, k):
 # --- where they cannot run -------------------------------------------------------------
 
 
-def test_a_failed_check_is_said_in_one_line_and_leaves_torchs_operations(monkeypatch):
-    monkeypatch.setattr(rows, "check_example", lambda: (True, False))
+def said_when_not_native() -> list[str]:
+    """What `native_rows` says as it answers False (its cached reason cleared around it)."""
     rows.why_not_here.cache_clear()
     said: list[str] = []
     try:
         assert rows.native_rows(said.append) is False
     finally:
         rows.why_not_here.cache_clear()
-    assert said == ["the row operations cannot run here (a row's result depended on the rows "
+    return said
+
+
+def test_a_failed_check_is_said_in_one_line_and_leaves_torchs_operations(monkeypatch):
+    monkeypatch.setattr(rows, "check_example", lambda: (True, False))
+    assert said_when_not_native() == ["the row operations cannot run here (a row's result depended on the rows "
                     "beside it): torch's instead"]
 
 
@@ -163,12 +163,7 @@ def test_no_compiler_is_said_in_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(rows, "library_folder", lambda: tmp_path / "rows-unbuilt")
-    rows.why_not_here.cache_clear()
-    said: list[str] = []
-    try:
-        assert rows.native_rows(said.append) is False
-    finally:
-        rows.why_not_here.cache_clear()
+    said = said_when_not_native()
     assert said[0].startswith("compiling the row operations")
     assert said[1] == ("the row operations cannot run here (no C++ compiler (c++ or g++) on "
                        "PATH): torch's instead")

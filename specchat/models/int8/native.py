@@ -6,7 +6,8 @@ scripted.py's).
 - `compile_command`: the compiler call for one source file against this torch;
 - `library_folder`: where a source's library lives, keyed by the source, the flags, torch
   and the CPU's flags;
-- `loaded_library`: built on first use, then loaded (`KernelUnavailable` where it cannot be).
+- `loaded_library`: built on first use, then loaded (`KernelUnavailable` where it cannot be);
+- `usable`: whether a library runs here, saying that it compiles and why not in one line.
 
 Two sources use it: q4k_kernel.cpp (the Q4_K and Q6_K products, q4k.py) and
 rows_kernel.cpp (norms, attention and the activation, rows.py). Knows nothing about what
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -79,3 +81,18 @@ def loaded_library(source: Path, name: str, what: str, folder: Path) -> Path:
     library = build_once(folder, build, f"{what} from {source}", [source])
     torch.ops.load_library(str(library / library_file))
     return library / library_file
+
+
+def usable(folder: Path, what: str, why_not_here: Callable[[], str | None], instead: str,
+           progress: Callable[[str], None]) -> bool:
+    """Whether `what` (built into `folder`) runs here: `why_not_here` is None. `progress`
+    hears that it compiles, the first time on this machine, and otherwise why not, then
+    what runs `instead`."""
+    from specchat.models.config.cache_build import is_built
+
+    if not is_built(folder):
+        progress(f"compiling {what} for this CPU (first use only, seconds)")
+    why = why_not_here()
+    if why is not None:
+        progress(f"{what} cannot run here ({why}): {instead}")
+    return why is None

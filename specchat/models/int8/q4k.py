@@ -58,6 +58,8 @@ Q6_TILE_BLOCK_BYTES = SUPER * TILE // 2 + SUPER * TILE // 4 + 16 * TILE + 4 * TI
 SUFFIX_Q6K = "@q6k"
 """A cached matrix's name suffix when its tiles are Q6_K's (`file_tiles`)."""
 SOURCE = Path(__file__).with_name("q4k_kernel.cpp")
+KERNEL = "the Q4_K kernel"
+"""What the load's lines call it."""
 TILES_FILE = "q4k.safetensors"
 NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
 """What q4k_kernel.cpp's instructions need."""
@@ -74,7 +76,7 @@ def library_folder() -> Path:
 def kernel_library() -> Path:
     """The compiled kernel, built on first use and loaded into torch (`KernelUnavailable`
     where it cannot be)."""
-    return native.loaded_library(SOURCE, "q4k", "the Q4_K kernel", library_folder())
+    return native.loaded_library(SOURCE, "q4k", KERNEL, library_folder())
 
 
 def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
@@ -82,17 +84,10 @@ def q4k_multiplies(progress: Callable[[str], None] = lambda _: None) -> bool:
     once, and only for a target that would use it; anything else leaves it on fbgemm).
     `progress` hears that it compiles, the first time on this machine, and why a CPU that
     could run it does not (no compiler, a failed build, a wrong product)."""
-    from specchat.models.config.cache_build import is_built
     from specchat.models.device.hardware import cpu_flags
 
-    if not NEEDED_FLAGS <= cpu_flags():
-        return False
-    if not is_built(library_folder()):
-        progress("compiling the Q4_K kernel for this CPU (first use only, seconds)")
-    why = why_not_here()
-    if why is not None:
-        progress(f"the Q4_K kernel cannot run here ({why}): fbgemm's int8 rows instead")
-    return why is None
+    return NEEDED_FLAGS <= cpu_flags() and native.usable(
+        library_folder(), KERNEL, why_not_here, "fbgemm's int8 rows instead", progress)
 
 
 @functools.lru_cache(maxsize=1)

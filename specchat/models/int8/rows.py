@@ -27,6 +27,8 @@ import torch
 import specchat.models.int8.native as native
 
 SOURCE = Path(__file__).with_name("rows_kernel.cpp")
+OPERATIONS = "the row operations"
+"""What the load's lines call them."""
 
 
 def library_folder() -> Path:
@@ -36,21 +38,14 @@ def library_folder() -> Path:
 def rows_library() -> Path:
     """The compiled operations, built on first use and loaded into torch
     (`native.KernelUnavailable` where they cannot be)."""
-    return native.loaded_library(SOURCE, "rows", "the row operations", library_folder())
+    return native.loaded_library(SOURCE, "rows", OPERATIONS, library_folder())
 
 
 def native_rows(progress: Callable[[str], None] = lambda _: None) -> bool:
     """Whether the row operations build, load and pass the check here (asked once a process).
     `progress` hears that they compile, the first time on this machine, and why they
     cannot run (torch's operations then do the same work)."""
-    from specchat.models.config.cache_build import is_built
-
-    if not is_built(library_folder()):
-        progress("compiling the row operations for this CPU (first use only, seconds)")
-    why = why_not_here()
-    if why is not None:
-        progress(f"the row operations cannot run here ({why}): torch's instead")
-    return why is None
+    return native.usable(library_folder(), OPERATIONS, why_not_here, "torch's instead", progress)
 
 
 @functools.lru_cache(maxsize=1)
