@@ -88,7 +88,7 @@ def test_auto_treats_a_builtin_gguf_model_as_gguf_but_not_a_shipped_draft(llama_
     assert "draft" in chosen.why
 
 
-AVX512_VNNI = {"avx", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
+AVX512_VNNI = {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
 AVX2_ONLY = {"avx", "avx2", "fma"}
 AMX = AVX512_VNNI | {"amx_tile", "amx_int8", "amx_bf16"}
 
@@ -133,20 +133,21 @@ def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usabl
 @pytest.mark.parametrize("flags, engines, target_kernel", [
     (AMX, ("x86", "fbgemm", "onednn"), "onednn"), (AMX, ("x86", "fbgemm"), "fbgemm"),
     (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "q4k"),
-    (AVX512_VNNI - {"avx512_vnni"} | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "fbgemm"),
-    (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "fbgemm")])
-def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_where_avx512_vnni(
+    (AVX512_VNNI - {"avx512_vnni"} | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "q4k"),
+    (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "q4k"),
+    (AVX2_ONLY - {"fma"}, ("x86", "fbgemm", "onednn"), "fbgemm")])
+def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_where_avx2(
         monkeypatch, flags, engines, target_kernel):
     """oneDNN's int8 matmul is flat to 16 rows on AMX (linear.py) and pays for a target of
-    a billion parameters or more; on AVX-512 VNNI without AMX the Q4_K kernel reads half
-    the bytes (q4k.py); elsewhere fbgemm's."""
+    a billion parameters or more; on AVX2 with FMA (AVX-512 VNNI or not) without AMX the
+    Q4_K kernel reads half the bytes (q4k.py); elsewhere fbgemm's."""
     from specchat.models.backend_int8 import int8_support
 
     fake_cpu(monkeypatch, flags, engines)
     support = int8_support()
     assert support.usable and support.kernel_for(1_500_000_000) == target_kernel
     assert support.kernel_for(500_000_000) == "fbgemm"  # a small model's step: fbgemm's
-    assert support.activation_bits == (7 if flags == AVX2_ONLY else 8)
+    assert support.activation_bits == (8 if flags & {"avx512_vnni", "avx_vnni", "amx_int8"} else 7)
 
 
 def test_where_the_q4k_kernel_cannot_build_a_large_target_stays_on_fbgemm_and_says_why(monkeypatch):

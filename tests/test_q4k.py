@@ -2,13 +2,16 @@
 Q4_K values times the rows (gguf's de-quantizer is the reference), a row's result never
 depends on the rows computed with it (and would with one scale for the batch), a model
 whose Q4_K matrices run on it verifies bit for bit like its single steps and computes the
-float model's function, and greedy speculation on it is the target's own answer.
+float model's function, and greedy speculation on it is the target's own answer. Its AVX2
+path gives its AVX-512 path's bits, and its 16-bit sums hold the largest weights times the
+largest activations.
 
-It needs AVX-512 with VNNI and a C++ compiler: elsewhere these skip, and in CI on a CPU
-with those flags the skip is a failure (tests/ci_strict.py)."""
+It needs AVX2 with FMA and a C++ compiler: elsewhere these skip, and in CI on a CPU with
+those flags the skip is a failure (tests/ci_strict.py)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,7 @@ from specchat.models.device.hardware import cpu_flags
 from specchat.models.int8 import native, q4k
 
 pytestmark = [pytest.mark.skipif(not q4k.q4k_multiplies(), reason="the tiled kernels cannot run "
-                                 f"here: {q4k.why_not_here() if q4k.NEEDED_FLAGS <= cpu_flags() else 'no AVX-512 VNNI'}"),
+                                 f"here: {q4k.why_not_here() if q4k.NEEDED_FLAGS <= cpu_flags() else 'no AVX2 with FMA'}"),
               pytest.mark.required_in_ci(when=X86 and q4k.NEEDED_FLAGS <= cpu_flags())]
 
 from specchat.engine import Decoder, ModelDrafter, Settings  # noqa: E402
@@ -112,6 +115,74 @@ def test_a_rows_result_never_depends_on_the_rows_beside_it(bits):
     alone = torch.cat([matrix(x[i:i + 1]) for i in range(20)])
     for n in range(1, 21):
         assert torch.equal(matrix(x[:n]), alone[:n]), f"a batch of {n} rows parted from single rows"
+
+
+@pytest.fixture(scope="module")
+def avx2_path(tmp_path_factory):
+    """q4k_kernel.cpp built for AVX2 alone (-march=haswell), its operations under
+    torch.ops.specchat_avx2: where this CPU has AVX-512 VNNI, the kernel's other path (on an
+    AVX2 CPU, the same one as torch.ops.specchat's)."""
+    library = torch.library.Library("specchat_avx2", "DEF")
+    for schema in scripted.TILED_SCHEMAS:
+        library.define(schema)
+    out = tmp_path_factory.mktemp("avx2") / "q4k.so"
+    done = subprocess.run(native.compile_command(q4k.SOURCE, out, "haswell", "specchat_avx2"),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-800:]
+    torch.ops.load_library(str(out))
+    yield torch.ops.specchat_avx2
+    del library
+
+
+def both_paths(avx2_path, bits: int) -> list:
+    """The Q4_K (`bits` 4) or Q6_K product of this machine's build and of the AVX2 build."""
+    name = "q4k_linear" if bits == 4 else "q6k_linear"
+    return [getattr(torch.ops.specchat, name), getattr(avx2_path, name)]
+
+
+@pytest.mark.parametrize("bits", [4, 6])
+def test_the_avx2_path_gives_the_avx512_paths_bits(avx2_path, bits):
+    """Exact integer sums and the same float operations lane by lane: every batch of 1 to 12
+    rows (past the 8 a pass keeps in registers), large and small values, bit for bit."""
+    raw, _ = q4k.example_rows(64, 3 * q4k.SUPER, seed=15, bits=bits)
+    tiles = (q4k.repack if bits == 4 else q4k.repack_q6k)(raw)
+    x = torch.randn(12, 3 * q4k.SUPER, generator=torch.Generator().manual_seed(6)) * 3
+    x[:, 300] = 1e4
+    native_build, avx2_build = both_paths(avx2_path, bits)
+    for n in range(1, 13):
+        assert torch.equal(avx2_build(x[:n], tiles, 64), native_build(x[:n], tiles, 64)), n
+
+
+def largest_weights(bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """32 outputs over two super-blocks whose every weight is its type's largest (Q4_K: 15,
+    scales and mins 63; Q6_K: 63, scales 127): the tiles and their float values."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    raw, _ = q4k.example_rows(32, 2 * q4k.SUPER, seed=14, bits=bits)
+    blocks = raw.reshape(32, 2, -1)
+    if bits == 4:
+        blocks[..., 4:] = 0xFF
+    else:
+        blocks[..., :192], blocks[..., 192:208] = 0xFF, 127
+    raw = blocks.reshape(32, -1)
+    kind = GGMLQuantizationType.Q4_K if bits == 4 else GGMLQuantizationType.Q6_K
+    values = torch.from_numpy(dequantize(raw, kind).reshape(32, -1).astype(np.float32))
+    return (q4k.repack if bits == 4 else q4k.repack_q6k)(raw), values
+
+
+@pytest.mark.parametrize("bits", [4, 6])
+def test_the_16_bit_sums_hold_the_largest_weights_times_the_largest_activations(avx2_path, bits):
+    """The AVX2 path adds maddubs' 16-bit pair sums in 16 bits (8 groups of Q4_K's, 2 of
+    Q6_K's) before widening: with every weight and every activation at its largest, both
+    paths still compute the product."""
+    tiles, values = largest_weights(bits)
+    x = torch.ones(3, 2 * q4k.SUPER)
+    x[1] = -1.0
+    x[2, ::2] = -1.0
+    want = (x.double() @ values.double().T).float()
+    for build in both_paths(avx2_path, bits):
+        torch.testing.assert_close(build(x, tiles, 32), want, rtol=1e-5, atol=1e-3)
 
 
 def test_without_a_compiler_the_kernel_says_so(monkeypatch):

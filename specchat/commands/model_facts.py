@@ -94,9 +94,10 @@ def pair_facts(pair: PairConfig, progress: Callable[[str], None]) -> PairFacts:
 def int8_kernel(parameters: int, progress: Callable[[str], None] = lambda _: None) -> str:
     """The kernel an int8 target of `parameters` (its GGUF header's count, as the load's
     `backend_int8.kernel_parameters`) multiplies with here, as a label names it."""
-    from specchat.models.backend_int8 import KERNEL_NAMES, int8_support
+    from specchat.models.backend_int8 import int8_support, kernel_name
 
-    return KERNEL_NAMES[int8_support().kernel_for(parameters, progress)]
+    support = int8_support()
+    return kernel_name(support.kernel_for(parameters, progress), support.activation_bits)
 
 
 def target_facts(pair: PairConfig, backend: str, dtype: torch.dtype, device: str,

@@ -1,6 +1,6 @@
 """The int8 backend object: a GGUF target or draft on the CPU through fbgemm's int8 kernels
 (model.py; a target on oneDNN's where the CPU has AMX, linear.py says why, and a target's
-Q4_K matrices on specchat's own Q4_K kernel where the CPU has AVX-512 VNNI, q4k.py says
+Q4_K matrices on specchat's own Q4_K kernel elsewhere, on AVX-512 VNNI or AVX2, q4k.py says
 why), its tokenizer read from the same file, and what the loader asks of it.
 
 `int8_support` says whether this machine and this torch can run it, and in how many bits
@@ -23,7 +23,7 @@ from specchat.errors import PairError
 from specchat.models.backend import LoadedModel, LoadRequest
 from specchat.models.config.refs import ModelRef, parse_ref
 from specchat.models.int8.linear import FBGEMM, ONEDNN, Q4K, onednn_multiplies
-from specchat.models.int8.q4k import NEEDED_FLAGS
+from specchat.models.int8.q4k import NEEDED_FLAGS, instructions
 
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 """Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
@@ -31,10 +31,11 @@ FLAT_VERIFY_FLAGS = {"amx_int8"}
 """AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
 (linear.py), so a large target verifies on oneDNN there."""
 Q4K_FLAGS = NEEDED_FLAGS
-"""The Q4_K kernel's instructions (q4k.py). On 2 cores of an AMD EPYC (Zen 4) it took
-Qwen2.5-Coder-1.5B's single step to 0.85 of fbgemm's int8 rows, a verify of up to 5 rows
-to 0.85-0.98 (docs/backends.md); on a CPU with AMX, oneDNN's flat int8 verify is what was
-measured, so that stays."""
+"""The Q4_K kernel's instructions (q4k.py: AVX2 and FMA; AVX-512 VNNI where there is). On 2
+cores of an AMD EPYC (Zen 4) its AVX-512 path took Qwen2.5-Coder-1.5B's single step to 0.85
+of fbgemm's int8 rows, a verify of up to 5 rows to 0.85-0.98, and its AVX2 path reads a
+step's matrices at the memory's rate too (docs/backends.md); on a CPU with AMX, oneDNN's
+flat int8 verify is what was measured, so that stays."""
 FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
 costs more than fbgemm's by about the same time a matrix, which a small model's step feels
@@ -87,9 +88,11 @@ def int8_support(flags: set[str] | None = None, engines: list[str] | None = None
         return Int8Support(True, "oneDNN int8 kernels on AMX for a large target (a flat "
                            "verify), fbgemm for drafts: 8-bit activations", False, ONEDNN)
     if Q4K_FLAGS <= flags and not flags & FLAT_VERIFY_FLAGS:
-        return Int8Support(True, "a large target's Q4_K matrices on the Q4_K kernel (AVX-512 "
-                           "VNNI), fbgemm for the rest and for drafts: 8-bit activations",
-                           False, Q4K)
+        vnni = bool(flags & VNNI_FLAGS)
+        return Int8Support(True, f"a large target's Q4_K matrices on the Q4_K kernel "
+                           f"({instructions(flags)}), "
+                           f"fbgemm for the rest and for drafts: {8 if vnni else 7}-bit "
+                           "activations there", not vnni, Q4K)
     if flags & VNNI_FLAGS:
         return Int8Support(True, "fbgemm int8 kernels with VNNI: 8-bit activations", False)
     return Int8Support(True, "fbgemm int8 kernels on AVX2: 7-bit activations", True)
@@ -155,7 +158,7 @@ class Int8Backend:
         prompts = (f", prompts on {model.prefill_threads}"
                    if model.prefill_threads != model.threads else "")
         reduced = "" if model.vocab is None else f", {len(model.vocab)}-token head"
-        kernel = KERNEL_NAMES[model.kernel]
+        kernel = kernel_name(model.kernel, self.support.activation_bits)
         return (f"int8 ({model.arch.name} {facts.size_label} from {facts.file_type}, {kernel}, "
                 f"{self.support.activation_bits}-bit activations{reduced}, {threads}{prompts})")
 
@@ -180,7 +183,8 @@ class Int8Backend:
                   else FBGEMM)
         tiles = file_tiles(path, request.progress) if kernel == Q4K else None
         kernel = FBGEMM if kernel == Q4K and not tiles else kernel
-        request.progress(f"packing {path.name}'s weights: {KERNEL_NAMES[kernel]}")
+        request.progress(f"packing {path.name}'s weights: "
+                         f"{kernel_name(kernel, self.support.activation_bits)}")
         model = Int8Model(found.arch, found.tensors, self.support.reduce_range,
                           found.facts.draft_vocab, threads=threads or request.threads,
                           prefill_threads=prefill_threads or request.prefill_threads,
@@ -215,10 +219,22 @@ def end_of_turn(tokenizer) -> set[int]:
 
 
 COMPUTES = "the int8 backend computes on the CPU"
-KERNEL_NAMES = {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX",
-                Q4K: "Q4_K and Q6_K matrices as the file has them on AVX-512 VNNI, the rest fbgemm"}
-"""How a label names linear.py's kernels (oneDNN is chosen only where the CPU has AMX, the
-Q4_K kernel where it has AVX-512 VNNI and no AMX)."""
+
+
+def kernel_name(kernel: str, activation_bits: int = 8) -> str:
+    """How a label names one of linear.py's kernels (oneDNN is chosen only where the CPU has
+    AMX, the Q4_K kernel where it has AVX2 and no AMX, on its AVX-512 VNNI or AVX2 path).
+    The label then gives fbgemm's `activation_bits`; where these are 7, the Q4_K kernel's
+    own 8 are named here."""
+    from specchat.models.device.hardware import cpu_flags
+
+    if kernel == Q4K:
+        own = "" if activation_bits == 8 else " (8-bit activations)"
+        return (f"Q4_K and Q6_K matrices as the file has them on {instructions(cpu_flags())}"
+                f"{own}, the rest fbgemm")
+    return {FBGEMM: "fbgemm", ONEDNN: "oneDNN on AMX"}[kernel]
+
+
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
 """Token texts llama.cpp treats as the end of a turn when the file names no EOT id."""
 

@@ -25,17 +25,26 @@ import torch
 
 from specchat import paths
 
-COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC", "-w")
+COMPILE_FLAGS = ("-O3", "-fopenmp", "-std=c++17", "-shared", "-fPIC", "-w")
 """-fopenmp: at::parallel_for's threads are OpenMP's (torch's own libgomp, already loaded).
 No -ffast-math: the sources' sums must keep the order they are written in."""
+TARGET = "native"
+"""-march: the instructions of the CPU it compiles on, which pick a source's code path
+(q4k_kernel.cpp has one for AVX-512 VNNI and one for AVX2; a test builds the second on a
+CPU that has the first)."""
+OPERATORS = "specchat"
+"""The namespace the operations register under (the sources' SPECCHAT_OPS): torch.ops.specchat."""
 
 
 class KernelUnavailable(RuntimeError):
     """A library cannot be built or loaded here (the message says why)."""
 
 
-def compile_command(source: Path, out: Path) -> list[str]:
-    """The compiler call that builds `source` into the shared library `out` against this torch."""
+def compile_command(source: Path, out: Path, target: str | None = None,
+                    operators: str = OPERATORS) -> list[str]:
+    """The compiler call that builds `source` into the shared library `out` against this
+    torch, for the CPU `target` (-march; TARGET unless given), its operations under
+    torch.ops.`operators`."""
     import shutil
 
     from torch.utils.cpp_extension import include_paths
@@ -45,7 +54,8 @@ def compile_command(source: Path, out: Path) -> list[str]:
         raise KernelUnavailable("no C++ compiler (c++ or g++) on PATH")
     torch_lib = Path(torch.__file__).parent / "lib"
     abi = int(torch.compiled_with_cxx11_abi())
-    return [compiler, *COMPILE_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+    return [compiler, *COMPILE_FLAGS, f"-march={target or TARGET}", f"-DSPECCHAT_OPS={operators}",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
             *[f"-I{p}" for p in include_paths()],
             str(source), "-o", str(out), f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10",
             f"-Wl,-rpath,{torch_lib}"]
@@ -55,7 +65,7 @@ def library_folder(source: Path, name: str) -> Path:
     """Where `source`'s library (`name`) lives: keyed by the source, this torch and this CPU."""
     from specchat.models.device.hardware import cpu_flags
 
-    key = "|".join([source.read_text(), " ".join(COMPILE_FLAGS), torch.__version__,
+    key = "|".join([source.read_text(), " ".join(COMPILE_FLAGS), TARGET, torch.__version__,
                     " ".join(sorted(cpu_flags()))])
     return paths.cache_dir() / "kernels" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 

@@ -7,10 +7,11 @@ An int8 step of Qwen2.5-Coder-1.5B reads 1.55 GB where llama.cpp's Q4_K_M file r
 4 tokens, so its verify of 8 costs 5.8 steps. q4k_kernel.cpp is this module's kernel: the
 Q4_K weights as the file has them (d * sc * q - dmin * mn, nothing re-quantized), 16
 outputs per tile, the activations rounded to int8 in runs of 256, each over its own
-magnitude (llama.cpp's Q8_K granularity), each super-block's sums exact in int32
-(AVX-512 VNNI: the sub-blocks' products with their scales, and the mins' part), then one
-float multiply-add per super-block in one fixed order per output. A row's result
-therefore never depends on the rows beside it.
+magnitude (llama.cpp's Q8_K granularity), each super-block's sums exact in int32 (the
+sub-blocks' products with their scales, and the mins' part), then one float multiply-add
+per super-block in one fixed order per output. A row's result therefore never depends on
+the rows beside it. It has two code paths, for AVX-512 VNNI and for AVX2 with FMA (what the
+compiler targets picks one); for finite rows they give the same bits.
 
 - `kernel_library`: q4k_kernel.cpp compiled once per machine, torch and source into the
   cache, and loaded (native.py);
@@ -61,8 +62,15 @@ SOURCE = Path(__file__).with_name("q4k_kernel.cpp")
 KERNEL = "the Q4_K kernel"
 """What the load's lines call it."""
 TILES_FILE = "q4k.safetensors"
-NEEDED_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
-"""What q4k_kernel.cpp's instructions need."""
+NEEDED_FLAGS = {"avx2", "fma"}
+"""What q4k_kernel.cpp's instructions need (its AVX2 path)."""
+WIDE_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
+"""Where it compiles its AVX-512 VNNI path (one 16-lane instruction where AVX2 takes four)."""
+
+
+def instructions(flags: set[str]) -> str:
+    """The kernel's code path on a CPU with these flags, as a label names it."""
+    return "AVX-512 VNNI" if WIDE_FLAGS <= flags else "AVX2"
 
 
 # --- the kernel -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-// specchat's Q4_K and Q6_K linears for the CPU (AVX-512 with VNNI): x [M, K] float32 times a
-// matrix whose weights stay in llama.cpp's Q4_K or Q6_K form, each row's result independent
-// of the other rows. q4k.py compiles this file once per machine and says why it exists; the layout is
-// q4k.py's `repack`. Nothing here knows about models or files.
+// specchat's Q4_K and Q6_K linears for the CPU (AVX-512 with VNNI, or AVX2 with FMA): x [M, K]
+// float32 times a matrix whose weights stay in llama.cpp's Q4_K or Q6_K form, each row's result
+// independent of the other rows. q4k.py compiles this file once per machine and says why it
+// exists; the layout is q4k.py's `repack`. Nothing here knows about models or files.
 //
 // A tile holds 16 output rows. Per 256 inputs (a Q4_K super-block) it stores:
 //   qs    32 groups of 8 inputs x 64 bytes: lane i's 4 bytes hold output i's inputs k..k+3
@@ -14,11 +14,17 @@
 // Each row x is rounded to int8 (a[i]) 256 inputs at a time, each run scaled to [-127, 127]
 // by its own largest magnitude (llama.cpp's Q8_K granularity; one scale for a whole row of
 // 8,960 lets a few large values flatten the rest). Per super-block everything is exact
-// integer arithmetic: sum_j sc_j * (sum_i q_i a_i) over its 8 sub-blocks (VNNI's dpbusd:
-// unsigned weights times signed activations) and sum_j mn_j * (sum_i a_i) (dpwssd on 16-bit
-// pairs; each sub-block's sum of a is counted once per row). Then s * (d * main - dmin * min)
-// goes into the output in float, super-block by super-block in one fixed order (s: the
-// run's scale), one lane one output: nothing depends on how many rows came together.
+// integer arithmetic: sum_j sc_j * (sum_i q_i a_i) over its 8 sub-blocks (unsigned weights
+// times signed activations) and sum_j mn_j * (sum_i a_i) (on 16-bit pairs; each sub-block's
+// sum of a is counted once per row). Then s * (d * main - dmin * min) goes into the output in
+// float, super-block by super-block in one fixed order (s: the run's scale), one lane one
+// output: nothing depends on how many rows came together.
+//
+// Two instruction sets, chosen by what the compiler targets (-march=native): AVX-512 VNNI
+// (one register of 16 lanes; dpbusd) and AVX2 with FMA (two registers of 8; maddubs into
+// 16-bit sums that cannot overflow, then madd by the scales). Their integer sums are exact and
+// their float operations the same, lane by lane and in the same order, so for finite rows both
+// give the same bits (tests/test_q4k.py builds both and compares).
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -31,6 +37,10 @@
 #include <cmath>
 #include <cstdint>
 
+#ifndef SPECCHAT_OPS
+#define SPECCHAT_OPS specchat  // the operations' namespace (native.py's OPERATORS)
+#endif
+
 namespace {
 
 constexpr int TILE = 16, SUPER = 256, SUB = 32, SUBS = SUPER / SUB, HALF = 16;
@@ -41,26 +51,187 @@ constexpr int PREFETCH_AHEAD = 16;  // super-blocks read ahead into L2 while one
 // PREFETCH_AHEAD: without it, a verify of 8 rows on 2 cores of an AMD EPYC (Zen 4) took 3.5
 // single steps, the memory and the arithmetic taking turns; with it, 1.5 (q4k.py).
 
+// --- the instructions: 16 lanes of int32 (Ints) or float32 (Floats), a lane an output ------
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+
+using Ints = __m512i;
+using Floats = __m512;
+using Scales = __m512i;  // a lane's scale as int32
+
+inline Ints zero_ints() { return _mm512_setzero_si512(); }
+inline Ints bytes_of(uint8_t byte) { return _mm512_set1_epi8((char)byte); }
+inline Ints load_ints(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+inline Ints and_ints(Ints a, Ints b) { return _mm512_and_si512(a, b); }
+inline Ints or_ints(Ints a, Ints b) { return _mm512_or_si512(a, b); }
+inline Ints add_ints(Ints a, Ints b) { return _mm512_add_epi32(a, b); }
+template <int N> inline Ints right16(Ints a) { return _mm512_srli_epi16(a, N); }
+template <int N> inline Ints left16(Ints a) { return _mm512_slli_epi16(a, N); }
+template <int N> inline Ints left32(Ints a) { return _mm512_slli_epi32(a, N); }
+
 // acc + dpbusd(w, the 4 int8 at `a` in every lane): the activations broadcast from memory
 // inside the instruction ({1to16}), one operation where a separate broadcast would be two or
 // three (compilers load the 4 bytes into a general register first).
-inline __m512i dot_broadcast(__m512i acc, __m512i w, const int8_t *a) {
+inline Ints dot_broadcast(Ints acc, Ints w, const int8_t *a) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a));
   return acc;
 }
 
 // acc + dpwssd(w, the two int16 at `a` in every lane): lane i gets w_i.lo * a[0] + w_i.hi * a[1].
-inline __m512i pairs_broadcast(__m512i acc, __m512i w, const int16_t *a) {
+inline Ints pairs_broadcast(Ints acc, Ints w, const int16_t *a) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a));
   return acc;
 }
 
 // 16 lanes of 16-bit pairs (first[i], second[i]) from two rows of 16 bytes: unsigned (mins)
 // or signed (Q6_K's scales).
-inline __m512i byte_pairs(const uint8_t *first, const uint8_t *second, bool is_signed) {
+inline Ints byte_pairs(const uint8_t *first, const uint8_t *second, bool is_signed) {
   const __m128i a = _mm_loadu_si128((const __m128i *)first), b = _mm_loadu_si128((const __m128i *)second);
   const __m256i bytes = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
   return is_signed ? _mm512_cvtepi8_epi16(bytes) : _mm512_cvtepu8_epi16(bytes);
+}
+
+// 16 scales, a byte a lane, as `scaled_dots` takes them.
+inline Scales scales_of(const uint8_t *p, bool is_signed) {
+  const __m128i bytes = _mm_loadu_si128((const __m128i *)p);
+  return is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+}
+
+// scale * sum_g dot(w[g], the 4 activations at a + 4 g) over G groups (unsigned weights).
+template <int G>
+inline Ints scaled_dots(const Ints *w, const int8_t *a, Scales scale) {
+  Ints even = zero_ints(), odd = zero_ints();
+#pragma GCC unroll 4
+  for (int g = 0; g < G; g += 2) {
+    even = dot_broadcast(even, w[g], a + 4 * g);
+    odd = dot_broadcast(odd, w[g + 1], a + 4 * g + 4);
+  }
+  return _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale);
+}
+
+inline Floats zero_floats() { return _mm512_setzero_ps(); }
+inline Floats floats_of(float value) { return _mm512_set1_ps(value); }
+inline Floats load_floats(const float *p) { return _mm512_loadu_ps(p); }
+inline Floats to_floats(Ints a) { return _mm512_cvtepi32_ps(a); }
+inline Floats mul(Floats a, Floats b) { return _mm512_mul_ps(a, b); }
+inline Floats fmadd(Floats a, Floats b, Floats c) { return _mm512_fmadd_ps(a, b, c); }
+inline Floats fnmadd(Floats a, Floats b, Floats c) { return _mm512_fnmadd_ps(a, b, c); }
+inline void store_floats(float *p, Floats a) { _mm512_storeu_ps(p, a); }
+
+// 32 inputs times `inverse` as int8 (rounded to nearest even, then saturated), and the sums
+// of their first and last 16 (before saturation, which a finite row never reaches).
+inline void round_32(const float *x, float inverse, int8_t *a, int &first, int &last) {
+  const __m512 v = _mm512_set1_ps(inverse);
+  const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), v));
+  const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16), v));
+  _mm_storeu_si128((__m128i *)a, _mm512_cvtsepi32_epi8(lo));
+  _mm_storeu_si128((__m128i *)(a + 16), _mm512_cvtsepi32_epi8(hi));
+  first = _mm512_reduce_add_epi32(lo);
+  last = _mm512_reduce_add_epi32(hi);
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
+struct Ints { __m256i lo, hi; };  // outputs 0-7 and 8-15
+struct Floats { __m256 lo, hi; };
+using Scales = Ints;  // a lane's scale in both of its 16-bit halves
+
+template <typename F> inline Ints each(Ints a, Ints b, F f) { return {f(a.lo, b.lo), f(a.hi, b.hi)}; }
+inline Ints zero_ints() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+inline Ints bytes_of(uint8_t byte) { return {_mm256_set1_epi8((char)byte), _mm256_set1_epi8((char)byte)}; }
+inline Ints load_ints(const uint8_t *p) {
+  return {_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + 32))};
+}
+inline Ints and_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_and_si256(x, y); }); }
+inline Ints or_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_or_si256(x, y); }); }
+inline Ints add_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_add_epi32(x, y); }); }
+template <int N> inline Ints right16(Ints a) { return {_mm256_srli_epi16(a.lo, N), _mm256_srli_epi16(a.hi, N)}; }
+template <int N> inline Ints left16(Ints a) { return {_mm256_slli_epi16(a.lo, N), _mm256_slli_epi16(a.hi, N)}; }
+template <int N> inline Ints left32(Ints a) { return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)}; }
+
+// acc + madd(w, the two int16 at `a` in every lane): dpwssd's sum (no pair is -32768 twice).
+inline Ints pairs_broadcast(Ints acc, Ints w, const int16_t *a) {
+  const __m256i pair = _mm256_set1_epi32(*(const int32_t *)a);
+  return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(w.lo, pair)),
+          _mm256_add_epi32(acc.hi, _mm256_madd_epi16(w.hi, pair))};
+}
+
+inline Ints byte_pairs(const uint8_t *first, const uint8_t *second, bool is_signed) {
+  const __m128i a = _mm_loadu_si128((const __m128i *)first), b = _mm_loadu_si128((const __m128i *)second);
+  const __m128i low = _mm_unpacklo_epi8(a, b), high = _mm_unpackhi_epi8(a, b);
+  return is_signed ? Ints{_mm256_cvtepi8_epi16(low), _mm256_cvtepi8_epi16(high)}
+                   : Ints{_mm256_cvtepu8_epi16(low), _mm256_cvtepu8_epi16(high)};
+}
+
+inline Scales scales_of(const uint8_t *p, bool is_signed) {
+  const __m128i bytes = _mm_loadu_si128((const __m128i *)p);
+  auto both_halves = [&](__m128i eight) {
+    const __m256i s = is_signed ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
+    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+  };
+  return {both_halves(bytes), both_halves(_mm_srli_si128(bytes, 8))};
+}
+
+// The same without VNNI: maddubs gives a lane's two 16-bit pair sums of a group, and these add
+// up in 16 bits over `PER_SUM` groups without overflow (a pair sum is at most 2 x 15 x 128 for
+// Q4_K's 4-bit weights, 2 x 63 x 128 for Q6_K's 6-bit ones); madd by the scale then adds a
+// lane's two halves, each times its scale, in 32 bits.
+template <int G>
+inline Ints scaled_dots(const Ints *w, const int8_t *a, Scales scale) {
+  constexpr int PER_SUM = G == 8 ? 8 : 2;  // 8 x 3840 and 2 x 16128 stay under 32768
+  static_assert(G % PER_SUM == 0, "whole 16-bit sums");
+  Ints total = zero_ints();
+  for (int first = 0; first < G; first += PER_SUM) {
+    __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = first; g < first + PER_SUM; g++) {
+      const __m256i x = _mm256_set1_epi32(*(const int32_t *)(a + 4 * g));
+      lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[g].lo, x));
+      hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[g].hi, x));
+    }
+    total = {_mm256_add_epi32(total.lo, _mm256_madd_epi16(lo, scale.lo)),
+             _mm256_add_epi32(total.hi, _mm256_madd_epi16(hi, scale.hi))};
+  }
+  return total;
+}
+
+inline Floats zero_floats() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline Floats floats_of(float value) { return {_mm256_set1_ps(value), _mm256_set1_ps(value)}; }
+inline Floats load_floats(const float *p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+inline Floats mul(Floats a, Floats b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline Floats fmadd(Floats a, Floats b, Floats c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline Floats fnmadd(Floats a, Floats b, Floats c) {
+  return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline void store_floats(float *p, Floats a) { _mm256_storeu_ps(p, a.lo); _mm256_storeu_ps(p + 8, a.hi); }
+
+inline void round_32(const float *x, float inverse, int8_t *a, int &first, int &last) {
+  const __m256 v = _mm256_set1_ps(inverse);
+  int sums[2] = {0, 0};
+  for (int i = 0; i < 32; i += 8) {
+    alignas(32) int32_t q[8];
+    _mm256_store_si256((__m256i *)q, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), v)));
+    for (int t = 0; t < 8; t++) {
+      a[i + t] = (int8_t)std::min(127, std::max(-128, q[t]));
+      sums[i / 16] += q[t];
+    }
+  }
+  first = sums[0];
+  last = sums[1];
+}
+
+#else
+#error "the Q4_K kernel needs AVX-512 VNNI, or AVX2 with FMA"
+#endif
+
+// The largest magnitude of n values (in any order: a maximum does not depend on it).
+inline float largest(const float *x, int n) {
+  float most = 0.f;
+  for (int i = 0; i < n; i++) most = std::max(most, std::fabs(x[i]));
+  return most;
 }
 
 struct Rows {
@@ -74,9 +245,9 @@ struct Rows {
 template <int R>
 void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                int n0) {
-  __m512 acc[R];
-  for (int m = 0; m < R; m++) acc[m] = _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F);
+  Floats acc[R];
+  for (int m = 0; m < R; m++) acc[m] = zero_floats();
+  const Ints low = bytes_of(0x0F);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * BLOCK_BYTES;
@@ -84,45 +255,36 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
       _mm_prefetch((const char *)(block + PREFETCH_AHEAD * BLOCK_BYTES + p), _MM_HINT_T1);
     const uint8_t *sc = block + QS_BYTES, *mn = sc + SCALE_BYTES;
     const float *d = (const float *)(mn + SCALE_BYTES);
-    const __m512 dv = _mm512_loadu_ps(d), dminv = _mm512_loadu_ps(d + TILE);
-    __m512 run[R];
+    const Floats dv = load_floats(d), dminv = load_floats(d + TILE);
+    Floats run[R];
     for (int m = 0; m < R; m++) {  // the mins' part first: - s * dmin * sum_j mn_j sum(a)_j
-      run[m] = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+      run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
       const int16_t *sums = rows.a32 + (long)(m0 + m) * (K / SUB) + b * SUBS;
-      __m512i mins = _mm512_setzero_si512();
+      Ints mins = zero_ints();
       for (int p = 0; p < SUBS / 2; p++)
         mins = pairs_broadcast(mins, byte_pairs(mn + 2 * p * TILE, mn + (2 * p + 1) * TILE, false),
                                sums + 2 * p);
-      acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dminv, run[m]), acc[m]);
+      acc[m] = fnmadd(to_floats(mins), mul(dminv, run[m]), acc[m]);
     }
-    __m512i main[R];
-    for (int m = 0; m < R; m++) main[m] = _mm512_setzero_si512();
+    Ints main[R];
+    for (int m = 0; m < R; m++) main[m] = zero_ints();
     for (int j = 0; j < SUBS; j++) {
-      const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * TILE)));
-      __m512i w[8];
+      const Scales scale = scales_of(sc + j * TILE, false);
+      Ints w[8];  // w[g]: the weights of inputs k + 4 g .. k + 4 g + 3
       for (int g = 0; g < 4; g++) {
-        const __m512i v = _mm512_loadu_si512((const void *)(block + (j * 4 + g) * 64));
-        w[2 * g] = _mm512_and_si512(v, low);
-        w[2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        const Ints v = load_ints(block + (j * 4 + g) * 64);
+        w[2 * g] = and_ints(v, low);
+        w[2 * g + 1] = and_ints(right16<4>(v), low);
       }
       const long k0 = (long)b * SUPER + j * SUB;
 #pragma GCC unroll 8
-      for (int m = 0; m < R; m++) {
-        const int8_t *a = rows.a + (long)(m0 + m) * K + k0;
-        __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 8; g += 2) {
-          even = dot_broadcast(even, w[g], a + 4 * g);
-          odd = dot_broadcast(odd, w[g + 1], a + 4 * g + 4);
-        }
-        main[m] = _mm512_add_epi32(main[m], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
-      }
+      for (int m = 0; m < R; m++)
+        main[m] = add_ints(main[m], scaled_dots<8>(w, rows.a + (long)(m0 + m) * K + k0, scale));
     }
     for (int m = 0; m < R; m++)  // + s * d * sum_j sc_j dot_j
-      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(main[m]), _mm512_mul_ps(dv, run[m]), acc[m]);
+      acc[m] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m]);
   }
-  for (int m = 0; m < R; m++)
-    _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
+  for (int m = 0; m < R; m++) store_floats(out + (long)(m0 + m) * N + n0, acc[m]);
 }
 
 using TileRows = void (*)(const uint8_t *, int, const Rows &, int, float *, int, int);
@@ -141,58 +303,46 @@ constexpr int Q6_BLOCK_BYTES = QS_BYTES + Q6_HIGH_BYTES + Q6_SCALE_BYTES + 4 * T
 template <int R>
 void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                   int n0) {
-  __m512 acc[R];
-  for (int m = 0; m < R; m++) acc[m] = _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(0x30);
+  Floats acc[R];
+  for (int m = 0; m < R; m++) acc[m] = zero_floats();
+  const Ints low = bytes_of(0x0F), high = bytes_of(0x30);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * Q6_BLOCK_BYTES;
     for (int p = 0; p < Q6_BLOCK_BYTES; p += 64)
       _mm_prefetch((const char *)(block + PREFETCH_AHEAD * Q6_BLOCK_BYTES + p), _MM_HINT_T1);
-    const uint8_t *hb = block + QS_BYTES;
-    const int8_t *sc = (const int8_t *)(hb + Q6_HIGH_BYTES);
-    const __m512 dv = _mm512_loadu_ps((const float *)(sc + Q6_SCALE_BYTES));
-    __m512 run[R];
+    const uint8_t *hb = block + QS_BYTES, *sc = hb + Q6_HIGH_BYTES;
+    const Floats dv = load_floats((const float *)(sc + Q6_SCALE_BYTES));
+    Floats run[R];
     for (int m = 0; m < R; m++) {  // the offset's part first: - s * d * 32 * sum_h sc_h sum(a)_h
-      run[m] = _mm512_set1_ps(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+      run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
       const int16_t *sums = rows.a16 + (long)(m0 + m) * (K / HALF) + b * (SUPER / HALF);
-      __m512i offset = _mm512_setzero_si512();
+      Ints offset = zero_ints();
       for (int p = 0; p < SUPER / HALF / 2; p++)
-        offset = pairs_broadcast(offset, byte_pairs((const uint8_t *)sc + 2 * p * TILE,
-                                                    (const uint8_t *)sc + (2 * p + 1) * TILE, true),
+        offset = pairs_broadcast(offset, byte_pairs(sc + 2 * p * TILE, sc + (2 * p + 1) * TILE, true),
                                  sums + 2 * p);
-      acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_slli_epi32(offset, 5)),
-                                _mm512_mul_ps(dv, run[m]), acc[m]);
+      acc[m] = fnmadd(to_floats(left32<5>(offset)), mul(dv, run[m]), acc[m]);
     }
-    __m512i main[R];
-    for (int m = 0; m < R; m++) main[m] = _mm512_setzero_si512();
+    Ints main[R];
+    for (int m = 0; m < R; m++) main[m] = zero_ints();
     for (int h = 0; h < SUPER / HALF; h++) {
-      const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + h * TILE)));
-      const __m512i H = _mm512_loadu_si512((const void *)(hb + h * 64));
-      const __m512i v0 = _mm512_loadu_si512((const void *)(block + (2 * h) * 64));
-      const __m512i v1 = _mm512_loadu_si512((const void *)(block + (2 * h + 1) * 64));
-      __m512i w[4];
-      w[0] = _mm512_or_si512(_mm512_and_si512(v0, low), _mm512_and_si512(_mm512_slli_epi16(H, 4), high));
-      w[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v0, 4), low),
-                             _mm512_and_si512(_mm512_slli_epi16(H, 2), high));
-      w[2] = _mm512_or_si512(_mm512_and_si512(v1, low), _mm512_and_si512(H, high));
-      w[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v1, 4), low),
-                             _mm512_and_si512(_mm512_srli_epi16(H, 2), high));
+      const Scales scale = scales_of(sc + h * TILE, true);
+      const Ints H = load_ints(hb + h * 64);
+      const Ints v0 = load_ints(block + (2 * h) * 64), v1 = load_ints(block + (2 * h + 1) * 64);
+      Ints w[4];
+      w[0] = or_ints(and_ints(v0, low), and_ints(left16<4>(H), high));
+      w[1] = or_ints(and_ints(right16<4>(v0), low), and_ints(left16<2>(H), high));
+      w[2] = or_ints(and_ints(v1, low), and_ints(H, high));
+      w[3] = or_ints(and_ints(right16<4>(v1), low), and_ints(right16<2>(H), high));
       const long k0 = (long)b * SUPER + h * HALF;
 #pragma GCC unroll 8
-      for (int m = 0; m < R; m++) {
-        const int8_t *a = rows.a + (long)(m0 + m) * K + k0;
-        __m512i even = dot_broadcast(_mm512_setzero_si512(), w[0], a);
-        __m512i odd = dot_broadcast(_mm512_setzero_si512(), w[1], a + 4);
-        even = dot_broadcast(even, w[2], a + 8);
-        odd = dot_broadcast(odd, w[3], a + 12);
-        main[m] = _mm512_add_epi32(main[m], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), scale));
-      }
+      for (int m = 0; m < R; m++)
+        main[m] = add_ints(main[m], scaled_dots<4>(w, rows.a + (long)(m0 + m) * K + k0, scale));
     }
     for (int m = 0; m < R; m++)  // + s * d * sum_h sc_h dot_h
-      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(main[m]), _mm512_mul_ps(dv, run[m]), acc[m]);
+      acc[m] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m]);
   }
-  for (int m = 0; m < R; m++) _mm512_storeu_ps(out + (long)(m0 + m) * N + n0, acc[m]);
+  for (int m = 0; m < R; m++) store_floats(out + (long)(m0 + m) * N + n0, acc[m]);
 }
 
 const TileRows Q6_BY_ROWS[MOST_ROWS + 1] = {nullptr,           q6_tile_rows<1>, q6_tile_rows<2>,
@@ -204,20 +354,15 @@ const TileRows Q6_BY_ROWS[MOST_ROWS + 1] = {nullptr,           q6_tile_rows<1>, 
 void quantize_row(const float *x, int K, int8_t *a, int16_t *a16, int16_t *a32, float *scale) {
   for (int r = 0; r < K / SUPER; r++) {
     const float *xr = x + r * SUPER;
-    __m512 most = _mm512_setzero_ps();
-    for (int i = 0; i < SUPER; i += 16) most = _mm512_max_ps(most, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
-    const float magnitude = std::fmax(_mm512_reduce_max_ps(most), 1.1754943508222875e-38f);
+    const float magnitude = std::fmax(largest(xr, SUPER), 1.1754943508222875e-38f);
     scale[r] = magnitude / 127.f;
-    const __m512 inverse = _mm512_set1_ps(127.f / magnitude);
+    const float inverse = 127.f / magnitude;
     for (int i = 0; i < SUPER; i += SUB) {
-      const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i), inverse));
-      const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + i + 16), inverse));
-      _mm_storeu_si128((__m128i *)(a + r * SUPER + i), _mm512_cvtsepi32_epi8(lo));
-      _mm_storeu_si128((__m128i *)(a + r * SUPER + i + 16), _mm512_cvtsepi32_epi8(hi));
-      const int low_sum = _mm512_reduce_add_epi32(lo), high_sum = _mm512_reduce_add_epi32(hi);
-      a16[(r * SUPER + i) / HALF] = (int16_t)low_sum;
-      a16[(r * SUPER + i) / HALF + 1] = (int16_t)high_sum;
-      a32[(r * SUPER + i) / SUB] = (int16_t)(low_sum + high_sum);
+      int first = 0, last = 0;
+      round_32(xr + i, inverse, a + r * SUPER + i, first, last);
+      a16[(r * SUPER + i) / HALF] = (int16_t)first;
+      a16[(r * SUPER + i) / HALF + 1] = (int16_t)last;
+      a32[(r * SUPER + i) / SUB] = (int16_t)(first + last);
     }
   }
 }
@@ -266,7 +411,7 @@ at::Tensor q6k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(specchat, CPU, m) {
+TORCH_LIBRARY_IMPL(SPECCHAT_OPS, CPU, m) {
   m.impl("q4k_linear", q4k_linear);
   m.impl("q6k_linear", q6k_linear);
 }

@@ -24,6 +24,10 @@
 #include <cstring>
 #include <vector>
 
+#ifndef SPECCHAT_OPS
+#define SPECCHAT_OPS specchat  // the operations' namespace (native.py's OPERATORS)
+#endif
+
 namespace {
 
 constexpr int LANES = 16;
@@ -306,7 +310,7 @@ at::Tensor rope_attend(const at::Tensor& qkv_in, const at::Tensor& turns_in, at:
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(specchat, CPU, m) {
+TORCH_LIBRARY_IMPL(SPECCHAT_OPS, CPU, m) {
   m.impl("rms_norm", rms_norm);
   m.impl("silu_mul", silu_mul);
   m.impl("rope_attend", rope_attend);
