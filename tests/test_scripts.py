@@ -1,7 +1,8 @@
 """Every script in scripts/ runs here (the rule: a script is tested or lives in the package):
 the distillation prompt generators rewrite the shipped prompt sets byte for byte, the
 lookup bound replays answers with its oracle, the verify-cost comparison and the GGUF
-draft check run on tiny models. (scripts/gpu_measure.sh: tests/test_gpu_campaign.py.)"""
+draft check run on tiny models, and the AVX2 model holds specchat, torch and fbgemm to AVX2.
+(scripts/gpu_measure.sh: tests/test_gpu_campaign.py.)"""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def run_script(name: str, *args: str, timeout: float = 300) -> subprocess.Comple
 
 def test_every_script_in_scripts_is_run_by_a_test():
     tested = {"make_distill_prompts.py", "make_distill_prompts_more.py", "lookup_bound.py",
-              "verify_costs.py", "gguf_draft_check.py", "gpu_measure.sh", "int8_quality.py"}
+              "verify_costs.py", "gguf_draft_check.py", "gpu_measure.sh", "int8_quality.py",
+              "as_avx2.py"}
     here = Path(__file__).read_text() + (ROOT / "tests" / "test_gpu_campaign.py").read_text()
     assert {p.name for p in SCRIPTS.iterdir() if p.is_file()} == tested
     assert all(f'"{name}"' in here or f"scripts/{name}" in here for name in tested)
@@ -44,6 +46,48 @@ def test_every_python_script_imports_from_anywhere_without_running(name, tmp_pat
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+AS_AVX2 = """
+import sys
+sys.path.insert(0, {scripts!r})
+import as_avx2
+as_avx2.hold_to_avx2()
+import torch
+from pathlib import Path
+from specchat.models.backend_int8 import int8_support
+from specchat.models.device.hardware import cpu_flags
+from specchat.models.int8 import native
+support = int8_support(engines=["fbgemm"])
+print(sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx"))))
+print(support.why, support.activation_bits, support.target_kernel)
+print(torch.backends.cpu.get_cpu_capability())
+print([flag for flag in native.compile_command(Path("a.cpp"), Path("a.so")) if flag.startswith("-march")])
+"""
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= __import__("specchat.models.device.hardware",
+                                                      fromlist=["cpu_flags"]).cpu_flags(),
+                    reason="an AVX2 model needs an x86 CPU with AVX2 and FMA")
+def test_the_avx2_model_holds_specchats_choices_torch_and_the_compiler_to_avx2():
+    """Whatever this CPU has beyond AVX2, specchat sees none of it (the Q4_K kernel's AVX2
+    path, fbgemm's 7-bit activations), torch's kernels run at its AVX2 level (set before
+    torch loads), and specchat's C++ compiles for AVX2 alone."""
+    done = subprocess.run([sys.executable, "-c", AS_AVX2.format(scripts=str(SCRIPTS))],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    flags, why, capability, compiled = done.stdout.splitlines()
+    assert flags == "[]"
+    assert why.endswith(" 7 q4k") and "Q4_K kernel (AVX2)" in why
+    assert capability == "AVX2"
+    assert compiled == "['-march=haswell']"
+
+
+def test_the_avx2_model_runs_any_specchat_command():
+    done = run_script("as_avx2.py", "locate", "cache", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("as on an AVX2-only CPU") and done.stdout.strip()
 
 
 @pytest.mark.parametrize("name, shipped", [
