@@ -11,12 +11,12 @@ those flags the skip is a failure (tests/ci_strict.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from avx2_build import built_for_avx2
 from ci_strict import X86
 
 from specchat.models.device.hardware import cpu_flags
@@ -119,19 +119,9 @@ def test_a_rows_result_never_depends_on_the_rows_beside_it(bits):
 
 @pytest.fixture(scope="module")
 def avx2_path(tmp_path_factory):
-    """q4k_kernel.cpp built for AVX2 alone (-march=haswell), its operations under
-    torch.ops.specchat_avx2: where this CPU has AVX-512 VNNI, the kernel's other path (on an
-    AVX2 CPU, the same one as torch.ops.specchat's)."""
-    library = torch.library.Library("specchat_avx2", "DEF")
-    for schema in scripted.TILED_SCHEMAS:
-        library.define(schema)
-    out = tmp_path_factory.mktemp("avx2") / "q4k.so"
-    done = subprocess.run(native.compile_command(q4k.SOURCE, out, "haswell", "specchat_avx2"),
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-800:]
-    torch.ops.load_library(str(out))
-    yield torch.ops.specchat_avx2
-    del library
+    """q4k_kernel.cpp built for AVX2 alone, under torch.ops.specchat_avx2 (tests/avx2_build.py)."""
+    yield from built_for_avx2(q4k.SOURCE, scripted.TILED_SCHEMAS, "specchat_avx2",
+                              tmp_path_factory.mktemp("avx2"))
 
 
 def both_paths(avx2_path, bits: int) -> list:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from avx2_build import built_for_avx2
 from ci_strict import X86
 
 from specchat.models.int8 import native, rows, scripted
@@ -88,6 +89,34 @@ def test_the_norm_and_the_activation_compute_what_torch_computes_row_by_row(widt
     torch.testing.assert_close(gated(x, True), gated(x, False), rtol=1e-5, atol=1e-5)
     assert torch.equal(norm(x, weight, 1e-6, True)[3:4], norm(x[3:4].clone(), weight, 1e-6, True))
     assert torch.equal(gated(x, True)[3:4], gated(x[3:4].clone(), True))
+
+
+@pytest.fixture(scope="module")
+def avx2_rows(tmp_path_factory):
+    """rows_kernel.cpp built for AVX2 alone, under torch.ops.specchat_rows_avx2
+    (tests/avx2_build.py)."""
+    yield from built_for_avx2(rows.SOURCE, scripted.ROW_SCHEMAS, "specchat_rows_avx2",
+                              tmp_path_factory.mktemp("rows-avx2"))
+
+
+@pytest.mark.parametrize("head_dim", [128, 24])  # 24: a tail past the 16-float groups
+def test_the_avx2_build_gives_this_cpus_bits(avx2_rows, head_dim):
+    """Its 16 partial sums in two 8-float registers add up in the one-register tree: the
+    attention of 40 rows (keys written, depths 1 to 40), the norm and the activation (its
+    clamps' ends included) equal this CPU's build bit for bit."""
+    builds = [torch.ops.specchat, avx2_rows]
+    qkv = qkv_rows(40, head_dim, seed=head_dim)
+    turns = torch.view_as_real(Rope(head_dim, 10000.0).at(0, 40)).contiguous()
+    results = []
+    for ops in builds:
+        keys, values = torch.zeros(40, KV_HEADS, head_dim), torch.zeros(40, KV_HEADS, head_dim)
+        results.append((ops.rope_attend(qkv, turns, keys, values, 0, HEADS, KV_HEADS, head_dim), keys))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    x = torch.randn(3, 1000, generator=torch.Generator().manual_seed(5)) * 4
+    x[0, :4] = torch.tensor([-120.0, 120.0, -88.5, 87.5])
+    weight = torch.randn(1000, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(builds[0].rms_norm(x, weight, 1e-6), builds[1].rms_norm(x, weight, 1e-6))
+    assert torch.equal(builds[0].silu_mul(x), builds[1].silu_mul(x))
 
 
 def test_softmax_weights_are_exact_enough_for_sharp_and_flat_scores():

@@ -21,10 +21,13 @@
 // output: nothing depends on how many rows came together.
 //
 // Two instruction sets, chosen by what the compiler targets (-march=native): AVX-512 VNNI
-// (one register of 16 lanes; dpbusd) and AVX2 with FMA (two registers of 8; maddubs into
-// 16-bit sums that cannot overflow, then madd by the scales). Their integer sums are exact and
-// their float operations the same, lane by lane and in the same order, so for finite rows both
-// give the same bits (tests/test_q4k.py builds both and compares).
+// (a tile's 16 lanes in one register; dpbusd) and AVX2 with FMA (8 lanes a register, a
+// tile in two passes, outputs 0-7 then 8-15; maddubs into 16-bit sums that cannot overflow,
+// then madd by the scales). One pass of 16 in register pairs spilled its 8 rows' sums to
+// memory: the two passes' product of 8 rows takes 0.86 of its time (2 cores of an AMD EPYC,
+// Zen 5, built for AVX2). Their integer sums are exact and their float operations the
+// same, lane by lane and in the same order, so for finite rows both give the same bits
+// (tests/test_q4k.py builds both and compares).
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -34,8 +37,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #ifndef SPECCHAT_OPS
 #define SPECCHAT_OPS specchat  // the operations' namespace (native.py's OPERATORS)
@@ -46,15 +51,16 @@ namespace {
 constexpr int TILE = 16, SUPER = 256, SUB = 32, SUBS = SUPER / SUB, HALF = 16;
 constexpr int QS_BYTES = SUPER * TILE / 2, SCALE_BYTES = SUBS * TILE;
 constexpr int BLOCK_BYTES = QS_BYTES + 2 * SCALE_BYTES + 2 * 4 * TILE;
-constexpr int MOST_ROWS = 8;     // rows whose accumulators stay in registers at once
+constexpr int MOST_ROWS = 8;     // rows a pass over a tile takes at once
 constexpr int PREFETCH_AHEAD = 16;  // super-blocks read ahead into L2 while one computes
 // PREFETCH_AHEAD: without it, a verify of 8 rows on 2 cores of an AMD EPYC (Zen 4) took 3.5
 // single steps, the memory and the arithmetic taking turns; with it, 1.5 (q4k.py).
 
-// --- the instructions: 16 lanes of int32 (Ints) or float32 (Floats), a lane an output ------
+// --- the instructions: LANES lanes of int32 (Ints) or float32 (Floats), a lane an output ---
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 
+constexpr int LANES = 16;  // a tile's outputs in one register
 using Ints = __m512i;
 using Floats = __m512;
 using Scales = __m512i;  // a lane's scale as int32
@@ -132,44 +138,36 @@ inline void round_32(const float *x, float inverse, int8_t *a, int &first, int &
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
-struct Ints { __m256i lo, hi; };  // outputs 0-7 and 8-15
-struct Floats { __m256 lo, hi; };
-using Scales = Ints;  // a lane's scale in both of its 16-bit halves
+constexpr int LANES = 8;  // outputs 0-7 of a tile, then 8-15: two passes over its bytes
+using Ints = __m256i;
+using Floats = __m256;
+using Scales = __m256i;  // a lane's scale in both of its 16-bit halves
 
-template <typename F> inline Ints each(Ints a, Ints b, F f) { return {f(a.lo, b.lo), f(a.hi, b.hi)}; }
-inline Ints zero_ints() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
-inline Ints bytes_of(uint8_t byte) { return {_mm256_set1_epi8((char)byte), _mm256_set1_epi8((char)byte)}; }
-inline Ints load_ints(const uint8_t *p) {
-  return {_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + 32))};
-}
-inline Ints and_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_and_si256(x, y); }); }
-inline Ints or_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_or_si256(x, y); }); }
-inline Ints add_ints(Ints a, Ints b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_add_epi32(x, y); }); }
-template <int N> inline Ints right16(Ints a) { return {_mm256_srli_epi16(a.lo, N), _mm256_srli_epi16(a.hi, N)}; }
-template <int N> inline Ints left16(Ints a) { return {_mm256_slli_epi16(a.lo, N), _mm256_slli_epi16(a.hi, N)}; }
-template <int N> inline Ints left32(Ints a) { return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)}; }
+inline Ints zero_ints() { return _mm256_setzero_si256(); }
+inline Ints bytes_of(uint8_t byte) { return _mm256_set1_epi8((char)byte); }
+inline Ints load_ints(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+inline Ints and_ints(Ints a, Ints b) { return _mm256_and_si256(a, b); }
+inline Ints or_ints(Ints a, Ints b) { return _mm256_or_si256(a, b); }
+inline Ints add_ints(Ints a, Ints b) { return _mm256_add_epi32(a, b); }
+template <int N> inline Ints right16(Ints a) { return _mm256_srli_epi16(a, N); }
+template <int N> inline Ints left16(Ints a) { return _mm256_slli_epi16(a, N); }
+template <int N> inline Ints left32(Ints a) { return _mm256_slli_epi32(a, N); }
 
 // acc + madd(w, the two int16 at `a` in every lane): dpwssd's sum (no pair is -32768 twice).
 inline Ints pairs_broadcast(Ints acc, Ints w, const int16_t *a) {
-  const __m256i pair = _mm256_set1_epi32(*(const int32_t *)a);
-  return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(w.lo, pair)),
-          _mm256_add_epi32(acc.hi, _mm256_madd_epi16(w.hi, pair))};
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_set1_epi32(*(const int32_t *)a)));
 }
 
 inline Ints byte_pairs(const uint8_t *first, const uint8_t *second, bool is_signed) {
-  const __m128i a = _mm_loadu_si128((const __m128i *)first), b = _mm_loadu_si128((const __m128i *)second);
-  const __m128i low = _mm_unpacklo_epi8(a, b), high = _mm_unpackhi_epi8(a, b);
-  return is_signed ? Ints{_mm256_cvtepi8_epi16(low), _mm256_cvtepi8_epi16(high)}
-                   : Ints{_mm256_cvtepu8_epi16(low), _mm256_cvtepu8_epi16(high)};
+  const __m128i pairs = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)first),
+                                          _mm_loadl_epi64((const __m128i *)second));
+  return is_signed ? _mm256_cvtepi8_epi16(pairs) : _mm256_cvtepu8_epi16(pairs);
 }
 
 inline Scales scales_of(const uint8_t *p, bool is_signed) {
-  const __m128i bytes = _mm_loadu_si128((const __m128i *)p);
-  auto both_halves = [&](__m128i eight) {
-    const __m256i s = is_signed ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
-    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
-  };
-  return {both_halves(bytes), both_halves(_mm_srli_si128(bytes, 8))};
+  const __m128i bytes = _mm_loadl_epi64((const __m128i *)p);
+  const __m256i s = is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
 }
 
 // The same without VNNI: maddubs gives a lane's two 16-bit pair sums of a group, and these add
@@ -182,31 +180,25 @@ inline Ints scaled_dots(const Ints *w, const int8_t *a, Scales scale) {
   static_assert(G % PER_SUM == 0, "whole 16-bit sums");
   Ints total = zero_ints();
   for (int first = 0; first < G; first += PER_SUM) {
-    __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int g = first; g < first + PER_SUM; g++) {
       const __m256i x = _mm256_set1_epi32(*(const int32_t *)(a + 4 * g));
-      lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[g].lo, x));
-      hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[g].hi, x));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(w[g], x));
     }
-    total = {_mm256_add_epi32(total.lo, _mm256_madd_epi16(lo, scale.lo)),
-             _mm256_add_epi32(total.hi, _mm256_madd_epi16(hi, scale.hi))};
+    total = _mm256_add_epi32(total, _mm256_madd_epi16(sum, scale));
   }
   return total;
 }
 
-inline Floats zero_floats() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-inline Floats floats_of(float value) { return {_mm256_set1_ps(value), _mm256_set1_ps(value)}; }
-inline Floats load_floats(const float *p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
-inline Floats mul(Floats a, Floats b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-inline Floats fmadd(Floats a, Floats b, Floats c) {
-  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-}
-inline Floats fnmadd(Floats a, Floats b, Floats c) {
-  return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
-}
-inline void store_floats(float *p, Floats a) { _mm256_storeu_ps(p, a.lo); _mm256_storeu_ps(p + 8, a.hi); }
+inline Floats zero_floats() { return _mm256_setzero_ps(); }
+inline Floats floats_of(float value) { return _mm256_set1_ps(value); }
+inline Floats load_floats(const float *p) { return _mm256_loadu_ps(p); }
+inline Floats to_floats(Ints a) { return _mm256_cvtepi32_ps(a); }
+inline Floats mul(Floats a, Floats b) { return _mm256_mul_ps(a, b); }
+inline Floats fmadd(Floats a, Floats b, Floats c) { return _mm256_fmadd_ps(a, b, c); }
+inline Floats fnmadd(Floats a, Floats b, Floats c) { return _mm256_fnmadd_ps(a, b, c); }
+inline void store_floats(float *p, Floats a) { _mm256_storeu_ps(p, a); }
 
 inline void round_32(const float *x, float inverse, int8_t *a, int &first, int &last) {
   const __m256 v = _mm256_set1_ps(inverse);
@@ -242,55 +234,68 @@ struct Rows {
   int K;
 };
 
+constexpr int PASSES = TILE / LANES;  // a tile's lane groups, one pass over its bytes each
+
 template <int R>
 void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                int n0) {
-  Floats acc[R];
-  for (int m = 0; m < R; m++) acc[m] = zero_floats();
+  Floats acc[R][PASSES];
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++) acc[m][pass] = zero_floats();
   const Ints low = bytes_of(0x0F);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * BLOCK_BYTES;
     for (int p = 0; p < BLOCK_BYTES; p += 64)
       _mm_prefetch((const char *)(block + PREFETCH_AHEAD * BLOCK_BYTES + p), _MM_HINT_T1);
-    const uint8_t *sc = block + QS_BYTES, *mn = sc + SCALE_BYTES;
-    const float *d = (const float *)(mn + SCALE_BYTES);
-    const Floats dv = load_floats(d), dminv = load_floats(d + TILE);
-    Floats run[R];
-    for (int m = 0; m < R; m++) {  // the mins' part first: - s * dmin * sum_j mn_j sum(a)_j
-      run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
-      const int16_t *sums = rows.a32 + (long)(m0 + m) * (K / SUB) + b * SUBS;
-      Ints mins = zero_ints();
-      for (int p = 0; p < SUBS / 2; p++)
-        mins = pairs_broadcast(mins, byte_pairs(mn + 2 * p * TILE, mn + (2 * p + 1) * TILE, false),
-                               sums + 2 * p);
-      acc[m] = fnmadd(to_floats(mins), mul(dminv, run[m]), acc[m]);
-    }
-    Ints main[R];
-    for (int m = 0; m < R; m++) main[m] = zero_ints();
-    for (int j = 0; j < SUBS; j++) {
-      const Scales scale = scales_of(sc + j * TILE, false);
-      Ints w[8];  // w[g]: the weights of inputs k + 4 g .. k + 4 g + 3
-      for (int g = 0; g < 4; g++) {
-        const Ints v = load_ints(block + (j * 4 + g) * 64);
-        w[2 * g] = and_ints(v, low);
-        w[2 * g + 1] = and_ints(right16<4>(v), low);
+    for (int pass = 0; pass < PASSES; pass++) {
+      const int lane0 = pass * LANES;  // this pass's first output in the tile
+      const uint8_t *sc = block + QS_BYTES + lane0, *mn = sc + SCALE_BYTES;
+      const float *d = (const float *)(block + QS_BYTES + 2 * SCALE_BYTES) + lane0;
+      const Floats dv = load_floats(d), dminv = load_floats(d + TILE);
+      Floats run[R];
+      for (int m = 0; m < R; m++) {  // the mins' part first: - s * dmin * sum_j mn_j sum(a)_j
+        run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+        const int16_t *sums = rows.a32 + (long)(m0 + m) * (K / SUB) + b * SUBS;
+        Ints mins = zero_ints();
+        for (int p = 0; p < SUBS / 2; p++)
+          mins = pairs_broadcast(
+              mins, byte_pairs(mn + 2 * p * TILE, mn + (2 * p + 1) * TILE, false), sums + 2 * p);
+        acc[m][pass] = fnmadd(to_floats(mins), mul(dminv, run[m]), acc[m][pass]);
       }
-      const long k0 = (long)b * SUPER + j * SUB;
+      Ints main[R];
+      for (int m = 0; m < R; m++) main[m] = zero_ints();
+      for (int j = 0; j < SUBS; j++) {
+        const Scales scale = scales_of(sc + j * TILE, false);
+        Ints w[8];  // w[g]: the weights of inputs k + 4 g .. k + 4 g + 3
+        for (int g = 0; g < 4; g++) {
+          const Ints v = load_ints(block + (j * 4 + g) * 64 + 4 * lane0);
+          w[2 * g] = and_ints(v, low);
+          w[2 * g + 1] = and_ints(right16<4>(v), low);
+        }
+        const long k0 = (long)b * SUPER + j * SUB;
 #pragma GCC unroll 8
-      for (int m = 0; m < R; m++)
-        main[m] = add_ints(main[m], scaled_dots<8>(w, rows.a + (long)(m0 + m) * K + k0, scale));
+        for (int m = 0; m < R; m++)
+          main[m] = add_ints(main[m], scaled_dots<8>(w, rows.a + (long)(m0 + m) * K + k0, scale));
+      }
+      for (int m = 0; m < R; m++)  // + s * d * sum_j sc_j dot_j
+        acc[m][pass] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m][pass]);
     }
-    for (int m = 0; m < R; m++)  // + s * d * sum_j sc_j dot_j
-      acc[m] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m]);
   }
-  for (int m = 0; m < R; m++) store_floats(out + (long)(m0 + m) * N + n0, acc[m]);
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++)
+      store_floats(out + (long)(m0 + m) * N + n0 + pass * LANES, acc[m][pass]);
 }
 
 using TileRows = void (*)(const uint8_t *, int, const Rows &, int, float *, int, int);
-const TileRows BY_ROWS[MOST_ROWS + 1] = {nullptr,        tile_rows<1>, tile_rows<2>,
-                                         tile_rows<3>,   tile_rows<4>, tile_rows<5>,
-                                         tile_rows<6>,   tile_rows<7>, tile_rows<8>};
+
+// by_rows<Body>()[r]: Body<r>, for 1 to MOST_ROWS rows at once.
+template <template <int> class Body, int... R>
+constexpr std::array<TileRows, MOST_ROWS + 1> table(std::integer_sequence<int, R...>) {
+  return {nullptr, Body<R + 1>::run...};
+}
+template <int R> struct Q4Rows { static constexpr TileRows run = tile_rows<R>; };
+const auto BY_ROWS = table<Q4Rows>(std::make_integer_sequence<int, MOST_ROWS>());
 
 // Q6_K (6-bit weights, a signed 8-bit scale per 16 inputs): w = d * sc * (q - 32), q in 0..63.
 // A tile's super-block: the low 4 bits as Q4_K's (32 groups of 8 inputs x 64 bytes), then the
@@ -303,51 +308,58 @@ constexpr int Q6_BLOCK_BYTES = QS_BYTES + Q6_HIGH_BYTES + Q6_SCALE_BYTES + 4 * T
 template <int R>
 void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                   int n0) {
-  Floats acc[R];
-  for (int m = 0; m < R; m++) acc[m] = zero_floats();
+  Floats acc[R][PASSES];
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++) acc[m][pass] = zero_floats();
   const Ints low = bytes_of(0x0F), high = bytes_of(0x30);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * Q6_BLOCK_BYTES;
     for (int p = 0; p < Q6_BLOCK_BYTES; p += 64)
       _mm_prefetch((const char *)(block + PREFETCH_AHEAD * Q6_BLOCK_BYTES + p), _MM_HINT_T1);
-    const uint8_t *hb = block + QS_BYTES, *sc = hb + Q6_HIGH_BYTES;
-    const Floats dv = load_floats((const float *)(sc + Q6_SCALE_BYTES));
-    Floats run[R];
-    for (int m = 0; m < R; m++) {  // the offset's part first: - s * d * 32 * sum_h sc_h sum(a)_h
-      run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
-      const int16_t *sums = rows.a16 + (long)(m0 + m) * (K / HALF) + b * (SUPER / HALF);
-      Ints offset = zero_ints();
-      for (int p = 0; p < SUPER / HALF / 2; p++)
-        offset = pairs_broadcast(offset, byte_pairs(sc + 2 * p * TILE, sc + (2 * p + 1) * TILE, true),
-                                 sums + 2 * p);
-      acc[m] = fnmadd(to_floats(left32<5>(offset)), mul(dv, run[m]), acc[m]);
-    }
-    Ints main[R];
-    for (int m = 0; m < R; m++) main[m] = zero_ints();
-    for (int h = 0; h < SUPER / HALF; h++) {
-      const Scales scale = scales_of(sc + h * TILE, true);
-      const Ints H = load_ints(hb + h * 64);
-      const Ints v0 = load_ints(block + (2 * h) * 64), v1 = load_ints(block + (2 * h + 1) * 64);
-      Ints w[4];
-      w[0] = or_ints(and_ints(v0, low), and_ints(left16<4>(H), high));
-      w[1] = or_ints(and_ints(right16<4>(v0), low), and_ints(left16<2>(H), high));
-      w[2] = or_ints(and_ints(v1, low), and_ints(H, high));
-      w[3] = or_ints(and_ints(right16<4>(v1), low), and_ints(right16<2>(H), high));
-      const long k0 = (long)b * SUPER + h * HALF;
+    for (int pass = 0; pass < PASSES; pass++) {
+      const int lane0 = pass * LANES;
+      const uint8_t *scales = block + QS_BYTES + Q6_HIGH_BYTES;
+      const uint8_t *hb = block + QS_BYTES + 4 * lane0, *sc = scales + lane0;
+      const Floats dv = load_floats((const float *)(scales + Q6_SCALE_BYTES) + lane0);
+      Floats run[R];
+      for (int m = 0; m < R; m++) {  // the offset's part first: - s * d * 32 * sum_h sc_h sum(a)_h
+        run[m] = floats_of(rows.scale[(long)(m0 + m) * (K / SUPER) + b]);
+        const int16_t *sums = rows.a16 + (long)(m0 + m) * (K / HALF) + b * (SUPER / HALF);
+        Ints offset = zero_ints();
+        for (int p = 0; p < SUPER / HALF / 2; p++)
+          offset = pairs_broadcast(
+              offset, byte_pairs(sc + 2 * p * TILE, sc + (2 * p + 1) * TILE, true), sums + 2 * p);
+        acc[m][pass] = fnmadd(to_floats(left32<5>(offset)), mul(dv, run[m]), acc[m][pass]);
+      }
+      Ints main[R];
+      for (int m = 0; m < R; m++) main[m] = zero_ints();
+      for (int h = 0; h < SUPER / HALF; h++) {
+        const Scales scale = scales_of(sc + h * TILE, true);
+        const Ints H = load_ints(hb + h * 64);
+        const Ints v0 = load_ints(block + (2 * h) * 64 + 4 * lane0);
+        const Ints v1 = load_ints(block + (2 * h + 1) * 64 + 4 * lane0);
+        Ints w[4];
+        w[0] = or_ints(and_ints(v0, low), and_ints(left16<4>(H), high));
+        w[1] = or_ints(and_ints(right16<4>(v0), low), and_ints(left16<2>(H), high));
+        w[2] = or_ints(and_ints(v1, low), and_ints(H, high));
+        w[3] = or_ints(and_ints(right16<4>(v1), low), and_ints(right16<2>(H), high));
+        const long k0 = (long)b * SUPER + h * HALF;
 #pragma GCC unroll 8
-      for (int m = 0; m < R; m++)
-        main[m] = add_ints(main[m], scaled_dots<4>(w, rows.a + (long)(m0 + m) * K + k0, scale));
+        for (int m = 0; m < R; m++)
+          main[m] = add_ints(main[m], scaled_dots<4>(w, rows.a + (long)(m0 + m) * K + k0, scale));
+      }
+      for (int m = 0; m < R; m++)  // + s * d * sum_h sc_h dot_h
+        acc[m][pass] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m][pass]);
     }
-    for (int m = 0; m < R; m++)  // + s * d * sum_h sc_h dot_h
-      acc[m] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m]);
   }
-  for (int m = 0; m < R; m++) store_floats(out + (long)(m0 + m) * N + n0, acc[m]);
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++)
+      store_floats(out + (long)(m0 + m) * N + n0 + pass * LANES, acc[m][pass]);
 }
 
-const TileRows Q6_BY_ROWS[MOST_ROWS + 1] = {nullptr,           q6_tile_rows<1>, q6_tile_rows<2>,
-                                            q6_tile_rows<3>,   q6_tile_rows<4>, q6_tile_rows<5>,
-                                            q6_tile_rows<6>,   q6_tile_rows<7>, q6_tile_rows<8>};
+template <int R> struct Q6Rows { static constexpr TileRows run = q6_tile_rows<R>; };
+const auto Q6_BY_ROWS = table<Q6Rows>(std::make_integer_sequence<int, MOST_ROWS>());
 
 // One row of x as int8, each run of 256 over its own magnitude, and each 16 and 32 inputs'
 // sum of a (exact: at most 32 * 127 in magnitude).
@@ -402,11 +414,11 @@ at::Tensor tiled_linear(const at::Tensor &input, const at::Tensor &tiles, int64_
 }
 
 at::Tensor q4k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
-  return tiled_linear(input, tiles, outputs, BLOCK_BYTES, BY_ROWS, "q4k_linear");
+  return tiled_linear(input, tiles, outputs, BLOCK_BYTES, BY_ROWS.data(), "q4k_linear");
 }
 
 at::Tensor q6k_linear(const at::Tensor &input, const at::Tensor &tiles, int64_t outputs) {
-  return tiled_linear(input, tiles, outputs, Q6_BLOCK_BYTES, Q6_BY_ROWS, "q6k_linear");
+  return tiled_linear(input, tiles, outputs, Q6_BLOCK_BYTES, Q6_BY_ROWS.data(), "q6k_linear");
 }
 
 }  // namespace

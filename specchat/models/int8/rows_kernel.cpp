@@ -11,7 +11,10 @@
 // is what the int8 backend's flat verify stands on (model.py's docstring).
 //
 // Portable: no intrinsics, so it builds on any CPU the compiler targets (-march=native
-// vectorizes the loops where it can).
+// vectorizes the loops where it can; AVX-512 and AVX2 builds give the same bits, which
+// tests/test_rows.py checks). A product added to a sum is one fused multiply-add: the
+// compiler contracts the vector loops' a * b + c, and the scalar tails say std::fma, since
+// whether a build vectorized a tail would otherwise decide its rounding.
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -30,47 +33,70 @@
 
 namespace {
 
-constexpr int LANES = 16;
-typedef float lanes __attribute__((vector_size(LANES * sizeof(float))));
-// LANES floats as one value: GCC's and Clang's vector extension, element-wise IEEE
-// arithmetic (nothing reassociated) in the CPU's widest registers that hold them.
+constexpr int LANES = 16;  // a sum's partial sums: element i goes into partial sum i % LANES
+// The partial sums are held in registers of WIDTH floats, GCC's and Clang's vector extension
+// (element-wise IEEE arithmetic, nothing reassociated): one register where the CPU has
+// AVX-512, two of AVX2's 8 elsewhere. (A vector wider than the CPU's registers is lowered
+// through memory: AVX2's attention took 7 times as long with one 16-float vector.) The same
+// partial sums add up in the same tree either way, so both give the same bits.
+#if defined(__AVX512F__)
+constexpr int WIDTH = 16;
+#else
+constexpr int WIDTH = 8;
+#endif
+constexpr int PARTS = LANES / WIDTH;
+typedef float vec __attribute__((vector_size(WIDTH * sizeof(float))));
 
-inline lanes load(const float* p) {
-  lanes v;
+inline vec load(const float* p) {
+  vec v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-inline void store(float* p, lanes v) { std::memcpy(p, &v, sizeof v); }
+inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
-// The lanes' total: lane l + 8 into lane l, then l + 4, l + 2, l + 1 (a fixed tree).
-inline float lanes_total(lanes v) {
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-  v += __builtin_shufflevector(v, v, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
-  return v[0];
+// The total of LANES partial sums (PARTS registers): lane l + 8 into lane l, then l + 4,
+// l + 2, l + 1 (a fixed tree).
+inline float lanes_total(const vec* parts) {
+#if defined(__AVX512F__)
+  vec t = parts[0];
+  t += __builtin_shufflevector(t, t, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+  t += __builtin_shufflevector(t, t, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7);
+  t += __builtin_shufflevector(t, t, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  t += __builtin_shufflevector(t, t, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+#else
+  vec t = parts[0] + parts[1];
+  t += __builtin_shufflevector(t, t, 4, 5, 6, 7, 4, 5, 6, 7);
+  t += __builtin_shufflevector(t, t, 2, 3, 2, 3, 2, 3, 2, 3);
+  t += __builtin_shufflevector(t, t, 1, 1, 1, 1, 1, 1, 1, 1);
+#endif
+  return t[0];
 }
 
-// acc's lanes plus a[i] * b[i], i < n: element i into lane i % LANES, in order of i.
-inline lanes add_products(lanes acc, const float* __restrict a, const float* __restrict b,
-                          int64_t n) {
+// The partial sums plus a[i] * b[i], i < n: element i into partial sum i % LANES, in order of i.
+inline void add_products(vec* __restrict acc, const float* __restrict a, const float* __restrict b,
+                         int64_t n) {
   int64_t i = 0;
-  for (; i + LANES <= n; i += LANES) acc += load(a + i) * load(b + i);
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  return acc;
+  for (; i + LANES <= n; i += LANES)
+    for (int p = 0; p < PARTS; ++p) acc[p] += load(a + i + p * WIDTH) * load(b + i + p * WIDTH);
+  for (int l = 0; i < n; ++i, ++l) {
+    float& partial = acc[l / WIDTH][l % WIDTH];
+    partial = std::fma(a[i], b[i], partial);
+  }
 }
 
 // add_products for a head_dim's last n % LANES elements (its own function, so the hot loops
 // that call it keep their partial sums in registers).
-__attribute__((noinline)) lanes add_tail(lanes acc, const float* __restrict a,
-                                         const float* __restrict b, int64_t n) {
-  return add_products(acc, a, b, n);
+__attribute__((noinline)) void add_tail(vec* __restrict acc, const float* __restrict a,
+                                        const float* __restrict b, int64_t n) {
+  add_products(acc, a, b, n);
 }
 
 // sum of a[i] * b[i], i < n: add_products from zero, then lanes_total.
 inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  return lanes_total(add_products(lanes{}, a, b, n));
+  vec acc[PARTS] = {};
+  add_products(acc, a, b, n);
+  return lanes_total(acc);
 }
 
 // e^x, x clamped to [-87, 88] (beyond, float's normal numbers end): x = k ln 2 + r with k
@@ -126,11 +152,14 @@ at::Tensor rms_norm(const at::Tensor& x_in, const at::Tensor& weight, double eps
 }
 
 // One row: y = silu(gate) * up, gate its first `half` values and up the rest. Its own
-// function with restrict pointers, so the loop vectorizes in OpenMP's outlined copy too.
+// function with restrict pointers, so the loops vectorize in OpenMP's outlined copy too.
+// Two loops, e^-gate and then the quotient: in one, the compiler turns the clamp's far end
+// into gate / (1 + e^88) for every lane, whose results are subnormal and slow (4 times the
+// activation's time on AVX2). The values are the same.
 __attribute__((noinline)) void silu_mul_row(const float* __restrict gate_up,
                                             float* __restrict y, int64_t half) {
-  for (int64_t c = 0; c < half; ++c)
-    y[c] = gate_up[c] / (1.0f + exp_clamped(-gate_up[c])) * gate_up[half + c];
+  for (int64_t c = 0; c < half; ++c) y[c] = exp_clamped(-gate_up[c]);
+  for (int64_t c = 0; c < half; ++c) y[c] = gate_up[c] / (1.0f + y[c]) * gate_up[half + c];
 }
 
 // gate_up [n, 2m] -> silu(gate) * up [n, m]: gate the first half of each row, up the second.
@@ -183,14 +212,15 @@ void key_scores(const float* __restrict q, const float* __restrict keys,
     const float* k = keys + j * stride;
     prefetch_row(k + AHEAD * stride, d);
     prefetch_row(values + (j + AHEAD) * stride, d);
-    lanes acc[G] = {};
+    vec acc[G][PARTS] = {};
     const int64_t whole = d - d % LANES;
-    for (int64_t i = 0; i < whole; i += LANES) {
-      const lanes key = load(k + i);
-      for (int h = 0; h < G; ++h) acc[h] += load(q + h * d + i) * key;
-    }
+    for (int64_t i = 0; i < whole; i += LANES)
+      for (int p = 0; p < PARTS; ++p) {
+        const vec key = load(k + i + p * WIDTH);
+        for (int h = 0; h < G; ++h) acc[h][p] += load(q + h * d + i + p * WIDTH) * key;
+      }
     if (whole < d)
-      for (int h = 0; h < G; ++h) acc[h] = add_tail(acc[h], q + h * d + whole, k + whole, d - whole);
+      for (int h = 0; h < G; ++h) add_tail(acc[h], q + h * d + whole, k + whole, d - whole);
     for (int h = 0; h < G; ++h) scores[h * end + j] = lanes_total(acc[h]) * scale;
   }
 }
@@ -201,10 +231,11 @@ inline void softmax(float* __restrict scores, int64_t end) {
   float largest = -INFINITY;
   for (int64_t j = 0; j < end; ++j) largest = std::max(largest, scores[j]);
   for (int64_t j = 0; j < end; ++j) scores[j] = exp_clamped(scores[j] - largest);
-  lanes acc = {};
+  vec acc[PARTS] = {};
   int64_t j = 0;
-  for (; j + LANES <= end; j += LANES) acc += load(scores + j);
-  for (int l = 0; j < end; ++j, ++l) acc[l] += scores[j];
+  for (; j + LANES <= end; j += LANES)
+    for (int p = 0; p < PARTS; ++p) acc[p] += load(scores + j + p * WIDTH);
+  for (int l = 0; j < end; ++j, ++l) acc[l / WIDTH][l % WIDTH] += scores[j];
   const float inverse = 1.0f / lanes_total(acc);
   for (j = 0; j < end; ++j) scores[j] *= inverse;
 }
@@ -215,17 +246,20 @@ void weighted_values(const float* __restrict weights, const float* __restrict va
                      int64_t stride, int64_t end, int64_t d, float* __restrict out) {
   const int64_t whole = d - d % LANES;
   for (int64_t i = 0; i < whole; i += LANES) {  // LANES columns at a time, in registers
-    lanes acc[G] = {};
-    for (int64_t j = 0; j < end; ++j) {
-      const lanes value = load(values + j * stride + i);
-      for (int h = 0; h < G; ++h) acc[h] += weights[h * end + j] * value;
-    }
-    for (int h = 0; h < G; ++h) store(out + h * d + i, acc[h]);
+    vec acc[G][PARTS] = {};
+    for (int64_t j = 0; j < end; ++j)
+      for (int p = 0; p < PARTS; ++p) {
+        const vec value = load(values + j * stride + i + p * WIDTH);
+        for (int h = 0; h < G; ++h) acc[h][p] += weights[h * end + j] * value;
+      }
+    for (int h = 0; h < G; ++h)
+      for (int p = 0; p < PARTS; ++p) store(out + h * d + i + p * WIDTH, acc[h][p]);
   }
   for (int h = 0; h < G; ++h)
     for (int64_t i = whole; i < d; ++i) {
       float sum = 0.0f;
-      for (int64_t j = 0; j < end; ++j) sum += weights[h * end + j] * values[j * stride + i];
+      for (int64_t j = 0; j < end; ++j)
+        sum = std::fma(weights[h * end + j], values[j * stride + i], sum);
       out[h * d + i] = sum;
     }
 }
