@@ -150,6 +150,20 @@ def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_wher
     assert support.activation_bits == (8 if flags & {"avx512_vnni", "avx_vnni", "amx_int8"} else 7)
 
 
+@pytest.mark.parametrize("flags, path", [
+    (AVX512_VNNI, "AVX-512 VNNI"), (AVX512_VNNI | {"avx_vnni"}, "AVX-512 VNNI"),
+    (AVX2_ONLY | {"avx_vnni"}, "AVX-VNNI"), (AVX2_ONLY, "AVX2")])
+def test_the_label_names_the_q4k_kernels_code_path_the_cpu_compiles(monkeypatch, flags, path):
+    """q4k_kernel.cpp's paths, as -march=native picks them: AVX-512 VNNI first, then
+    AVX-VNNI's 8-lane dot products on AVX2 (Intel's cores since Alder Lake), then AVX2."""
+    from specchat.models.backend_int8 import int8_support, kernel_name
+
+    fake_cpu(monkeypatch, flags)
+    label = kernel_name("q4k", int8_support().activation_bits)
+    assert f"as the file has them on {path}," in label or f"as the file has them on {path} (" in label
+    assert f"({path})" in int8_support().why
+
+
 def test_where_the_q4k_kernel_cannot_build_a_large_target_stays_on_fbgemm_and_says_why(monkeypatch):
     from specchat.models import backend_int8
 

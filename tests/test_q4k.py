@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from avx2_build import built_for_avx2
+from avx2_build import AVX_VNNI, built_for_avx2
 from ci_strict import X86
 
 from specchat.models.device.hardware import cpu_flags
@@ -124,23 +124,35 @@ def avx2_path(tmp_path_factory):
                               tmp_path_factory.mktemp("avx2"))
 
 
-def both_paths(avx2_path, bits: int) -> list:
-    """The Q4_K (`bits` 4) or Q6_K product of this machine's build and of the AVX2 build."""
+@pytest.fixture(scope="module")
+def avx_vnni_path(tmp_path_factory):
+    """q4k_kernel.cpp built for AVX2 with AVX-VNNI, under torch.ops.specchat_avx_vnni."""
+    yield from built_for_avx2(q4k.SOURCE, scripted.TILED_SCHEMAS, "specchat_avx_vnni",
+                              tmp_path_factory.mktemp("avx-vnni"), AVX_VNNI)
+
+
+AVX2_PATHS = ["avx2_path", "avx_vnni_path"]
+"""The fixtures of the kernel's 8-lane paths (a test takes each by name)."""
+
+
+def both_paths(other_path, bits: int) -> list:
+    """The Q4_K (`bits` 4) or Q6_K product of this machine's build and of another build."""
     name = "q4k_linear" if bits == 4 else "q6k_linear"
-    return [getattr(torch.ops.specchat, name), getattr(avx2_path, name)]
+    return [getattr(torch.ops.specchat, name), getattr(other_path, name)]
 
 
+@pytest.mark.parametrize("path", AVX2_PATHS)
 @pytest.mark.parametrize("bits", [4, 6])
-def test_the_avx2_path_gives_the_avx512_paths_bits(avx2_path, bits):
+def test_the_avx2_paths_give_the_avx512_paths_bits(request, path, bits):
     """Exact integer sums and the same float operations lane by lane: every batch of 1 to 12
     rows (past the 8 a pass keeps in registers), large and small values, bit for bit."""
     raw, _ = q4k.example_rows(64, 3 * q4k.SUPER, seed=15, bits=bits)
     tiles = (q4k.repack if bits == 4 else q4k.repack_q6k)(raw)
     x = torch.randn(12, 3 * q4k.SUPER, generator=torch.Generator().manual_seed(6)) * 3
     x[:, 300] = 1e4
-    native_build, avx2_build = both_paths(avx2_path, bits)
+    native_build, other_build = both_paths(request.getfixturevalue(path), bits)
     for n in range(1, 13):
-        assert torch.equal(avx2_build(x[:n], tiles, 64), native_build(x[:n], tiles, 64)), n
+        assert torch.equal(other_build(x[:n], tiles, 64), native_build(x[:n], tiles, 64)), n
 
 
 def largest_weights(bits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,17 +173,19 @@ def largest_weights(bits: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (q4k.repack if bits == 4 else q4k.repack_q6k)(raw), values
 
 
+@pytest.mark.parametrize("path", AVX2_PATHS)
 @pytest.mark.parametrize("bits", [4, 6])
-def test_the_16_bit_sums_hold_the_largest_weights_times_the_largest_activations(avx2_path, bits):
+def test_the_16_bit_sums_hold_the_largest_weights_times_the_largest_activations(request, path,
+                                                                                 bits):
     """The AVX2 path adds maddubs' 16-bit pair sums in 16 bits (8 groups of Q4_K's, 2 of
-    Q6_K's) before widening: with every weight and every activation at its largest, both
-    paths still compute the product."""
+    Q6_K's) before widening: with every weight and every activation at its largest, each
+    path still computes the product."""
     tiles, values = largest_weights(bits)
     x = torch.ones(3, 2 * q4k.SUPER)
     x[1] = -1.0
     x[2, ::2] = -1.0
     want = (x.double() @ values.double().T).float()
-    for build in both_paths(avx2_path, bits):
+    for build in both_paths(request.getfixturevalue(path), bits):
         torch.testing.assert_close(build(x, tiles, 32), want, rtol=1e-5, atol=1e-3)
 
 

@@ -10,8 +10,8 @@ outputs per tile, the activations rounded to int8 in runs of 256, each over its 
 magnitude (llama.cpp's Q8_K granularity), each super-block's sums exact in int32 (the
 sub-blocks' products with their scales, and the mins' part), then one float multiply-add
 per super-block in one fixed order per output. A row's result therefore never depends on
-the rows beside it. It has two code paths, for AVX-512 VNNI and for AVX2 with FMA (what the
-compiler targets picks one); for finite rows they give the same bits.
+the rows beside it. It has code paths for AVX-512 VNNI, for AVX2 with FMA, and for AVX2 with
+AVX-VNNI (what the compiler targets picks one); for finite rows they give the same bits.
 
 - `kernel_library`: q4k_kernel.cpp compiled once per machine, torch and source into the
   cache, and loaded (native.py);
@@ -66,11 +66,16 @@ NEEDED_FLAGS = {"avx2", "fma"}
 """What q4k_kernel.cpp's instructions need (its AVX2 path)."""
 WIDE_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}
 """Where it compiles its AVX-512 VNNI path (one 16-lane instruction where AVX2 takes four)."""
+AVX_VNNI_FLAG = "avx_vnni"
+"""Where, without AVX-512, its AVX2 path takes AVX-VNNI's dot products (one 8-lane
+instruction where AVX2 takes two)."""
 
 
 def instructions(flags: set[str]) -> str:
     """The kernel's code path on a CPU with these flags, as a label names it."""
-    return "AVX-512 VNNI" if WIDE_FLAGS <= flags else "AVX2"
+    if WIDE_FLAGS <= flags:
+        return "AVX-512 VNNI"
+    return "AVX-VNNI" if AVX_VNNI_FLAG in flags else "AVX2"
 
 
 # --- the kernel -------------------------------------------------------------------------

@@ -23,7 +23,7 @@
 // Two instruction sets, chosen by what the compiler targets (-march=native): AVX-512 VNNI
 // (a tile's 16 lanes in one register; dpbusd) and AVX2 with FMA (8 lanes a register, a
 // tile in two passes, outputs 0-7 then 8-15; maddubs into 16-bit sums that cannot overflow,
-// then madd by the scales). One pass of 16 in register pairs spilled its 8 rows' sums to
+// then madd by the scales; or AVX-VNNI's dpbusd where the CPU has it). One pass of 16 in register pairs spilled its 8 rows' sums to
 // memory: the two passes' product of 8 rows takes 0.86 of its time (2 cores of an AMD EPYC,
 // Zen 5, built for AVX2). Their integer sums are exact and their float operations the
 // same, lane by lane and in the same order, so for finite rows both give the same bits
@@ -141,7 +141,7 @@ inline void round_32(const float *x, float inverse, int8_t *a, int &first, int &
 constexpr int LANES = 8;  // outputs 0-7 of a tile, then 8-15: two passes over its bytes
 using Ints = __m256i;
 using Floats = __m256;
-using Scales = __m256i;  // a lane's scale in both of its 16-bit halves
+using Scales = __m256i;  // a lane's scale: as int32 with AVX-VNNI, else in both 16-bit halves
 
 inline Ints zero_ints() { return _mm256_setzero_si256(); }
 inline Ints bytes_of(uint8_t byte) { return _mm256_set1_epi8((char)byte); }
@@ -167,8 +167,31 @@ inline Ints byte_pairs(const uint8_t *first, const uint8_t *second, bool is_sign
 inline Scales scales_of(const uint8_t *p, bool is_signed) {
   const __m128i bytes = _mm_loadl_epi64((const __m128i *)p);
   const __m256i s = is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+#if defined(__AVXVNNI__)
+  return s;
+#else
   return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+#endif
 }
+
+#if defined(__AVXVNNI__)
+
+// With AVX-VNNI (Intel's cores since Alder Lake, most of them without AVX-512): the AVX-512
+// path's dpbusd on 8 lanes, scale * sum_g dot(w[g], the 4 activations at a + 4 g).
+template <int G>
+inline Ints scaled_dots(const Ints *w, const int8_t *a, Scales scale) {
+  Ints even = zero_ints(), odd = zero_ints();
+#pragma GCC unroll 4
+  for (int g = 0; g < G; g += 2) {
+    const __m256i x = _mm256_set1_epi32(*(const int32_t *)(a + 4 * g));
+    const __m256i y = _mm256_set1_epi32(*(const int32_t *)(a + 4 * g + 4));
+    even = _mm256_dpbusd_avx_epi32(even, w[g], x);
+    odd = _mm256_dpbusd_avx_epi32(odd, w[g + 1], y);
+  }
+  return _mm256_mullo_epi32(_mm256_add_epi32(even, odd), scale);
+}
+
+#else
 
 // The same without VNNI: maddubs gives a lane's two 16-bit pair sums of a group, and these add
 // up in 16 bits over `PER_SUM` groups without overflow (a pair sum is at most 2 x 15 x 128 for
@@ -190,6 +213,8 @@ inline Ints scaled_dots(const Ints *w, const int8_t *a, Scales scale) {
   }
   return total;
 }
+
+#endif
 
 inline Floats zero_floats() { return _mm256_setzero_ps(); }
 inline Floats floats_of(float value) { return _mm256_set1_ps(value); }
