@@ -1,6 +1,6 @@
 """The int8 backend object: a GGUF target or draft on the CPU through fbgemm's int8 kernels
 (model.py; a target on oneDNN's where the CPU has AMX, linear.py says why, and a target's
-Q4_K matrices on specchat's own Q4_K kernel elsewhere, on AVX-512 VNNI or AVX2, q4k.py says
+Q4_K matrices on specchat's own Q4_K kernel elsewhere with AVX2, q4k.py says
 why), its tokenizer read from the same file, and what the loader asks of it.
 
 `int8_support` says whether this machine and this torch can run it, and in how many bits
@@ -31,11 +31,12 @@ FLAT_VERIFY_FLAGS = {"amx_int8"}
 """AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
 (linear.py), so a large target verifies on oneDNN there."""
 Q4K_FLAGS = NEEDED_FLAGS
-"""The Q4_K kernel's instructions (q4k.py: AVX2 and FMA; AVX-512 VNNI where there is). On 2
-cores of an AMD EPYC (Zen 4) its AVX-512 path took Qwen2.5-Coder-1.5B's single step to 0.85
-of fbgemm's int8 rows, a verify of up to 5 rows to 0.85-0.98, and its AVX2 path reads a
-step's matrices at the memory's rate too (docs/backends.md); on a CPU with AMX, oneDNN's
-flat int8 verify is what was measured, so that stays."""
+"""The Q4_K kernel's instructions (q4k.py: AVX2 and FMA; AVX-512 VNNI or AVX-VNNI where there
+is). On 2 cores of an AMD EPYC (Zen 4) its AVX-512 path took Qwen2.5-Coder-1.5B's single step
+to 0.85 of fbgemm's int8 rows and a verify of up to 5 rows to 0.85-0.98; built for AVX2 alone
+on a Zen 5, its step took 0.87 of fbgemm's and a verify of 4-9 rows 1.02-1.13, and the
+default pair ran 1.47x llama-bench on it against 1.41x on fbgemm (docs/backends.md). On a
+CPU with AMX, oneDNN's flat int8 verify is what was measured, so that stays."""
 FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step
 costs more than fbgemm's by about the same time a matrix, which a small model's step feels
@@ -223,7 +224,7 @@ COMPUTES = "the int8 backend computes on the CPU"
 
 def kernel_name(kernel: str, activation_bits: int = 8) -> str:
     """How a label names one of linear.py's kernels (oneDNN is chosen only where the CPU has
-    AMX, the Q4_K kernel where it has AVX2 and no AMX, on its AVX-512 VNNI or AVX2 path).
+    AMX, the Q4_K kernel where it has AVX2 and no AMX, on its code path: q4k.instructions).
     The label then gives fbgemm's `activation_bits`; where these are 7, the Q4_K kernel's
     own 8 are named here."""
     from specchat.models.device.hardware import cpu_flags
