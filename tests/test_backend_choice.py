@@ -118,7 +118,8 @@ SPECULATING = {"target": "builtin:qwen2.5-coder-1.5b-instruct",
                "draft": "builtin:qwen2.5-coder-0.5b-instruct", "k": "auto"}
 
 
-@pytest.mark.parametrize("flags, bits", [(AVX512_VNNI, 8), (AVX2_ONLY, 7)])
+@pytest.mark.parametrize("flags, bits", [(AVX512_VNNI, 8), (AVX2_ONLY, 7),
+                                         (AVX2_ONLY | {"avx_vnni"}, 7)])
 def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usable, monkeypatch,
                                                                      flags, bits):
     from specchat.models.backend_int8 import int8_support
@@ -130,24 +131,26 @@ def test_auto_runs_a_speculating_gguf_pair_on_int8_where_fbgemm_runs(llama_usabl
     assert int8_support().activation_bits == bits
 
 
-@pytest.mark.parametrize("flags, engines, target_kernel", [
-    (AMX, ("x86", "fbgemm", "onednn"), "onednn"), (AMX, ("x86", "fbgemm"), "fbgemm"),
-    (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "q4k"),
-    (AVX512_VNNI - {"avx512_vnni"} | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "q4k"),
-    (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "q4k"),
-    (AVX2_ONLY - {"fma"}, ("x86", "fbgemm", "onednn"), "fbgemm")])
+@pytest.mark.parametrize("flags, engines, target_kernel, bits", [
+    (AMX, ("x86", "fbgemm", "onednn"), "onednn", 8), (AMX, ("x86", "fbgemm"), "fbgemm", 8),
+    (AVX512_VNNI, ("x86", "fbgemm", "onednn"), "q4k", 8),
+    (AVX512_VNNI - {"avx512_vnni"} | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "q4k", 7),
+    (AVX2_ONLY | {"avx_vnni"}, ("x86", "fbgemm", "onednn"), "q4k", 7),
+    (AVX2_ONLY, ("x86", "fbgemm", "onednn"), "q4k", 7),
+    (AVX2_ONLY - {"fma"}, ("x86", "fbgemm", "onednn"), "fbgemm", 7)])
 def test_a_large_target_verifies_on_onednn_where_the_cpu_has_amx_and_on_q4k_where_avx2(
-        monkeypatch, flags, engines, target_kernel):
+        monkeypatch, flags, engines, target_kernel, bits):
     """oneDNN's int8 matmul is flat to 16 rows on AMX (linear.py) and pays for a target of
     a billion parameters or more; on AVX2 with FMA (AVX-512 VNNI or not) without AMX the
-    Q4_K kernel reads half the bytes (q4k.py); elsewhere fbgemm's."""
+    Q4_K kernel reads half the bytes (q4k.py); elsewhere fbgemm's. fbgemm's activations
+    are 8-bit only with AVX-512 VNNI or AMX (AVX-VNNI alone runs its AVX2 kernels)."""
     from specchat.models.backend_int8 import int8_support
 
     fake_cpu(monkeypatch, flags, engines)
     support = int8_support()
     assert support.usable and support.kernel_for(1_500_000_000) == target_kernel
     assert support.kernel_for(500_000_000) == "fbgemm"  # a small model's step: fbgemm's
-    assert support.activation_bits == (8 if flags & {"avx512_vnni", "avx_vnni", "amx_int8"} else 7)
+    assert support.activation_bits == bits
 
 
 @pytest.mark.parametrize("flags, path", [

@@ -410,3 +410,35 @@ def test_threads_follow_the_chat_rule_steps_on_threads_prompts_on_prefill_thread
     model.forward(torch.tensor([5, 6, 7]), keep=3)  # a verify
     assert seen == [2, 1, 1]
     assert dataclasses.is_dataclass(convert.Architecture)
+
+
+SATURATING = """
+import sys, torch
+import specchat.models.device.hardware as hardware
+hardware.cpu_flags = lambda: {"avx", "avx2", "fma", "f16c", "avx_vnni"}
+from specchat.models.backend_int8 import int8_support
+from specchat.models.int8 import linear
+weight = torch.full((16, 256), 1.0)
+x = torch.ones(3, 256)
+x[:, 0] = -1.0
+got = linear.FlatLinear.of(weight, None, int8_support().reduce_range)(x)
+print(int8_support().activation_bits, float((got - x @ weight.T).abs().max()))
+"""
+"""A CPU with AVX-VNNI and no AVX-512 (Intel's cores since Alder Lake): its flags, and fbgemm
+on its AVX2 kernels (FBGEMM_ENABLE_INSTRUCTIONS, set before torch loads), the row of ones
+whose 8-bit activations' pair sums (255 x 127 twice) overflow 16 bits."""
+
+
+def test_fbgemm_on_avx2_kernels_computes_the_product_with_the_activations_the_backend_chose():
+    """fbgemm has no AVX-VNNI kernels: where the CPU has AVX-VNNI but no AVX-512 it runs its
+    AVX2 ones, whose 16-bit pair sums saturate on 8-bit activations (the product came out
+    2.0 for 254), so the backend quantizes to 7 bits there and the product holds."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SATURATING], capture_output=True, text=True,
+                          env={**os.environ, "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"})
+    assert done.returncode == 0, done.stderr[-800:]
+    bits, error = done.stdout.split()
+    assert bits == "7" and float(error) < 3.0, done.stdout

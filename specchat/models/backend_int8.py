@@ -25,8 +25,11 @@ from specchat.models.config.refs import ModelRef, parse_ref
 from specchat.models.int8.linear import FBGEMM, ONEDNN, Q4K, onednn_multiplies
 from specchat.models.int8.q4k import NEEDED_FLAGS, instructions
 
-VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
-"""Any of these: int32 dot products of bytes without saturation (8-bit activations)."""
+VNNI_FLAGS = {"avx512_vnni", "amx_int8"}
+"""Any of these: fbgemm multiplies bytes into int32 without saturation (8-bit activations).
+Not AVX-VNNI alone: fbgemm has no kernels for it and runs its AVX2 ones there, whose 16-bit
+pair sums saturate on 8-bit activations (held to AVX2, a row of 256 ones times weights of
+127 came out 2.0 for 254; tests/test_int8.py)."""
 FLAT_VERIFY_FLAGS = {"amx_int8"}
 """AMX's int8 tiles: oneDNN's int8 matmul stays flat to 16 rows where fbgemm's does not
 (linear.py), so a large target verifies on oneDNN there."""
