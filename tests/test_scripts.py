@@ -52,7 +52,7 @@ AS_AVX2 = """
 import sys
 sys.path.insert(0, {scripts!r})
 import as_avx2
-as_avx2.hold_to_avx2()
+as_avx2.hold_to_avx2({avx_vnni})
 import torch
 from pathlib import Path
 from specchat.models.backend_int8 import int8_support
@@ -73,15 +73,37 @@ def test_the_avx2_model_holds_specchats_choices_torch_and_the_compiler_to_avx2()
     """Whatever this CPU has beyond AVX2, specchat sees none of it (the Q4_K kernel's AVX2
     path, fbgemm's 7-bit activations), torch's kernels run at its AVX2 level (set before
     torch loads), and specchat's C++ compiles for AVX2 alone."""
-    done = subprocess.run([sys.executable, "-c", AS_AVX2.format(scripts=str(SCRIPTS))],
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=120)
+    done = as_avx2_model(avx_vnni=False)
     assert done.returncode == 0, done.stderr
     flags, why, capability, compiled = done.stdout.splitlines()
     assert flags == "[]"
     assert why.endswith(" 7 q4k") and "Q4_K kernel (AVX2)" in why
     assert capability == "AVX2"
     assert compiled == "['-march=haswell']"
+
+
+def as_avx2_model(avx_vnni: bool) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", AS_AVX2.format(scripts=str(SCRIPTS),
+                                                                avx_vnni=avx_vnni)],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_avx_vnni_model_keeps_avx_vnni_for_the_q4k_kernel_and_fbgemm_at_7_bits():
+    """An Alder Lake's choices: the Q4_K kernel's AVX-VNNI path (-march=alderlake), fbgemm
+    still at AVX2 and 7-bit activations; on a CPU without AVX-VNNI, one line and no run."""
+    from specchat.models.device.hardware import cpu_flags
+
+    done = as_avx2_model(avx_vnni=True)
+    if "avx_vnni" not in cpu_flags():
+        assert done.returncode != 0 and "no AVX-VNNI" in done.stderr.strip().splitlines()[-1]
+        return
+    assert done.returncode == 0, done.stderr
+    flags, why, capability, compiled = done.stdout.splitlines()
+    assert flags == "[]"
+    assert why.endswith(" 7 q4k") and "Q4_K kernel (AVX-VNNI)" in why
+    assert capability == "AVX2"
+    assert compiled == "['-march=alderlake']"
 
 
 def test_the_avx2_model_runs_any_specchat_command():
