@@ -163,7 +163,7 @@ def test_the_label_names_the_q4k_kernels_code_path_the_cpu_compiles(monkeypatch,
 
     fake_cpu(monkeypatch, flags)
     label = kernel_name("q4k", int8_support().activation_bits)
-    assert f"as the file has them on {path}," in label or f"as the file has them on {path} (" in label
+    assert any(f"as the file has them on {path}{end}" in label for end in (",", " ("))
     assert f"({path})" in int8_support().why
 
 

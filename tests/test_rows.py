@@ -110,7 +110,8 @@ def test_the_avx2_build_gives_this_cpus_bits(avx2_rows, head_dim):
     results = []
     for ops in builds:
         keys, values = torch.zeros(40, KV_HEADS, head_dim), torch.zeros(40, KV_HEADS, head_dim)
-        results.append((ops.rope_attend(qkv, turns, keys, values, 0, HEADS, KV_HEADS, head_dim), keys))
+        attended = ops.rope_attend(qkv, turns, keys, values, 0, HEADS, KV_HEADS, head_dim)
+        results.append((attended, keys))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
     x = torch.randn(3, 1000, generator=torch.Generator().manual_seed(5)) * 4
     x[0, :4] = torch.tensor([-120.0, 120.0, -88.5, 87.5])

@@ -38,7 +38,7 @@ Q4K_FLAGS = NEEDED_FLAGS
 is). On 2 cores of an AMD EPYC (Zen 4) its AVX-512 path took Qwen2.5-Coder-1.5B's single step
 to 0.85 of fbgemm's int8 rows and a verify of up to 5 rows to 0.85-0.98; built for AVX2 alone
 on a Zen 5, its step took 0.87 of fbgemm's and a verify of 4-9 rows 1.02-1.13, and the
-default pair ran 1.47x llama-bench on it against 1.41x on fbgemm (docs/backends.md). On a
+default pair ran 1.44-1.47x llama-bench on it against 1.41x on fbgemm (docs/backends.md). On a
 CPU with AMX, oneDNN's flat int8 verify is what was measured, so that stays."""
 FLAT_VERIFY_MIN_PARAMETERS = 1_000_000_000
 """A target this large or larger verifies on oneDNN where the CPU has AMX. oneDNN's step

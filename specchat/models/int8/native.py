@@ -34,8 +34,8 @@ AVX-512's masks it otherwise leaves the activation and the softmax scalar (5 tim
 AVX2). Every value stays the same."""
 TARGET = "native"
 """-march: the instructions of the CPU it compiles on, which pick a source's code path
-(q4k_kernel.cpp has one for AVX-512 VNNI and one for AVX2; a test builds the second on a
-CPU that has the first)."""
+(q4k_kernel.cpp has them for AVX-512 VNNI, AVX-VNNI and AVX2; tests/avx2_build.py builds
+the others beside this CPU's)."""
 OPERATORS = "specchat"
 """The namespace the operations register under (the sources' SPECCHAT_OPS): torch.ops.specchat."""
 
