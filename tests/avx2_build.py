@@ -9,8 +9,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+import pytest
 import torch
 
+from specchat.models.device.hardware import cpu_flags
 from specchat.models.int8 import native
 
 
@@ -26,10 +28,6 @@ def built_for_avx2(source: Path, schemas: tuple[str, ...], namespace: str,
     `folder`, its `schemas` defined under torch.ops.`namespace`, which it yields (a skip on a
     CPU it cannot run on: not x86 or without AVX2; without AVX-VNNI for AVX_VNNI, once it
     has compiled)."""
-    import pytest
-
-    from specchat.models.device.hardware import cpu_flags
-
     if not HASWELL_FLAGS <= cpu_flags():
         pytest.skip("an AVX2 build cannot run on this CPU")
     library = torch.library.Library(namespace, "DEF")

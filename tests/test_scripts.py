@@ -73,13 +73,7 @@ def test_the_avx2_model_holds_specchats_choices_torch_and_the_compiler_to_avx2()
     """Whatever this CPU has beyond AVX2, specchat sees none of it (the Q4_K kernel's AVX2
     path, fbgemm's 7-bit activations), torch's kernels run at its AVX2 level (set before
     torch loads), and specchat's C++ compiles for AVX2 alone."""
-    done = as_avx2_model(avx_vnni=False)
-    assert done.returncode == 0, done.stderr
-    flags, why, capability, compiled = done.stdout.splitlines()
-    assert flags == "[]"
-    assert why.endswith(" 7 q4k") and "Q4_K kernel (AVX2)" in why
-    assert capability == "AVX2"
-    assert compiled == "['-march=haswell']"
+    assert_the_model_chooses(as_avx2_model(avx_vnni=False), "AVX2", "haswell")
 
 
 def as_avx2_model(avx_vnni: bool) -> subprocess.CompletedProcess:
@@ -87,6 +81,17 @@ def as_avx2_model(avx_vnni: bool) -> subprocess.CompletedProcess:
                                                                 avx_vnni=avx_vnni)],
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                           capture_output=True, text=True, timeout=120)
+
+
+def assert_the_model_chooses(done: subprocess.CompletedProcess, path: str, march: str) -> None:
+    """AS_AVX2's lines: no AVX-512 or AMX flag seen, the Q4_K kernel on `path` with fbgemm at
+    7 bits, torch at AVX2, specchat's C++ for -march=`march`."""
+    assert done.returncode == 0, done.stderr
+    flags, why, capability, compiled = done.stdout.splitlines()
+    assert flags == "[]"
+    assert why.endswith(" 7 q4k") and f"Q4_K kernel ({path})" in why
+    assert capability == "AVX2"
+    assert compiled == f"['-march={march}']"
 
 
 def test_the_avx_vnni_model_keeps_avx_vnni_for_the_q4k_kernel_and_fbgemm_at_7_bits():
@@ -98,12 +103,7 @@ def test_the_avx_vnni_model_keeps_avx_vnni_for_the_q4k_kernel_and_fbgemm_at_7_bi
     if "avx_vnni" not in cpu_flags():
         assert done.returncode != 0 and "no AVX-VNNI" in done.stderr.strip().splitlines()[-1]
         return
-    assert done.returncode == 0, done.stderr
-    flags, why, capability, compiled = done.stdout.splitlines()
-    assert flags == "[]"
-    assert why.endswith(" 7 q4k") and "Q4_K kernel (AVX-VNNI)" in why
-    assert capability == "AVX2"
-    assert compiled == "['-march=alderlake']"
+    assert_the_model_chooses(done, "AVX-VNNI", "alderlake")
 
 
 def test_the_avx2_model_runs_any_specchat_command():
