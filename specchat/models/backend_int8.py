@@ -112,7 +112,9 @@ class Int8Backend:
     core in the chat too (`LoadRequest.beside_screen` changes nothing here): torch's threads
     do not stall when one shares a core with the screen. On 2 cores the Qwen head pair's chat
     answers ran at 9.0-9.8 tokens/s on two threads against 7.5-7.8 on one, and a key typed
-    meanwhile showed within 75 ms either way (2026-11-27, Sapphire Rapids, tmux)."""
+    meanwhile showed within 75 ms either way (2026-11-27, Sapphire Rapids, tmux); with each
+    chat job on a thread of its own (tui/worker_threads.py), 38-46 tokens/s on two threads
+    against 28-31 on one (2026-11-29, AMD Zen 5, docs/choices.md)."""
 
     name = "int8"
 

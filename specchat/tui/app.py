@@ -16,7 +16,6 @@ import asyncio
 import gc
 import logging
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +40,11 @@ from specchat.tui.replays import Replays
 from specchat.tui.settings import Settings
 from specchat.tui.themes import load_preferences, load_textual_themes, save_preferences
 from specchat.tui.transcript import TokenText
+from specchat.tui.worker_threads import WorkerThreads
 
 GC_THRESHOLDS = (20_000, 50, 1_000)
 """Rarer collections: a full one over Textual's objects stalls the screen for a tenth of a
 second on a busy CPU, long enough to see while thousands of tokens a second stream in."""
-
-
-class WorkerThreads(ThreadPoolExecutor):
-    """The loop's executor for thread workers. Closing the app does not wait for a round (or a
-    model load) that is still running: the worker was cancelled and its thread is abandoned,
-    so quitting mid-answer takes well under a second."""
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=False, cancel_futures=True)
 
 
 def drawn_on_a_terminal() -> bool:
@@ -119,8 +110,7 @@ class SpecchatApp(App):
         return self.chat_screen
 
     def on_mount(self) -> None:
-        asyncio.get_running_loop().set_default_executor(
-            WorkerThreads(max_workers=4, thread_name_prefix="specchat-worker"))
+        asyncio.get_running_loop().set_default_executor(WorkerThreads("specchat-worker"))
         for theme in self.spec_themes.values():
             self.register_theme(theme)
         self.set_theme(self.requested_theme or self.preferences.theme, remember=False)
