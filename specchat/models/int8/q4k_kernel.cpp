@@ -261,18 +261,35 @@ struct Rows {
 
 constexpr int PASSES = TILE / LANES;  // a tile's lane groups, one pass over its bytes each
 
+// A tile's float sums, R rows by PASSES lane groups: zeroed, then stored once at the end.
+template <int R> inline void zero_tile(Floats (&acc)[R][PASSES]) {
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++) acc[m][pass] = zero_floats();
+}
+
+template <int R>
+inline void store_tile(const Floats (&acc)[R][PASSES], float *out, int m0, int N, int n0) {
+  for (int m = 0; m < R; m++)
+    for (int pass = 0; pass < PASSES; pass++)
+      store_floats(out + (long)(m0 + m) * N + n0 + pass * LANES, acc[m][pass]);
+}
+
+// The super-blocks PREFETCH_AHEAD blocks on, read into L2 while this one computes.
+inline void prefetch_ahead(const uint8_t *block, int block_bytes) {
+  for (int p = 0; p < block_bytes; p += 64)
+    _mm_prefetch((const char *)(block + PREFETCH_AHEAD * block_bytes + p), _MM_HINT_T1);
+}
+
 template <int R>
 void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                int n0) {
   Floats acc[R][PASSES];
-  for (int m = 0; m < R; m++)
-    for (int pass = 0; pass < PASSES; pass++) acc[m][pass] = zero_floats();
+  zero_tile<R>(acc);
   const Ints low = bytes_of(0x0F);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * BLOCK_BYTES;
-    for (int p = 0; p < BLOCK_BYTES; p += 64)
-      _mm_prefetch((const char *)(block + PREFETCH_AHEAD * BLOCK_BYTES + p), _MM_HINT_T1);
+    prefetch_ahead(block, BLOCK_BYTES);
     for (int pass = 0; pass < PASSES; pass++) {
       const int lane0 = pass * LANES;  // this pass's first output in the tile
       const uint8_t *sc = block + QS_BYTES + lane0, *mn = sc + SCALE_BYTES;
@@ -307,9 +324,7 @@ void tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float 
         acc[m][pass] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m][pass]);
     }
   }
-  for (int m = 0; m < R; m++)
-    for (int pass = 0; pass < PASSES; pass++)
-      store_floats(out + (long)(m0 + m) * N + n0 + pass * LANES, acc[m][pass]);
+  store_tile<R>(acc, out, m0, N, n0);
 }
 
 using TileRows = void (*)(const uint8_t *, int, const Rows &, int, float *, int, int);
@@ -334,14 +349,12 @@ template <int R>
 void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, float *out, int N,
                   int n0) {
   Floats acc[R][PASSES];
-  for (int m = 0; m < R; m++)
-    for (int pass = 0; pass < PASSES; pass++) acc[m][pass] = zero_floats();
+  zero_tile<R>(acc);
   const Ints low = bytes_of(0x0F), high = bytes_of(0x30);
   const int K = rows.K;
   for (int b = 0; b < blocks; b++) {
     const uint8_t *block = tile + (long)b * Q6_BLOCK_BYTES;
-    for (int p = 0; p < Q6_BLOCK_BYTES; p += 64)
-      _mm_prefetch((const char *)(block + PREFETCH_AHEAD * Q6_BLOCK_BYTES + p), _MM_HINT_T1);
+    prefetch_ahead(block, Q6_BLOCK_BYTES);
     for (int pass = 0; pass < PASSES; pass++) {
       const int lane0 = pass * LANES;
       const uint8_t *scales = block + QS_BYTES + Q6_HIGH_BYTES;
@@ -378,9 +391,7 @@ void q6_tile_rows(const uint8_t *tile, int blocks, const Rows &rows, int m0, flo
         acc[m][pass] = fmadd(to_floats(main[m]), mul(dv, run[m]), acc[m][pass]);
     }
   }
-  for (int m = 0; m < R; m++)
-    for (int pass = 0; pass < PASSES; pass++)
-      store_floats(out + (long)(m0 + m) * N + n0 + pass * LANES, acc[m][pass]);
+  store_tile<R>(acc, out, m0, N, n0);
 }
 
 template <int R> struct Q6Rows { static constexpr TileRows run = q6_tile_rows<R>; };
