@@ -108,6 +108,8 @@ class FakeConfig:
     tokens_per_s: float | None = None
     """Pace of the stream; None streams as fast as the consumer pulls."""
     load_s: float = 0.0
+    load_steps: int = 1
+    """Progress lines the load reports, spread over `load_s` (a real load reports its stages)."""
     load_error: str | None = None
     fail_at_round: int | None = None
     """Raise RuntimeError before this round (0-based) of every answer."""
@@ -146,10 +148,13 @@ class ScriptedService:
         self.k_auto = self.config.k_auto
 
     def load(self, progress: Progress) -> PairInfo:
-        progress(f"loading scripted pair {self.name}")
-        deadline = time.perf_counter() + self.config.load_s
-        while time.perf_counter() < deadline:
-            time.sleep(0.01)
+        steps = max(1, self.config.load_steps)
+        for step in range(steps):
+            progress(f"loading scripted pair {self.name}"
+                     + (f" ({step + 1}/{steps})" if steps > 1 else ""))
+            deadline = time.perf_counter() + self.config.load_s / steps
+            while time.perf_counter() < deadline:
+                time.sleep(0.01)
         if self.config.load_error:
             raise RuntimeError(self.config.load_error)
         return PairInfo(self.name, "cpu", "float32", self.config.memory_bytes, self.k > 0,

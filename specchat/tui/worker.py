@@ -195,14 +195,27 @@ def check_float32(service: ConversationService, app: MessagePump, should_stop: S
     app.post_message(IdentityChecked(result, None if result else "stopped"))
 
 
+class LoadSuperseded(BaseException):
+    """A newer pick cancelled this load. A `BaseException`, like `KeyboardInterrupt`, so
+    that no fallback inside the models (`except Exception`: a kernel that "cannot run here",
+    a cache "damaged") mistakes it for a problem of the model."""
+
+
 def load_service(load_id: int, service: ConversationService, app: MessagePump,
                  should_stop: ShouldStop) -> None:
-    """Load a pair and announce it (the app measures its baseline once it is idle)."""
+    """Load a pair and announce it (the app measures its baseline once it is idle). A load
+    that a newer one superseded stops at its next progress step, and says nothing: the
+    cores and memory go to the pair the user picked. A stage under way finishes first;
+    every cache a load writes is renamed into place, as for a user who quits mid-load."""
     def progress(text: str) -> None:
+        if should_stop():
+            raise LoadSuperseded
         app.post_message(LoadProgress(load_id, text))
 
     try:
         info = service.load(progress)
+    except LoadSuperseded:
+        return
     except Exception as error:
         app.post_message(LoadFailed(load_id, service.name, describe_error(error)))
         return
