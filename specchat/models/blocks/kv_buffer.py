@@ -1,12 +1,15 @@
-"""Keys and values of every layer in one preallocated buffer that doubles when full.
+"""Keys and values of every layer in one preallocated buffer that doubles when full, and
+the cursor that says how far it is filled.
 
-Rolling a cache back is lowering a length the model keeps; nothing here is copied or freed
+Rolling a cache back is lowering the cursor's length; nothing here is copied or freed
 then. Knows nothing about attention or models.
 """
 
 from __future__ import annotations
 
 import torch
+
+from specchat.engine.protocol import HeldTokens
 
 FIRST_CAPACITY = 256
 
@@ -49,3 +52,28 @@ def grown(buffer: torch.Tensor, capacity: int, axis: int = 2) -> torch.Tensor:
     bigger = buffer.new_zeros(shape)
     bigger.narrow(axis, 0, buffer.shape[axis]).copy_(buffer)
     return bigger
+
+
+class CacheCursor:
+    """How far a model's own key/value buffers are filled, and the ids they hold (the
+    model's `HeldTokens` record, which the engine reads as `model.held`): the one owner of
+    a forward's start, a crop and a reset for the backends that write their own buffers.
+    Whatever lies past `length` is overwritten by the next forward."""
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.held = HeldTokens()
+
+    def reset(self) -> None:
+        self.length = 0
+        self.held.clear()
+
+    def crop(self, length: int) -> None:
+        """Lower the length (never raise it)."""
+        self.length = min(self.length, max(0, int(length)))
+        self.held.crop(self.length)
+
+    def fed(self, start: int, ids: torch.Tensor) -> None:
+        """A forward wrote `ids` after the first `start` positions."""
+        self.length = start + int(ids.shape[0])
+        self.held.fed(start, ids)

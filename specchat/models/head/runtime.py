@@ -17,8 +17,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from specchat.engine.protocol import HeldTokens
-from specchat.models.blocks.kv_buffer import KVBuffer
+from specchat.models.blocks.kv_buffer import CacheCursor, KVBuffer
 from specchat.models.blocks.logits import scatter_logits
 from specchat.models.head.network import HeadNetwork
 
@@ -38,14 +37,14 @@ class HeadRuntime:
         shape = network.shape
         self.hidden_size = shape.hidden
         self.kv = KVBuffer(1, shape.kv_heads, shape.head_dim, dtype, self.device)
-        self._length = 0
-        self.held = HeldTokens()
+        self.cursor = CacheCursor()
+        self.held = self.cursor.held
         """The token ids of the head's rows, recorded as they are fed (engine/protocol.py's
         `HeldTokens`)."""
 
     @property
     def cache_length(self) -> int:
-        return self._length
+        return self.cursor.length
 
     @property
     def parameter_bytes(self) -> int:
@@ -60,18 +59,16 @@ class HeadRuntime:
         return total
 
     def reset(self) -> None:
-        self._length = 0
-        self.held.clear()
+        self.cursor.reset()
 
     def crop(self, length: int) -> None:
-        self._length = min(self._length, max(0, int(length)))
-        self.held.crop(self._length)
+        self.cursor.crop(length)
 
     @torch.inference_mode()
     def forward(self, features: torch.Tensor, ids: torch.Tensor,
                 keep: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         ids = ids.reshape(-1).to(self.device)
-        start, n = self._length, int(ids.shape[0])
+        start, n = self.cursor.length, int(ids.shape[0])
         self.kv.make_room(start + n)
         positions = torch.arange(start, start + n, device=self.device)
         x = self.network.inputs(features.to(self.device, self.dtype),
@@ -79,8 +76,7 @@ class HeadRuntime:
         q, k, v = self.network.attention_inputs(x, positions)
         self.kv.keys[0, :, start:start + n] = k.transpose(0, 1)
         self.kv.values[0, :, start:start + n] = v.transpose(0, 1)
-        self._length = start + n
-        self.held.fed(start, ids)
+        self.cursor.fed(start, ids)
         attended = self._attend(q, start, n)
         guess = self.network.finish(x[-keep:], attended[-keep:])
         logits = self.output(guess).float()

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specchat.engine.protocol import HeldTokens
 from specchat.models.device.cores import capped_threads
 import specchat.models.int8.linear as linear
 from specchat.models.int8.convert import Architecture
@@ -39,7 +38,7 @@ from specchat.models.int8.linear import FlatLinear, placeholder_packed
 from specchat.models.int8.q4k import TiledLinear, kernel_library, linear_of
 from specchat.models.int8.rows import rows_library
 from specchat.models.int8.scripted import compiled
-from specchat.models.blocks.kv_buffer import KVBuffer
+from specchat.models.blocks.kv_buffer import CacheCursor, KVBuffer
 from specchat.models.blocks.logits import scatter_logits
 
 PREFILL_CHUNK = 256
@@ -158,8 +157,8 @@ class Int8Model:
         self.views = CacheViews.of(self.kv)
         self.pins = torch.tensor(linear.PIN_VALUES)
         """The pinned input columns' values (linear.py), for the scripted layers."""
-        self._length = 0
-        self.held = HeldTokens()
+        self.cursor = CacheCursor()
+        self.held = self.cursor.held
         """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
         self.features: torch.Tensor | None = None
         """[n, hidden]: the last forward's final hidden states (after the last norm: what the
@@ -169,7 +168,7 @@ class Int8Model:
 
     @property
     def cache_length(self) -> int:
-        return self._length
+        return self.cursor.length
 
     @property
     def context_limit(self) -> int:
@@ -186,13 +185,11 @@ class Int8Model:
         return sum(linear.weight_bytes for linear in linears) + embed
 
     def reset(self) -> None:
-        self._length = 0
-        self.held.clear()
+        self.cursor.reset()
 
     def crop(self, length: int) -> None:
         """Lower the length; whatever lies past it is overwritten by the next forward."""
-        self._length = min(self._length, max(0, int(length)))
-        self.held.crop(self._length)
+        self.cursor.crop(length)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -207,7 +204,7 @@ class Int8Model:
 
     def _feed(self, ids: torch.Tensor) -> torch.Tensor:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""
-        start, n = self._length, int(ids.shape[0])
+        start, n = self.cursor.length, int(ids.shape[0])
         end = start + n
         if self.kv.make_room(end):
             self.views = CacheViews.of(self.kv)
@@ -215,8 +212,7 @@ class Int8Model:
         turns = self.rope.at(start, end)
         for index, layer in enumerate(self.layers):
             x = self._layer(index, layer, x, turns, start)
-        self._length = end
-        self.held.fed(start, ids)
+        self.cursor.fed(start, ids)
         return x
 
     def _layer(self, index: int, layer: Int8Layer, x: torch.Tensor, turns: torch.Tensor,

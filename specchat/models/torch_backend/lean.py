@@ -30,9 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specchat.engine.protocol import HeldTokens
 from specchat.models.blocks.int8_rows import quantize_rows
-from specchat.models.blocks.kv_buffer import KVBuffer
+from specchat.models.blocks.kv_buffer import CacheCursor, KVBuffer
 from specchat.models.blocks.logits import scatter_logits
 
 PACK_LIMIT_BYTES = 4 << 30
@@ -198,8 +197,8 @@ class LeanLlama:
         self.head = Projection([head], self.packed, int8)
         self.kv = KVBuffer(len(self.layers), self.kv_heads, self.head_dim, self.embed.dtype,
                            self.device)
-        self._length = 0
-        self.held = HeldTokens()
+        self.cursor = CacheCursor()
+        self.held = self.cursor.held
         """The ids the cache holds, recorded as they are fed (engine/protocol.py's `HeldTokens`)."""
         self.features: torch.Tensor | None = None
         """[n, hidden]: the final hidden states of the n tokens the last forward fed (what a
@@ -207,7 +206,7 @@ class LeanLlama:
 
     @property
     def cache_length(self) -> int:
-        return self._length
+        return self.cursor.length
 
     @property
     def context_limit(self) -> int:
@@ -225,13 +224,11 @@ class LeanLlama:
         return own + packed + self.head.extra_bytes
 
     def reset(self) -> None:
-        self._length = 0
-        self.held.clear()
+        self.cursor.reset()
 
     def crop(self, length: int) -> None:
         """Lower the length; whatever lies past it is overwritten by the next forward."""
-        self._length = min(self._length, max(0, int(length)))
-        self.held.crop(self._length)
+        self.cursor.crop(length)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -243,7 +240,7 @@ class LeanLlama:
 
     def _feed(self, ids: torch.Tensor) -> torch.Tensor:
         """Run `ids` through every layer, appending their keys and values; the last hidden states."""
-        start, n = self._length, int(ids.shape[0])
+        start, n = self.cursor.length, int(ids.shape[0])
         end = start + n
         self.kv.make_room(end)
         x = self.embed[ids]
@@ -252,8 +249,7 @@ class LeanLlama:
         mask = causal_mask(start, n, self.device) if n > 1 else None
         for index, layer in enumerate(self.layers):
             x = self._layer(index, layer, x, cos[0], sin[0], mask, start, end)
-        self._length = end
-        self.held.fed(start, ids)
+        self.cursor.fed(start, ids)
         return x
 
     def _layer(self, index: int, layer: LeanLayer, x, cos, sin, mask, start: int, end: int):
