@@ -152,16 +152,15 @@ class GgufShape:
 def gguf_shape(path: Path | str) -> GgufShape | None:
     """The shape of the GGUF file at `path`, or None where its header cannot be read."""
     try:
-        import gguf
+        from specchat.models.gguf.header import read_header
 
-        reader = gguf.GGUFReader(str(path))
-        metadata = {name: field.contents() for name, field in reader.fields.items()
-                    if not name.startswith("tokenizer.")}
+        header, tensors = read_header(Path(path))
+        metadata = {name: found.decode("utf-8", "replace") if isinstance(found, bytes) else found
+                    for name, found in header.items() if not name.startswith("tokenizer.")}
         arch = metadata["general.architecture"]
-        linear = sum(int(t.n_elements) for t in reader.tensors
-                     if t.name.startswith("blk.") and "norm" not in t.name)
-        total = sum(int(t.n_elements) for t in reader.tensors)
-        stored = sum(int(t.n_bytes) for t in reader.tensors)
+        linear = sum(t.elements for t in tensors if t.name.startswith("blk.") and "norm" not in t.name)
+        total = sum(t.elements for t in tensors)
+        stored = sum(t.stored_bytes for t in tensors)
         return GgufShape(ModelSize(linear, total - linear, "GGUF header", stored),
                          gguf_kv_bytes(metadata, arch), int(metadata.get(f"{arch}.context_length", 0)),
                          str(metadata.get("general.size_label") or ""))

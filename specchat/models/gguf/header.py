@@ -1,5 +1,6 @@
-"""A GGUF file's metadata read straight from its header: every scalar and string, and the
-arrays asked for (the tokenizer's token texts), without gguf's own reader.
+"""A GGUF file's metadata read straight from its header: every scalar and string, the
+arrays asked for (the tokenizer's token texts) and each tensor's name, shape and type,
+without gguf's own reader.
 
 gguf's `GGUFReader` builds a numpy record for every item of every array, seconds for a
 150k-token vocabulary; this reader walks the header of a memory-mapped file with
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 import mmap
 import struct
+from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 from typing import Any
 
 from specchat.errors import DamagedWeights
-from specchat.models.gguf.integrity import ARRAY, SCALARS, SMALLEST, STRING
+from specchat.models.gguf.integrity import (ARRAY, MAX_DIMS, SCALARS, SMALLEST, SMALLEST_TENSOR_INFO,
+                                            STRING, tensor_bytes)
 
 TOKENS = "tokenizer.ggml.tokens"
 
@@ -84,10 +88,35 @@ def array(cursor: Cursor, keep: bool) -> list | None:
     return list(struct.unpack_from(f"<{number}{fmt}", cursor.data, start)) if keep else None
 
 
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the header describes it."""
+
+    name: str
+    shape: tuple[int, ...]
+    kind: int
+    """Its GGML type (gguf's `GGMLQuantizationType` value)."""
+
+    @property
+    def elements(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def stored_bytes(self) -> int:
+        return tensor_bytes(list(self.shape), self.kind)
+
+
 def read_metadata(path: Path, arrays: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Every metadata key of a GGUF file with its scalar or (bytes) string value; arrays only
     where named in `arrays`. `ValueError` for a file that is not GGUF, `DamagedWeights` for
     a damaged header, `OSError` for one that cannot be read."""
+    return read_header(path, arrays, tensors=False)[0]
+
+
+def read_header(path: Path, arrays: frozenset[str] = frozenset(),
+                tensors: bool = True) -> tuple[dict[str, Any], list[TensorInfo]]:
+    """`read_metadata`'s answer and, where `tensors`, every tensor's info in file order
+    (about a third of a second for Qwen2.5-1.5B's header, where gguf's reader takes five)."""
     with open(path, "rb") as handle:
         if Path(path).stat().st_size < 24:
             raise ValueError("it is too short to be a GGUF file")
@@ -96,13 +125,25 @@ def read_metadata(path: Path, arrays: frozenset[str] = frozenset()) -> dict[str,
                 raise ValueError("it does not start with 'GGUF'")
             cursor = Cursor(data, 4)
             cursor.scalar("I")  # version
-            cursor.count("tensors", 24)
+            count = cursor.count("tensors", SMALLEST_TENSOR_INFO)
             entries = cursor.count("metadata entries", SMALLEST[STRING] + 4)
             found = {}
             for _ in range(entries):
                 key = cursor.string().decode("utf-8", "replace")
                 found[key] = value(cursor, cursor.scalar("I"), key in arrays)
-            return found
+            return found, [tensor_info(cursor) for _ in range(count if tensors else 0)]
+
+
+def tensor_info(cursor: Cursor) -> TensorInfo:
+    name = cursor.string().decode("utf-8", "replace")
+    dims = cursor.scalar("I")
+    if dims > MAX_DIMS:
+        raise DamagedWeights(f"its header gives tensor {name} {dims:,} dimensions (GGUF has "
+                             f"at most {MAX_DIMS})")
+    shape = tuple(cursor.scalar("Q") for _ in range(dims))
+    kind = cursor.scalar("I")
+    cursor.scalar("Q")  # offset into the data
+    return TensorInfo(name, shape, kind)
 
 
 def text(metadata: dict[str, Any], key: str, default: str = "") -> str:
