@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specchat.errors import DamagedWeights
-from specchat.models.device.estimate import gguf_shape
+from specchat.models.gguf.shape import gguf_shape
 from specchat.models.gguf.header import read_header, read_metadata
 
 VOCAB = 5000

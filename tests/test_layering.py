@@ -283,7 +283,7 @@ MODEL_ROOMS: dict[str, set[str]] = {
     "llamacpp": {"device"},
     "int8": {"blocks", "config", "device", "gguf"},
     "head": {"blocks", "config"},
-    "gguf": {"config", "torch_backend"},
+    "gguf": {"config", "device", "torch_backend"},
 }
 """The rooms of specchat/models/ (docs/design.md §1) and the other rooms each may import. The
 backends never import each other (device, which every one may use, is no backend: it knows

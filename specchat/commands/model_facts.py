@@ -146,7 +146,7 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
     """(facts of a model llama.cpp runs, from its GGUF header; its context there); `int8`:
     the int8 backend's, whose weights take a byte per parameter and whose context is the
     model's own."""
-    from specchat.models.device.estimate import gguf_shape
+    from specchat.models.gguf.shape import gguf_shape
     from specchat.models.gguf.drafts import gguf_file
     from specchat.models.device.estimate import size_label
     from specchat.models.llamacpp.model import MAX_CONTEXT

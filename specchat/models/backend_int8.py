@@ -211,7 +211,7 @@ def kernel_parameters(path: Path) -> int:
     """The parameters the kernel choice counts (`Int8Support.kernel_for`): the GGUF header's,
     the count `pairs --check` names a target's kernel by, so the label and the load agree
     (0 for a header that cannot be read: fbgemm, which runs any model)."""
-    from specchat.models.device.estimate import gguf_shape
+    from specchat.models.gguf.shape import gguf_shape
 
     shape = gguf_shape(path)
     return shape.size.parameters if shape is not None else 0

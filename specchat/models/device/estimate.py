@@ -4,10 +4,8 @@ Read from the safetensors headers where the folder has them (exact: every
 tensor's shape), else counted from config.json for Llama-family shapes
 (embeddings, attention, MLP, norms, head). Bytes follow the dtype the model will
 load in, or bitsandbytes' storage for 8bit (1 byte a weight) and 4bit (half a
-byte, plus one scale per 64 weights). A GGUF file (what llama.cpp runs) is read from
-its header: every tensor's element count and stored bytes in the file's own types, and
-the KV cache from the architecture's metadata (llama.cpp keeps keys and values in f16).
-Knows nothing about loading or devices.
+byte, plus one scale per 64 weights). A GGUF file's shape is models/gguf/shape.py's (read
+from the file's header). Knows nothing about loading or devices.
 """
 
 from __future__ import annotations
@@ -132,50 +130,6 @@ def kv_bytes_per_token(config: dict, element_size: int) -> int:
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
     return 2 * int(config["num_hidden_layers"]) * kv_heads * head_dim * element_size
-
-
-GGUF_KV_ELEMENT = 2
-"""Bytes of one cached key or value element on llama.cpp (its default f16 cache)."""
-
-
-@dataclass(frozen=True)
-class GgufShape:
-    """A GGUF model's size, KV cache per token and trained context, from its header."""
-
-    size: ModelSize
-    kv_bytes_per_token: int
-    context_length: int
-    claimed_label: str = ""
-    """The size as the file labels it (`general.size_label`, "1.5B"), "" where it does not."""
-
-
-def gguf_shape(path: Path | str) -> GgufShape | None:
-    """The shape of the GGUF file at `path`, or None where its header cannot be read."""
-    try:
-        from specchat.models.gguf.header import read_header
-
-        header, tensors = read_header(Path(path))
-        metadata = {name: found.decode("utf-8", "replace") if isinstance(found, bytes) else found
-                    for name, found in header.items() if not name.startswith("tokenizer.")}
-        arch = metadata["general.architecture"]
-        linear = sum(t.elements for t in tensors if t.name.startswith("blk.") and "norm" not in t.name)
-        total = sum(t.elements for t in tensors)
-        stored = sum(t.stored_bytes for t in tensors)
-        return GgufShape(ModelSize(linear, total - linear, "GGUF header", stored),
-                         gguf_kv_bytes(metadata, arch), int(metadata.get(f"{arch}.context_length", 0)),
-                         str(metadata.get("general.size_label") or ""))
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return None
-
-
-def gguf_kv_bytes(metadata: dict, arch: str) -> int:
-    """Bytes of keys and values one token adds on llama.cpp, from a GGUF's metadata."""
-    heads = int(metadata[f"{arch}.attention.head_count"])
-    kv_heads = int(metadata.get(f"{arch}.attention.head_count_kv") or heads)
-    head_dim = int(metadata[f"{arch}.embedding_length"]) // heads
-    keys = int(metadata.get(f"{arch}.attention.key_length") or head_dim)
-    values = int(metadata.get(f"{arch}.attention.value_length") or head_dim)
-    return int(metadata[f"{arch}.block_count"]) * kv_heads * (keys + values) * GGUF_KV_ELEMENT
 
 
 def file_type_name(value: str | None) -> str | None:
