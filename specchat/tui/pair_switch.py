@@ -112,7 +112,6 @@ class PairSwitch:
             self.app.gauges.status = f"{message.info.name} ready: switching after this answer"
             return
         self._adopt(message)
-        collect_replaced_pair()
 
     def idle(self) -> None:
         """The answer ended: a waiting pair takes over, or a baseline is measured."""
@@ -121,7 +120,6 @@ class PairSwitch:
         waiting, self.waiting = self.waiting, None
         if waiting is not None:
             self._adopt(waiting)
-            collect_replaced_pair()
         else:
             self.maybe_measure_baseline()
 
@@ -145,6 +143,8 @@ class PairSwitch:
             app.gauges.forget_answer()
             app.notify(f"now answering with {info.name}")
         app.transcript.pair_ready()
+        del previous  # the replaced pair: only a collection frees it
+        collect_replaced_pair()
         self.maybe_measure_baseline()
 
     def baseline_measured(self, message: BaselineMeasured) -> None:
