@@ -177,6 +177,27 @@ async def test_a_narrow_terminal_puts_the_gauges_under_the_conversation_and_back
         assert app.gauges.query_one("#g-tps").display and not app.gauges.query_one("#g-tps-line").display
 
 
+async def test_a_24_row_terminal_shows_the_speedup_in_the_panels_first_visible_line():
+    """At 80×24 the panel under the conversation shows 6 rows; the speedup's own line is
+    below them. The first line carries it (the scripted pair's 3.33×, worked by hand in
+    test_tui_app.py's gauge test), and says so when speculation is off."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot)
+        await wait_for(pilot, lambda: app.gauges.stats is not None and app.gauges.stats.rounds == 3)
+        await pilot.pause()
+        line = app.gauges.query_one("#g-tps-line")
+        panel = app.gauges.region
+        assert panel.y <= line.region.y < panel.bottom and line.region.height == 1
+        assert str(line.render()).endswith("· speedup 3.33×")
+        assert app.gauges.query_one("#g-speedup").region.y >= panel.bottom
+        await pilot.press("ctrl+s")
+        await ask(pilot)
+        await pilot.pause()
+        assert str(line.render()).endswith("· speculation off")
+
+
 def saved_titles() -> list[str]:
     from specchat.history.store import HistoryStore
 

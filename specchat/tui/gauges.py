@@ -113,6 +113,19 @@ def speedup_line(stats: StatsSnapshot | None, baseline: Baseline | None, mode: s
     return f"speedup: {shown} ({baseline_text(baseline, stats)}{load_text})"
 
 
+def headline(tokens_per_s: float | None, mode: str, value: float | None) -> str:
+    """The narrow panel's first line: this answer's tokens/s and the speedup beside it, so
+    that a terminal of 24 rows, whose panel under the conversation shows 6, still shows
+    both (the speedup's own line, with what it is measured against, is further down)."""
+    if mode == "race":
+        beside = "race: the target-only baseline"
+    elif mode == "target-only":
+        beside = "speculation off"
+    else:
+        beside = "speedup " + ("–" if value is None else f"{value:.2f}×")
+    return f"{fmt(tokens_per_s)} {TPS_LABEL} · {beside}"
+
+
 def _height(text: str, width: int) -> int:
     """Rows a plain text takes at this width (wrapping long lines), an upper bound."""
     width = max(width, 1)
@@ -216,7 +229,6 @@ class Gauges(VerticalScroll):
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()
         self._put("#g-tps", fmt(shown.tokens_per_s).replace("–", "-"))
-        self._put("#g-tps-line", f"{fmt(shown.tokens_per_s)} {TPS_LABEL}")
         rate_pct = None if shown.acceptance_rate is None else shown.acceptance_rate * 100
         self._put("#g-acceptance", f"acceptance {fmt(rate_pct, '.1f', '%')} ({shown.accepted}/"
                                    f"{shown.drafted})   τ {fmt(shown.mean_acceptance_length, '.2f')}")
@@ -240,6 +252,8 @@ class Gauges(VerticalScroll):
         self._put("#g-speedup", NO_PAIR if self.info is None else speedup_line(
             self.stats, self.baseline, self.mode, self.sampling, value))
         self._put("#g-speedup-big", "-" if value is None else f"{value:.2f}x")
+        self._put("#g-tps-line", headline(None if self.stats is None else self.stats.tokens_per_s,
+                                          self.mode, value))
 
     def speedup(self) -> float | None:
         """The speedup the gauge shows now (None where it shows none)."""
