@@ -14,16 +14,19 @@ import pytest
 
 from specchat.errors import DamagedWeights
 from specchat.models.gguf.shape import gguf_shape
-from specchat.models.gguf.header import read_header, read_metadata
+from specchat.models.gguf.header import leading_metadata, read_header, read_metadata
 
 VOCAB = 5000
 
 
-def write_file(path: Path) -> Path:
-    """A small llama-shaped GGUF: float32, float16 and q8_0 tensors, a token list first."""
+def write_file(path: Path, alignment: int = 0) -> Path:
+    """A small llama-shaped GGUF: float32, float16 and q8_0 tensors, a token list first;
+    its data aligned to `alignment` bytes where given (else GGUF's default, 32)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), "llama")
+    if alignment:
+        writer.add_custom_alignment(alignment)
     writer.add_tokenizer_model("gpt2")
     writer.add_token_list([f"tok{i}" for i in range(VOCAB)])
     writer.add_context_length(2048)
@@ -57,7 +60,7 @@ def as_gguf_reads_them(path: Path) -> list[tuple]:
 
 
 def as_header_reads_them(path: Path) -> list[tuple]:
-    return [(t.name, t.shape, t.kind, t.elements, t.stored_bytes) for t in read_header(path)[1]]
+    return [(t.name, t.shape, t.kind, t.elements, t.stored_bytes) for t in read_header(path).tensors]
 
 
 @pytest.fixture
@@ -99,3 +102,32 @@ def test_a_tensor_info_with_too_many_dimensions_is_named_and_the_shape_unknown(s
         read_header(small)
     assert read_metadata(small)["general.size_label"] == b"tiny"  # the metadata still reads
     assert gguf_shape(small) is None
+
+
+@pytest.mark.parametrize("alignment", [0, 256])
+def test_each_tensors_data_starts_where_gguf_reads_it_and_a_whole_file_needs_its_size(
+        tmp_path, alignment):
+    import gguf
+
+    path = write_file(tmp_path / "aligned.gguf", alignment)
+    header = read_header(path)
+    starts = [header.data_start + t.offset for t in header.tensors]
+    assert starts == [int(t.data_offset) for t in gguf.GGUFReader(str(path)).tensors]
+    assert header.data_start % (alignment or 32) == 0
+    padding = path.stat().st_size - header.needed_bytes  # the writer pads the last tensor too
+    assert 0 <= padding < (alignment or 32)
+
+
+def test_the_packaged_model_needs_exactly_its_own_size():
+    from specchat.models.config.refs import builtin_gguf
+
+    path = Path(builtin_gguf("smollm2-135m-instruct"))
+    assert read_header(path).needed_bytes == path.stat().st_size
+
+
+def test_leading_metadata_is_what_comes_before_the_tokenizer_as_text(small, tmp_path):
+    assert read_metadata(small)["llama.context_length"] == 2048  # written after the tokens
+    assert leading_metadata(small) == {"general.architecture": "llama"}
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model, just text renamed to .gguf\n")
+    assert leading_metadata(text) == {} and leading_metadata(tmp_path / "absent.gguf") == {}

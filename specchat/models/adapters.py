@@ -165,7 +165,7 @@ def int8_problem(target: str) -> str | None:
     from pathlib import Path
 
     from specchat.models.config.refs import builtin_architecture
-    from specchat.models.gguf.integrity import leading_metadata
+    from specchat.models.gguf.header import leading_metadata
     from specchat.models.int8.convert import architecture_problem, metadata_problem
 
     ref = parse_ref(target)

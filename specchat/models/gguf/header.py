@@ -1,29 +1,47 @@
-"""A GGUF file's metadata read straight from its header: every scalar and string, the
-arrays asked for (the tokenizer's token texts) and each tensor's name, shape and type,
-without gguf's own reader.
+"""A GGUF file's header, read by specchat's one reader of the format: every scalar and
+string of the metadata, the arrays asked for (the tokenizer's token texts), each tensor's
+name, shape, type and offset, and where the tensor data starts.
 
-gguf's `GGUFReader` builds a numpy record for every item of every array, seconds for a
-150k-token vocabulary; this reader walks the header of a memory-mapped file with
-`struct.unpack_from` and keeps only what it is asked for (about a tenth of a second for
-Qwen2.5's header). Every length and count is capped by the bytes left in the file, as in
-integrity.py: a garbage header is a `DamagedWeights`, never an allocation. Knows nothing
-about tokenizers or models beyond the GGUF key names.
+A GGUF file is a header (magic, version, tensor and metadata counts, the metadata, the
+tensor infos), padding to the alignment, then the tensor data. gguf's `GGUFReader` builds a
+numpy record for every item of every array, seconds for a 150k-token vocabulary; this
+reader walks a memory-mapped header with `struct.unpack_from` and keeps only what it is
+asked for (0.09 s for Qwen2.5's header). Every length and count is capped by the bytes left
+in the file: a garbage one (2^62) is a `DamagedWeights`, never an allocation. The
+integrity check (integrity.py), the model's shape (shape.py), the int8 backend's metadata
+check and the tokenizer's texts all read through it. Knows nothing about tokenizers or
+models beyond the GGUF key names.
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from typing import Any
 
 from specchat.errors import DamagedWeights
-from specchat.models.gguf.integrity import (ARRAY, MAX_DIMS, SCALARS, SMALLEST, SMALLEST_TENSOR_INFO,
-                                            STRING, tensor_bytes)
 
 TOKENS = "tokenizer.ggml.tokens"
+ALIGNMENT = "general.alignment"
+SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+           12: "d"}
+"""GGUF metadata value types of a fixed size, as struct formats."""
+STRING, ARRAY = 8, 9
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4
+"""GGML tensors have at most four dimensions."""
+SMALLEST = {STRING: 8, ARRAY: 12} | {kind: struct.calcsize("<" + fmt) for kind, fmt in SCALARS.items()}
+"""The fewest bytes a metadata value of each type takes (a string: its length; an array:
+its item type and count)."""
+SMALLEST_TENSOR_INFO = 8 + 4 + 4 + 8
+"""A tensor's info without name or dimensions: name length, dimension count, type, offset."""
+LEADING_ENTRIES = 64
+"""Metadata entries `leading_metadata` reads at most before the tokenizer's."""
 
 
 class Cursor:
@@ -88,6 +106,14 @@ def array(cursor: Cursor, keep: bool) -> list | None:
     return list(struct.unpack_from(f"<{number}{fmt}", cursor.data, start)) if keep else None
 
 
+def tensor_bytes(dims: list[int], kind: int) -> int:
+    """Bytes a tensor of this shape and GGML type takes in the file."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+    return prod(dims) // block * size
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """One tensor as the header describes it."""
@@ -96,6 +122,8 @@ class TensorInfo:
     shape: tuple[int, ...]
     kind: int
     """Its GGML type (gguf's `GGMLQuantizationType` value)."""
+    offset: int = 0
+    """Where its data starts, counted from the start of the tensor data."""
 
     @property
     def elements(self) -> int:
@@ -106,32 +134,85 @@ class TensorInfo:
         return tensor_bytes(list(self.shape), self.kind)
 
 
+@dataclass(frozen=True)
+class Header:
+    """What `read_header` read."""
+
+    metadata: dict[str, Any]
+    tensors: list[TensorInfo]
+    data_start: int
+    """Where the tensor data starts: the header's end, rounded up to the alignment (0 where
+    the tensor infos were not read)."""
+
+    @property
+    def needed_bytes(self) -> int:
+        """The file size its tensors need: the data's start plus the furthest tensor's end."""
+        return self.data_start + max((t.offset + t.stored_bytes for t in self.tensors), default=0)
+
+
 def read_metadata(path: Path, arrays: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Every metadata key of a GGUF file with its scalar or (bytes) string value; arrays only
     where named in `arrays`. `ValueError` for a file that is not GGUF, `DamagedWeights` for
     a damaged header, `OSError` for one that cannot be read."""
-    return read_header(path, arrays, tensors=False)[0]
+    return read_header(path, arrays, tensors=False).metadata
 
 
-def read_header(path: Path, arrays: frozenset[str] = frozenset(),
-                tensors: bool = True) -> tuple[dict[str, Any], list[TensorInfo]]:
-    """`read_metadata`'s answer and, where `tensors`, every tensor's info in file order
-    (0.09 s for Qwen2.5-Coder-1.5B's header, where gguf's reader took 5.4-5.8 s)."""
+def read_header(path: Path, arrays: frozenset[str] = frozenset(), tensors: bool = True) -> Header:
+    """`read_metadata`'s answer and, where `tensors`, every tensor's info in file order and
+    where their data starts (0.09 s for Qwen2.5-Coder-1.5B's header, where gguf's reader
+    took 5.4-5.8 s)."""
+    with mapped(path) as cursor:
+        count, entries = counts(cursor)
+        found = {}
+        for _ in range(entries):
+            key = cursor.string().decode("utf-8", "replace")
+            found[key] = value(cursor, cursor.scalar("I"), key in arrays)
+        if not tensors:
+            return Header(found, [], 0)
+        infos = [tensor_info(cursor) for _ in range(count)]
+        alignment = found.get(ALIGNMENT)
+        if not isinstance(alignment, int) or alignment <= 0:
+            alignment = DEFAULT_ALIGNMENT
+        return Header(found, infos, -(-cursor.offset // alignment) * alignment)
+
+
+def leading_metadata(path: Path) -> dict[str, object]:
+    """The file's metadata up to its tokenizer's entries (architecture, sizes, rope: writers
+    put them first) and at most `LEADING_ENTRIES`, text values as str; what was read before
+    any fault, {} where the file is no readable GGUF."""
+    found: dict[str, object] = {}
+    try:
+        with mapped(path) as cursor:
+            entries = counts(cursor)[1]
+            for _ in range(min(entries, LEADING_ENTRIES)):
+                key = cursor.string().decode("utf-8", "replace")
+                if key.startswith("tokenizer."):
+                    break
+                read = value(cursor, cursor.scalar("I"), keep=False)
+                found[key] = read.decode("utf-8", "replace") if isinstance(read, bytes) else read
+    except (OSError, ValueError, DamagedWeights):
+        pass
+    return found
+
+
+@contextmanager
+def mapped(path: Path) -> Iterator[Cursor]:
+    """A cursor after the magic of a memory-mapped GGUF file; `ValueError` for a file that
+    is none."""
     with open(path, "rb") as handle:
         if Path(path).stat().st_size < 24:
             raise ValueError("it is too short to be a GGUF file")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             if data[:4] != b"GGUF":
                 raise ValueError("it does not start with 'GGUF'")
-            cursor = Cursor(data, 4)
-            cursor.scalar("I")  # version
-            count = cursor.count("tensors", SMALLEST_TENSOR_INFO)
-            entries = cursor.count("metadata entries", SMALLEST[STRING] + 4)
-            found = {}
-            for _ in range(entries):
-                key = cursor.string().decode("utf-8", "replace")
-                found[key] = value(cursor, cursor.scalar("I"), key in arrays)
-            return found, [tensor_info(cursor) for _ in range(count if tensors else 0)]
+            yield Cursor(data, 4)
+
+
+def counts(cursor: Cursor) -> tuple[int, int]:
+    """The version's read through; the tensors' and the metadata entries' counts."""
+    cursor.scalar("I")  # version
+    return (cursor.count("tensors", SMALLEST_TENSOR_INFO),
+            cursor.count("metadata entries", SMALLEST[STRING] + 4))
 
 
 def tensor_info(cursor: Cursor) -> TensorInfo:
@@ -142,8 +223,7 @@ def tensor_info(cursor: Cursor) -> TensorInfo:
                              f"at most {MAX_DIMS})")
     shape = tuple(cursor.scalar("Q") for _ in range(dims))
     kind = cursor.scalar("I")
-    cursor.scalar("Q")  # offset into the data
-    return TensorInfo(name, shape, kind)
+    return TensorInfo(name, shape, kind, cursor.scalar("Q"))
 
 
 def text(metadata: dict[str, Any], key: str, default: str = "") -> str:

@@ -31,9 +31,10 @@ class GgufShape:
 def gguf_shape(path: Path | str) -> GgufShape | None:
     """The shape of the GGUF file at `path`, or None where its header cannot be read."""
     try:
-        header, tensors = read_header(Path(path))
+        header = read_header(Path(path))
+        tensors = header.tensors
         metadata = {name: found.decode("utf-8", "replace") if isinstance(found, bytes) else found
-                    for name, found in header.items() if not name.startswith("tokenizer.")}
+                    for name, found in header.metadata.items() if not name.startswith("tokenizer.")}
         arch = metadata["general.architecture"]
         linear = sum(t.elements for t in tensors if t.name.startswith("blk.") and "norm" not in t.name)
         total = sum(t.elements for t in tensors)

@@ -90,7 +90,7 @@ def architecture_problem(name: str) -> str | None:
 
 
 def metadata_problem(metadata: dict) -> str | None:
-    """Why a GGUF file's metadata (its leading entries, `gguf.integrity.leading_metadata`)
+    """Why a GGUF file's metadata (its leading entries, `gguf.header.leading_metadata`)
     says the int8 forward cannot run it, or None: its architecture, a rope scaling other
     than llama 3's frequency factors (linear, yarn), or rope on part of each head."""
     name = str(metadata.get("general.architecture"))
