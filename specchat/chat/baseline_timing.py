@@ -26,6 +26,7 @@ from specchat.chat.decoding import drafter_for
 from specchat.chat.detok import IncrementalDetokenizer
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
+from specchat.chat.remembered_costs import remember_costs, remembered_costs
 from specchat.engine import Decoder, Finished, SamplingParams, Settings
 from specchat.engine.adaptive import AdaptiveK
 from specchat.engine.costs import PRIOR_WIDTHS, Costs, TimingStopped, filler_ids, measure_costs
@@ -92,6 +93,7 @@ def measure_baseline(pair: Pair, params: SamplingParams, should_stop: ShouldStop
         costs = measure_baseline_costs(pair, should_stop=should_stop)
     except TimingStopped:
         return None  # a question came: it gets the model within one timed step
+    remember_costs(pair, costs)  # the latest timing is what the next start begins from
     return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
                     time.perf_counter() - started, forward_points=tuple(forwards))
 
@@ -113,17 +115,27 @@ def baseline_costs_context(pair: Pair) -> list[int]:
     return filler_ids(pair.tokenizer.encode(FILLER_TEXT), VERIFY_CONTEXT)
 
 
-def start_auto_from_baseline(pair: Pair, settings: Settings,
-                             costs: Costs | None = None) -> Costs | None:
+TIMING_COSTS = "timing step costs for k = auto"
+"""The progress line while `start_auto_from_baseline` times the costs."""
+
+
+def start_auto_from_baseline(pair: Pair, settings: Settings, costs: Costs | None = None,
+                             progress: Callable[[str], None] = lambda _: None) -> Costs | None:
     """Hand a k = "auto" policy in `settings` the baseline's step costs before its first round
-    (the policy's prior, engine/adaptive.py): `costs` if given, else timed now (about a second,
-    so before any answer's clock starts). Returns the costs in use (None where there is no
-    adaptive policy or no draft)."""
+    (the policy's prior, engine/adaptive.py): `costs` if given, else the costs last timed for
+    this pair on this machine (chat/remembered_costs.py), else timed now (2 s for the default
+    pair on 2 cores, so before any answer's clock starts; `progress` says so) and
+    remembered. Returns the costs in use (None where there is no adaptive policy or no
+    draft)."""
     policy = settings.k_policy
     if not isinstance(policy, AdaptiveK) or not pair.has_draft:
         return costs
     if policy.has_prior:
         return policy.costs.prior
-    costs = costs or measure_baseline_costs(pair)
+    costs = costs or remembered_costs(pair)
+    if costs is None:
+        progress(TIMING_COSTS)
+        costs = measure_baseline_costs(pair)
+        remember_costs(pair, costs)
     policy.use_prior(costs)
     return costs

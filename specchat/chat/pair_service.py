@@ -57,8 +57,7 @@ class PairService:
         session = self.session = ChatSession(pair, system=self._system)  # seeded from the OS
         self.reset(self._system, self._pending_turns)
         if self.k_auto and pair.has_draft:  # now, while loading, so no first answer waits for it
-            progress("timing step costs for k = auto")
-            session.start_auto()
+            session.start_auto(progress)
         return PairInfo(self.name, pair.device_label, pair.dtype, pair.memory_bytes, pair.has_draft,
                         self.k, self.temperature, pair.context_length, pair.load_s,
                         self.description, k_auto=self.k_auto, seed=session.seed,

@@ -99,15 +99,16 @@ class ChatSession:
             self.conversation.turns.pop()
             raise
 
-    def start_auto(self) -> None:
-        """Hand k = "auto" the pair's step costs, timing them now (seconds on a CPU) unless
-        known: loading a pair does it (chat/pair_service.py, commands/run.py), so an answer
-        waits for it only when k became "auto" after a target-only or fixed-k start."""
+    def start_auto(self, progress: Callable[[str], None] = lambda _: None) -> None:
+        """Hand k = "auto" the pair's step costs: known, remembered from an earlier start on
+        this machine, or timed now (seconds on a CPU; `progress` says so). Loading a pair does
+        it (chat/pair_service.py, commands/run.py), so an answer waits for it only when k
+        became "auto" after a target-only or fixed-k start."""
         if self.speculate:
             from specchat.chat.baseline_timing import start_auto_from_baseline
 
             self.baseline_costs = start_auto_from_baseline(self.pair, self.settings,
-                                                           self.baseline_costs)
+                                                           self.baseline_costs, progress)
 
     def _stream(self, max_new_tokens: int,
                 should_stop: Callable[[], bool]) -> Iterator[ChatEvent]:

@@ -74,8 +74,7 @@ def run(ctx: click.Context, pair_name: str | None, no_spec: bool, k: int | str |
         session = ChatSession(pair, system=system, seed=seed)
         session.speculate = not no_spec
         if session.speculate and session.settings.k_policy is not None:
-            notes("timing step costs for k = auto")
-            session.start_auto()
+            session.start_auto(notes)
     finally:
         notes.close()
     printer = JsonlPrinter(session) if jsonl else TextPrinter(stdout_console())

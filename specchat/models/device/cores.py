@@ -1,4 +1,5 @@
-"""How many CPU cores this process may use, and the thread counts that follow from them.
+"""How many CPU cores this process may use, the thread counts that follow from them, and
+which processor they are.
 
 `physical_cores` is the default thread count of a llama.cpp model (hyper-threads share a
 core's arithmetic units); `usable_cores` the most threads any model gets: a pair's
@@ -46,3 +47,25 @@ def capped_threads(requested: int | None) -> tuple[int, str]:
     if requested <= usable:
         return requested, ""
     return usable, f"threads = {requested} capped to the {usable} usable cores"
+
+
+CPU_IDENTITY_KEYS = ("vendor_id", "cpu family", "model", "model name")
+"""The /proc/cpuinfo lines that tell processors apart ("AMD EPYC" alone names every Zen)."""
+
+
+def cpu_identity() -> str:
+    """The processor, as far as timings on it depend on it: vendor, family, model and model
+    name (from /proc/cpuinfo; the platform's own word elsewhere), and the usable cores."""
+    found: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in CPU_IDENTITY_KEYS and key.strip() not in found:
+                found[key.strip()] = value.strip()
+    except OSError:
+        pass
+    if not found:
+        import platform
+
+        found["processor"] = platform.processor() or platform.machine()
+    return ", ".join(f"{key} {value}" for key, value in found.items()) + f"; {usable_cores()} cores"
