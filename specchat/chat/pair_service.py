@@ -50,7 +50,7 @@ class PairService:
         self._pending_turns: list[Turn] = []
 
     def load(self, progress: Progress) -> PairInfo:
-        progress("importing torch and transformers")
+        progress("importing torch")
         from specchat.chat.session import ChatSession
 
         pair = self.loader(None, progress)
