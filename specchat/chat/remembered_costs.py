@@ -59,10 +59,9 @@ def costs_key(pair: Pair) -> str:
 
 def remembered_costs(pair: Pair) -> Costs | None:
     """The costs last timed for this pair on this processor, or None."""
-    for entry in _entries():
-        if entry.get("key") == costs_key(pair):
-            return _costs(entry.get("costs"))
-    return None
+    key = costs_key(pair)
+    found = [entry.get("costs") for entry in _entries() if entry.get("key") == key]
+    return _costs(found[0]) if found else None
 
 
 def remember_costs(pair: Pair, costs: Costs) -> None:
