@@ -93,7 +93,6 @@ def measure_baseline(pair: Pair, params: SamplingParams, should_stop: ShouldStop
         costs = measure_baseline_costs(pair, should_stop=should_stop)
     except TimingStopped:
         return None  # a question came: it gets the model within one timed step
-    remember_costs(pair, costs)  # the latest timing is what the next start begins from
     return Baseline(params, tuple(points), costs, VERIFY_CONTEXT, time.time(),
                     time.perf_counter() - started, forward_points=tuple(forwards))
 

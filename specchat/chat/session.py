@@ -25,6 +25,7 @@ from specchat.chat.events import (AnswerDone, ChatEvent, ContextTrimmed, Reading
                                   RoundUpdate, TokenSpan)
 from specchat.chat.metrics import AnswerMetrics
 from specchat.chat.pair import Pair
+from specchat.chat.remembered_costs import remember_costs
 from specchat.chat.decoding import decoder_for
 from specchat.engine import Decoder, Event, Finished, Round, Settings
 from specchat.engine.adaptive import AdaptiveK, settings_for
@@ -194,6 +195,7 @@ class ChatSession:
         baseline = measure_baseline(self.pair, self.settings.sampling, should_stop, contexts)
         if baseline is not None and baseline.costs is not None:
             self.baseline_costs = baseline.costs
+            remember_costs(self.pair, baseline.costs)  # what the pair's next start begins from
             policy = self.settings.k_policy
             if isinstance(policy, AdaptiveK):
                 policy.use_prior(self.baseline_costs)  # the latest timing wins over an older one
