@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_a_damaged_file_is_passed_over_timed_again_and_rewritten(service_of, tim
     key = remembered_costs.costs_key(load_tiny("tiny"))
     path = data_dir() / remembered_costs.REMEMBERED
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([{"key": json.loads(json.dumps(key)), "costs": costs}])
+    path.write_text(json.dumps([{"key": key, "timed_at": time.time(), "costs": costs}])
                     if damage == "KEY_WITH_COSTS" else damage)
     assert TIMING_COSTS in load(service_of()) and len(timings) == 1
     assert remembered_costs.remembered_costs(load_tiny("tiny")) == timings[0]
@@ -114,6 +115,20 @@ def test_a_start_whose_costs_cannot_be_written_still_loads_and_answers(service_o
     *_, done = service.answer("hello", True, lambda: False)
     assert done.stats.tokens > 0
     assert [name for name in os.listdir(folder) if name.endswith(".partial")] == []
+
+
+def test_a_timing_is_used_for_a_week_and_timed_again_after(service_of, timings, load_tiny):
+    load(service_of())
+    pair, now = load_tiny("tiny"), time.time()
+    week = remembered_costs.FRESH_FOR_S
+    assert remembered_costs.remembered_costs(pair, now + week - 60) == timings[0]
+    assert remembered_costs.remembered_costs(pair, now + week + 60) is None
+    assert remembered_costs.remembered_costs(pair, now - 3600) is None  # a clock set back
+    path = data_dir() / remembered_costs.REMEMBERED
+    entries = json.loads(path.read_text())
+    entries[0]["timed_at"] -= week + 60
+    path.write_text(json.dumps(entries))
+    assert TIMING_COSTS in load(service_of()) and len(timings) == 2
 
 
 def test_the_key_tells_the_pairs_engines_apart(load_tiny):

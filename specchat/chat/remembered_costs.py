@@ -11,8 +11,10 @@ the chat times the costs again with its baseline when idle (chat/baseline_timing
 which replaces them here too. The gauges' theory and speedup never read a remembered
 timing, only their baseline's own.
 
-One JSON file in the data folder (`REMEMBERED`), at most `KEEP` entries, the newest first,
-written whole and renamed into place. A file that cannot be read or written is passed
+A remembered timing is used for `FRESH_FOR_S` after it was taken: `run` never times the
+costs again while one is remembered, so one taken on a busy moment would otherwise shape
+its first rounds for good. One JSON file in the data folder (`REMEMBERED`), at most `KEEP`
+entries, the newest first, written whole and renamed into place. A file that cannot be read or written is passed
 over: the costs are timed as before, and nothing in it can stop a start. Knows nothing
 about widgets.
 """
@@ -23,6 +25,7 @@ import json
 import logging
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,8 @@ from specchat.paths import data_dir
 REMEMBERED = "step-costs.json"
 KEEP = 16
 """Entries kept: one per pair, engine and processor timed lately."""
+FRESH_FOR_S = 7 * 24 * 3600
+"""How long a timing is used after it was taken (a week)."""
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +62,15 @@ def costs_key(pair: Pair) -> str:
                        "processor": processor}, sort_keys=True)
 
 
-def remembered_costs(pair: Pair) -> Costs | None:
-    """The costs last timed for this pair on this processor, or None."""
-    key = costs_key(pair)
-    found = [entry.get("costs") for entry in _entries() if entry.get("key") == key]
-    return _costs(found[0]) if found else None
+def remembered_costs(pair: Pair, now: float | None = None) -> Costs | None:
+    """The costs last timed for this pair on this processor, or None (none, or taken more
+    than `FRESH_FOR_S` before `now`, or after it)."""
+    key, now = costs_key(pair), time.time() if now is None else now
+    found = [entry for entry in _entries() if entry.get("key") == key]
+    taken = found[0].get("timed_at") if found else None
+    if not isinstance(taken, (int, float)) or not 0 <= now - taken <= FRESH_FOR_S:
+        return None
+    return _costs(found[0].get("costs"))
 
 
 def remember_costs(pair: Pair, costs: Costs) -> None:
@@ -69,7 +78,7 @@ def remember_costs(pair: Pair, costs: Costs) -> None:
     key = costs_key(pair)
     record = {"target_step_s": costs.target_step_s, "draft_step_s": costs.draft_step_s,
               "verify_s": {str(width): s for width, s in costs.verify_s.items()}}
-    entries = [{"key": key, "costs": record}]
+    entries: list[dict[str, Any]] = [{"key": key, "timed_at": time.time(), "costs": record}]
     entries += [entry for entry in _entries() if entry.get("key") != key][:KEEP - 1]
     path = data_dir() / REMEMBERED
     partial = path.with_name(f"{REMEMBERED}.{os.getpid()}.partial")
