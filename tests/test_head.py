@@ -75,6 +75,29 @@ def test_the_head_file_holds_the_heads_own_weights_and_its_vocabulary(trained):
     assert json.loads((trained / "run.json").read_text())["shape"]["intermediate"] == 32
 
 
+def test_a_head_read_from_its_file_holds_every_value_the_file_gives_it(trained):
+    """The network is built without random values (they would all be overwritten): every
+    parameter must still be the file's, the matrices its int8 rows times their scales."""
+    from safetensors import safe_open
+
+    from specchat.models.head.files import load_head
+
+    network = load_head(trained / "head.safetensors").network
+    with safe_open(str(trained / "head.safetensors"), framework="pt") as handle:
+        stored = {name: handle.get_tensor(name) for name in handle.keys()}
+    expected = {}
+    for name, value in stored.items():
+        if name.endswith(".rows"):
+            base = name.removesuffix(".rows")
+            expected[f"{base}.weight"] = value.float() * stored[f"{base}.scale"].float()[:, None]
+        elif name.endswith(".bias") or name.endswith("_norm"):
+            expected[name] = value
+    parameters = dict(network.named_parameters())
+    assert set(parameters) == set(expected)
+    for name, value in parameters.items():
+        assert torch.equal(value, expected[name].to(value.dtype)), name
+
+
 def interrupted_after(train, step: int):
     """`head_train.train_head` that raises KeyboardInterrupt (as Ctrl-C would) once `step`
     is reported."""

@@ -140,7 +140,7 @@ def read_file(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 def head_from(metadata: dict, tensors: dict[str, torch.Tensor]) -> HeadFile:
     shape = HeadShape(**json.loads(metadata["shape"]))
-    network = HeadNetwork(shape)
+    network = HeadNetwork(shape, initialise=False)  # every value is the file's (below)
     rows = {}
     with torch.no_grad():
         for name, linear in network.linears().items():
