@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from pty_support import read_terminal, seconds_to_exit, start_chat, wait_until_drawn
 from tui_support import ask, last_answer, make_app, ready, wait_for
 
 from specchat.history.store import HistoryStore, open_history
@@ -154,26 +154,10 @@ async def test_quitting_while_saves_fail_writes_the_conversation_beside_the_data
     assert "remember this" in text and answer.strip() in text
 
 
-def read_until_exit(master: int, chat: subprocess.Popen, limit: float) -> bytes:
-    """Everything the chat writes to its terminal until it ends (or `limit` seconds)."""
-    seen, deadline = b"", time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if select.select([master], [], [], 0.2)[0]:
-            try:
-                seen += os.read(master, 65536)
-            except OSError:  # the chat ended and closed its side
-                break
-        elif chat.poll() is not None:
-            break
-    return seen
-
-
 @contextmanager
 def a_real_chat_answered_on_a_locked_file(tmp_path: Path):
     """A real chat (the demo pair, on a pty) whose history file another process holds locked,
     once it has answered "keep my words": (the chat, its terminal, the history file)."""
-    from test_hangup import start_chat, wait_until_drawn
-
     path = tmp_path / "data" / "history.sqlite3"
     history_with(path, "precious")
     with locked(path, "readers-too"):
@@ -195,7 +179,7 @@ def the_unsaved_copy(path: Path) -> Path:
 def test_quitting_a_real_chat_on_a_locked_file_names_the_unsaved_copy_on_stderr(tmp_path):
     with a_real_chat_answered_on_a_locked_file(tmp_path) as (chat, master, path):
         os.write(master, b"\x11")  # Ctrl+Q
-        seen = read_until_exit(master, chat, 10.0)
+        seen = read_terminal(master, 10.0, chat)
     assert chat.wait(timeout=10) == 0
     said = seen.replace(b"\r\n", b"").replace(b"\n", b"")
     assert f"this conversation is in {the_unsaved_copy(path)}".encode() in said
@@ -203,8 +187,6 @@ def test_quitting_a_real_chat_on_a_locked_file_names_the_unsaved_copy_on_stderr(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
 def test_a_hung_up_chat_on_a_locked_file_still_ends_within_two_seconds_and_keeps_the_words(tmp_path):
-    from test_hangup import seconds_to_exit
-
     with a_real_chat_answered_on_a_locked_file(tmp_path) as (chat, master, path):
         os.close(master)  # the terminal goes away
         assert seconds_to_exit(chat) < 2.0

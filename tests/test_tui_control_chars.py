@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from pty_support import read_terminal, start_chat, wait_until_drawn
 from tui_support import StepClock, ask, last_answer, make_app, ready, wait_for
 
 from specchat.chat.scripted import FakeConfig, ScriptedRound
@@ -57,31 +56,18 @@ def write_evil_history(path: Path) -> None:
     store.close()
 
 
-def read_for(master: int, seconds: float) -> bytes:
-    seen, deadline = b"", time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if select.select([master], [], [], 0.1)[0]:
-            try:
-                seen += os.read(master, 65536)
-            except OSError:  # the chat ended and closed its side
-                break
-    return seen
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="pseudo-terminals as on Linux")
 def test_a_reopened_conversation_sends_no_raw_escape_to_the_terminal(tmp_path):
-    from test_hangup import start_chat, wait_until_drawn
-
     write_evil_history(tmp_path / "data" / "history.sqlite3")
     chat, master = start_chat(tmp_path, owns_terminal=True)
     try:
         wait_until_drawn(master, chat)
         os.write(master, b"\x1bOS")  # F4: the history, its titles listed
-        listed = read_for(master, 2.0)
+        listed = read_terminal(master, 2.0)
         os.write(master, b"\r")  # reopen the conversation
-        shown = read_for(master, 3.0)
+        shown = read_terminal(master, 3.0)
         os.write(master, b"\x11")  # Ctrl+Q
-        read_for(master, 2.0)
+        read_terminal(master, 2.0)
     finally:
         chat.kill()
         chat.wait()
