@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_support import assert_user_error
 from click.testing import CliRunner
 
 from specchat.cli import main
@@ -14,15 +15,6 @@ from specchat.cli import main
 
 def invoke(*args, input: str | None = None):
     return CliRunner().invoke(main, list(args), input=input)
-
-
-def assert_user_error(result, *fragments: str):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specchat: error:"), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def test_run_prints_plain_text_when_stdout_is_not_a_terminal(tiny_config):

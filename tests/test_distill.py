@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_support import assert_user_error
 from click.testing import CliRunner
 
 from specchat.chat.decoding import drafter_for
@@ -273,8 +274,6 @@ def test_int8_weights_round_trip_within_half_a_step_per_row():
 
 def test_growing_from_a_folder_that_is_not_a_draft_is_a_one_line_error(tmp_path, target_dir,
                                                                         prompts_file):
-    from test_cli import assert_user_error
-
     args = distill_args(target_dir, tmp_path / "out", prompts_file, 3, "--init-from", str(tmp_path))
     assert_user_error(CliRunner().invoke(main, args), "--init-from", "not a draft folder")
 
@@ -291,23 +290,17 @@ def test_teacher_only_writes_the_teacher_shards_and_trains_nothing(target_dir, p
 
 
 def test_a_second_run_into_a_used_folder_without_resume_is_refused(distilled, target_dir, prompts_file):
-    from test_cli import assert_user_error
-
     result = CliRunner().invoke(main, distill_args(target_dir, distilled, prompts_file))
     assert_user_error(result, str(distilled), "--resume")
 
 
 def test_unknown_target_is_a_one_line_error(tmp_path, prompts_file):
-    from test_cli import assert_user_error
-
     result = CliRunner().invoke(main, distill_args(Path("no-such-org/no-such-model"),
                                                    tmp_path / "out", prompts_file))
     assert_user_error(result, "no-such-org/no-such-model")
 
 
 def test_unwritable_output_folder_is_a_one_line_error(tmp_path, target_dir, prompts_file):
-    from test_cli import assert_user_error
-
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     result = CliRunner().invoke(main, distill_args(target_dir, blocker / "out", prompts_file))
@@ -315,8 +308,6 @@ def test_unwritable_output_folder_is_a_one_line_error(tmp_path, target_dir, prom
 
 
 def test_more_layers_than_the_target_has_is_a_one_line_error(tmp_path, target_dir, prompts_file):
-    from test_cli import assert_user_error
-
     args = distill_args(target_dir, tmp_path / "out", prompts_file)
     args[args.index("--layers") + 1] = "5"
     assert_user_error(CliRunner().invoke(main, args), "--layers 5", "2 layers")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_support import assert_user_error
 from click.testing import CliRunner
 
 from specchat.cli import main
@@ -266,15 +267,6 @@ def test_distill_with_gguf_for_a_non_gguf_target_fails_before_training(tmp_path)
 
 def export_args(draft, out, *extra) -> list[str]:
     return ["export-gguf", "--draft", str(draft), "--out", str(out), *extra]
-
-
-def assert_user_error(result, *fragments: str):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specchat: error:"), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def test_export_command_writes_a_file_and_says_how_to_use_it(files, tmp_path):
