@@ -147,3 +147,27 @@ def test_target_only_and_fixed_k_starts_remember_nothing(load_tiny):
     auto.start_auto()
     ChatSession(pair, settings=settings_for(2, SamplingParams()), seed=0).start_auto()
     assert not (data_dir() / remembered_costs.REMEMBERED).exists()
+
+
+def check(config, name: str = "tiny") -> str:
+    from click.testing import CliRunner
+
+    from specchat.cli import main
+
+    result = CliRunner().invoke(main, ["pairs", "--config", str(config), "--check", name])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_pairs_check_shows_the_costs_a_start_timed_and_predicts_them_before_any(
+        service_of, timings, tiny_config, tmp_path):
+    assert "predicted from weight bytes" in check(tiny_config)
+    load(service_of())
+    shown = check(tiny_config)
+    assert "timed on this machine at" in shown and "predicted" not in shown.split("break-even")[0]
+    v_row = next(line for line in shown.splitlines() if line.strip().startswith("v(n)"))
+    assert v_row.split()[1:] == [f"{timings[0].v(n):.2f}" for n in timings[0].widths]
+    assert f"draft step c = {timings[0].c:.2f}" in shown
+    other = tmp_path / "models.toml"  # the same pair with another setting: not its timing
+    other.write_text(tiny_config.read_text().replace('[pairs.tiny]', '[pairs.tiny]\nthreads = 1', 1))
+    assert "predicted from weight bytes" in check(other)

@@ -5,7 +5,9 @@ each width and a draft step, relative to a plain step. Timing them took 2.2 s of
 default pair's 6.1 s load (2 cores of an AMD EPYC Zen 5, 2026-11-29), at every start of
 the chat and of `run`. They depend on the models' shapes, the engines and the processor,
 not on the conversation, so a start whose pair, engines and processor match a remembered
-timing (`costs_key`) starts from it and times nothing. The policy rescales its prior to
+timing (`costs_key`) starts from it and times nothing. `pairs --check`, which loads
+nothing, shows the newest timing whose settings, files and machine match
+(`config_key`, the part of the key known before a load). The policy rescales its prior to
 the plain step it times itself and learns every cost from its own rounds after that, and
 the chat times the costs again with its baseline when idle (chat/baseline_timing.py),
 which replaces them here too. The gauges' theory and speedup never read a remembered
@@ -21,17 +23,21 @@ about widgets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specchat.chat.pair import Pair
 from specchat.engine.costs import Costs
 from specchat.paths import data_dir
+
+if TYPE_CHECKING:
+    from specchat.models.config.pairs import PairConfig
 
 REMEMBERED = "step-costs.json"
 KEEP = 16
@@ -42,35 +48,83 @@ FRESH_FOR_S = 7 * 24 * 3600
 log = logging.getLogger(__name__)
 
 
-def costs_key(pair: Pair) -> str:
-    """What a timing of `pair`'s step costs depends on: specchat's and torch's versions, the
-    models (references, weights' bytes, context), their engines as the loader describes
-    them (kernels, threads), the device, the dtype and the processor."""
+NOT_COSTS = ("name", "description", "source", "k", "sampling")
+"""The pair settings a step's cost does not depend on (left out of `config_key`)."""
+
+
+def config_key(config: PairConfig) -> str:
+    """What a timing depends on that is known before the pair loads: specchat's and torch's
+    versions, the machine's processors (the CPU's identity and every visible GPU's name), the
+    pair's settings but its name, description and sampling, and each model file's or
+    folder's size and modification time where a reference names one."""
     import torch
 
     from specchat import __version__
     from specchat.models.device.cores import cpu_identity
 
-    config = pair.config
-    processor = (torch.cuda.get_device_name(pair.device) if str(pair.device).startswith("cuda")
-                 else cpu_identity())
+    gpus = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+    settings = {name: value for name, value in dataclasses.asdict(config).items()
+                if name not in NOT_COSTS}
+    files = {str(ref): _stat(str(ref)) for ref in (config.target, config.draft) if ref}
     return json.dumps({"specchat": __version__, "torch": torch.__version__,
-                       "target": str(config.target), "draft": str(config.draft),
+                       "processors": [cpu_identity(), *gpus], "settings": settings,
+                       "files": files}, sort_keys=True, default=str)
+
+
+def costs_key(pair: Pair) -> str:
+    """What a timing of `pair`'s step costs depends on: `config_key`, and what the load
+    made of it: the models' weights' bytes and context, their engines as the loader
+    describes them (kernels, threads), the device and the dtype."""
+    return json.dumps({"config": config_key(pair.config),
                        "backends": getattr(pair, "backends", None) or {},
                        "device": pair.device_label, "dtype": str(pair.dtype),
-                       "weights": pair.memory_bytes, "context": pair.context_length,
-                       "processor": processor}, sort_keys=True)
+                       "weights": pair.memory_bytes, "context": pair.context_length},
+                      sort_keys=True)
+
+
+def _stat(ref: str) -> list[int] | None:
+    """A referenced file's or folder's size and modification time (None: no such path)."""
+    try:
+        found = os.stat(os.path.expanduser(ref))
+    except (OSError, ValueError):
+        return None
+    return [found.st_size, found.st_mtime_ns]
 
 
 def remembered_costs(pair: Pair, now: float | None = None) -> Costs | None:
     """The costs last timed for this pair on this processor, or None (none, or taken more
     than `FRESH_FOR_S` before `now`, or after it)."""
-    key, now = costs_key(pair), time.time() if now is None else now
-    found = [entry for entry in _entries() if entry.get("key") == key]
-    taken = found[0].get("timed_at") if found else None
+    found = _fresh([entry for entry in _entries() if entry.get("key") == costs_key(pair)], now)
+    return None if found is None else found[0]
+
+
+def remembered_for_config(config: PairConfig, now: float | None = None) -> tuple[Costs, float] | None:
+    """For a pair not loaded (`pairs --check`): the costs last timed for a pair of these
+    settings and files on this machine, and when (seconds since the epoch), or None."""
+    key = config_key(config)
+    matching = [entry for entry in _entries() if _config_of(entry) == key]
+    return _fresh(matching, now)
+
+
+def _config_of(entry: dict[str, Any]) -> str | None:
+    try:
+        found = json.loads(entry["key"])["config"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def _fresh(entries: list[dict[str, Any]], now: float | None) -> tuple[Costs, float] | None:
+    """The newest of `entries` (the file keeps the newest first) as (costs, when taken),
+    where it was taken within `FRESH_FOR_S` before `now` and its record is whole."""
+    now = time.time() if now is None else now
+    if not entries:
+        return None
+    taken = entries[0].get("timed_at")
     if not isinstance(taken, (int, float)) or not 0 <= now - taken <= FRESH_FOR_S:
         return None
-    return _costs(found[0].get("costs"))
+    costs = _costs(entries[0].get("costs"))
+    return None if costs is None else (costs, float(taken))
 
 
 def remember_costs(pair: Pair, costs: Costs) -> None:

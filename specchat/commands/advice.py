@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
+from specchat.chat.remembered_costs import remembered_for_config
 from specchat.commands.model_facts import ModelFacts, PairFacts, facts_line, pair_facts, size_text
 from specchat.engine.costs import PRIOR_WIDTHS, WARMUP_STEPS, Clock, Costs, TimedCosts
 from specchat.engine.params import K_MAX
@@ -99,6 +100,14 @@ def timed_costs(loaded: Pair, k: int | None, progress: Callable[[str], None],
     measure = lambda: time_rounds(loaded.target, drafter, context, widths,  # noqa: E731
                                   MEASURE_ROUNDS, MEASURE_REPEATS, None, clock)
     return steady_costs(measure, expected_c, MEASURE_ATTEMPTS)
+
+
+def remembered_how(taken: float) -> str:
+    """Where a remembered timing (chat/remembered_costs.py) came from."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(taken))
+    return (f"timed on this machine at {when}, when this pair last loaded or idled in the chat:"
+            " the median of 3 forwards per width; --measure times 5 interleaved rounds until"
+            " they are steady")
 
 
 def measured_how(device: str, timed: TimedCosts) -> str:
@@ -223,6 +232,12 @@ def check_lines(pair: PairConfig, measure: bool = False, progress: Callable[[str
     if isinstance(pair.k, str):
         lines.append(f"k = {pair.k}: shown for k = 1..{k_max}")
     alphas = alphas_for(facts.alpha, facts.alpha_why)
+    remembered = None if measure else remembered_for_config(pair)
+    if remembered is not None:
+        costs, taken = remembered
+        return (lines + cost_lines(costs, remembered_how(taken))
+                + verdict_lines(pair, costs, alphas, k_max)
+                + one_step_lines(facts.target, facts.draft, alphas, k_max))
     if not measure:
         costs = predicted_costs(facts.target, facts.draft, k_max)
         return lines + cost_lines(costs, predicted_how(facts)) + verdict_lines(pair, costs, alphas, k_max)
