@@ -8,6 +8,7 @@ themselves. Standard library and platformdirs only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -52,3 +53,16 @@ def shipped(name: str) -> Path:
     inside_wheel = {"models.toml": PACKAGE_DIR / "_data" / "models.toml",
                     "themes": PACKAGE_DIR / "_themes"}.get(name, PACKAGE_DIR / "_data" / name)
     return inside_wheel if inside_wheel.exists() else SOURCE_ROOT / name
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `text` to `path` by a rename, so that a reader finds the old file or the new one,
+    never part of one; `OSError` where it cannot, with no partial file left behind."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise

@@ -27,14 +27,14 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specchat.chat.pair import Pair
 from specchat.engine.costs import Costs
-from specchat.paths import data_dir
+from specchat.models.config.cache_build import fingerprint
+from specchat.paths import data_dir, write_whole
 
 if TYPE_CHECKING:
     from specchat.models.config.pairs import PairConfig
@@ -56,7 +56,7 @@ def config_key(config: PairConfig) -> str:
     """What a timing depends on that is known before the pair loads: specchat's and torch's
     versions, the machine's processors (the CPU's identity and every visible GPU's name), the
     pair's settings but its name, description and sampling, and each model file's or
-    folder's size and modification time where a reference names one."""
+    folder's `fingerprint` (size and modification time) where a reference names one."""
     import torch
 
     from specchat import __version__
@@ -65,7 +65,7 @@ def config_key(config: PairConfig) -> str:
     gpus = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
     settings = {name: value for name, value in dataclasses.asdict(config).items()
                 if name not in NOT_COSTS}
-    files = {str(ref): _stat(str(ref)) for ref in (config.target, config.draft) if ref}
+    files = [fingerprint(Path(str(ref)).expanduser()) for ref in (config.target, config.draft) if ref]
     return json.dumps({"specchat": __version__, "torch": torch.__version__,
                        "processors": [cpu_identity(), *gpus], "settings": settings,
                        "files": files}, sort_keys=True, default=str)
@@ -82,19 +82,11 @@ def costs_key(pair: Pair) -> str:
                       sort_keys=True)
 
 
-def _stat(ref: str) -> list[int] | None:
-    """A referenced file's or folder's size and modification time (None: no such path)."""
-    try:
-        found = os.stat(os.path.expanduser(ref))
-    except (OSError, ValueError):
-        return None
-    return [found.st_size, found.st_mtime_ns]
-
-
 def remembered_costs(pair: Pair, now: float | None = None) -> Costs | None:
     """The costs last timed for this pair on this processor, or None (none, or taken more
     than `FRESH_FOR_S` before `now`, or after it)."""
-    found = _fresh([entry for entry in _entries() if entry.get("key") == costs_key(pair)], now)
+    key = costs_key(pair)
+    found = _fresh([entry for entry in _entries() if entry.get("key") == key], now)
     return None if found is None else found[0]
 
 
@@ -135,14 +127,11 @@ def remember_costs(pair: Pair, costs: Costs) -> None:
     entries: list[dict[str, Any]] = [{"key": key, "timed_at": time.time(), "costs": record}]
     entries += [entry for entry in _entries() if entry.get("key") != key][:KEEP - 1]
     path = data_dir() / REMEMBERED
-    partial = path.with_name(f"{REMEMBERED}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(entries, indent=1))
-        os.replace(partial, path)
+        write_whole(path, json.dumps(entries, indent=1))
     except OSError as error:
         log.warning("step costs not remembered in %s: %s", path, error)
-        partial.unlink(missing_ok=True)
 
 
 def _entries() -> list[dict[str, Any]]:

@@ -13,10 +13,8 @@ read becomes a one-line `ModelNotFound`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -78,7 +76,6 @@ def with_added_tokens(folder: Path) -> None:
     10.6 MB file. The config is replaced by a rename; a folder that cannot be read or
     written is left as it is (the tokenizer reads the same either way)."""
     config_file = folder / "tokenizer_config.json"
-    partial = config_file.with_name(f"{config_file.name}.{os.getpid()}.partial")
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
         if ADDED_TOKENS in config:
@@ -86,11 +83,9 @@ def with_added_tokens(folder: Path) -> None:
         added = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
         config[ADDED_TOKENS] = {str(token["id"]): {key: value for key, value in token.items()
                                                    if key != "id"} for token in added}
-        partial.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
-        os.replace(partial, config_file)
+        paths.write_whole(config_file, json.dumps(config, indent=2, ensure_ascii=False))
     except (OSError, ValueError, KeyError, TypeError):
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+        return
 
 
 def remembered(gguf: Path, name: str, compute: Callable[[], str]) -> str:

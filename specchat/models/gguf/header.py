@@ -189,7 +189,7 @@ def leading_metadata(path: Path) -> dict[str, object]:
                 if key.startswith("tokenizer."):
                     break
                 read = value(cursor, cursor.scalar("I"), keep=False)
-                found[key] = read.decode("utf-8", "replace") if isinstance(read, bytes) else read
+                found[key] = as_text(read)
     except (OSError, ValueError, DamagedWeights):
         pass
     return found
@@ -229,4 +229,9 @@ def tensor_info(cursor: Cursor) -> TensorInfo:
 def text(metadata: dict[str, Any], key: str, default: str = "") -> str:
     """A string value of `read_metadata`'s answer, as text."""
     found = metadata.get(key)
-    return found.decode("utf-8", "replace") if isinstance(found, bytes) else default
+    return as_text(found) if isinstance(found, bytes) else default
+
+
+def as_text(value: Any) -> Any:
+    """A metadata value with its bytes, if it is a string, decoded as text."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

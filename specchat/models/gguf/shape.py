@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.models.device.estimate import ModelSize
-from specchat.models.gguf.header import read_header
+from specchat.models.gguf.header import as_text, read_header
 
 GGUF_KV_ELEMENT = 2
 """Bytes of one cached key or value element on llama.cpp (its default f16 cache)."""
@@ -33,8 +33,8 @@ def gguf_shape(path: Path | str) -> GgufShape | None:
     try:
         header = read_header(Path(path))
         tensors = header.tensors
-        metadata = {name: found.decode("utf-8", "replace") if isinstance(found, bytes) else found
-                    for name, found in header.metadata.items() if not name.startswith("tokenizer.")}
+        metadata = {name: as_text(found) for name, found in header.metadata.items()
+                    if not name.startswith("tokenizer.")}
         arch = metadata["general.architecture"]
         linear = sum(t.elements for t in tensors if t.name.startswith("blk.") and "norm" not in t.name)
         total = sum(t.elements for t in tensors)
