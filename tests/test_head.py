@@ -141,6 +141,86 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(files, trained, tmp_
     assert all(torch.equal(one["head"][n], two["head"][n]) for n in one["head"])
 
 
+def starting_weights(monkeypatch) -> dict:
+    """Patch `head_train.train_head` to record the network it is handed before training."""
+    from specchat.distill import head_train
+
+    seen: dict = {}
+    original = head_train.train_head
+
+    def recording(network, tables, samples, run):
+        seen.update({n: v.detach().clone() for n, v in network.state_dict().items()})
+        return original(network, tables, samples, run)
+
+    monkeypatch.setattr(head_train, "train_head", recording)
+    return seen
+
+
+def test_a_head_grown_from_an_earlier_one_starts_from_its_weights_and_vocabulary(
+        files, trained, tmp_path, monkeypatch):
+    from specchat.models.head.files import load_head
+
+    earlier = load_head(trained)
+    seen = starting_weights(monkeypatch)
+    grown = tmp_path / "grown"
+    args = head_args(files["gguf"], grown, files["prompts"], 3, "--init-from", str(trained))
+    args[args.index("--vocab") + 1], args[args.index("--width") + 1] = "40", "24"
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    start = earlier.network.state_dict()
+    assert seen.keys() == start.keys()
+    assert all(torch.equal(seen[n], start[n]) for n in start)
+    after = load_head(grown)
+    assert after.vocab == earlier.vocab and after.network.shape == earlier.network.shape
+    assert after.info["init_from"] == str(trained)
+
+
+def test_a_grown_run_keeps_the_earlier_head_unless_training_beats_it(files, trained, tmp_path,
+                                                                     monkeypatch):
+    """Held-out acceptance that only falls after the start: the run's head must stay the
+    earlier one, measured before the first step, though training moved every weight."""
+    from specchat.distill import head_train
+    from specchat.models.head.files import load_head
+
+    measured = iter([[0.9, 0.8]] + [[0.2, 0.1]] * 10)
+    monkeypatch.setattr(head_train, "heldout_acceptance", lambda *a, **k: next(measured))
+    grown = tmp_path / "kept"
+    args = head_args(files["gguf"], grown, files["prompts"], 3, "--init-from", str(trained))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    earlier, kept = load_head(trained), load_head(grown)
+    assert kept.rows.keys() == earlier.rows.keys()
+    assert all(torch.equal(kept.rows[n][0], earlier.rows[n][0]) for n in earlier.rows)
+    assert kept.info["heldout_acceptance"] == [0.9, 0.8]
+    moved = torch.load(grown / "checkpoint.pt")["head"]
+    assert not torch.equal(moved["fc.weight"], earlier.network.state_dict()["fc.weight"])
+
+
+@pytest.mark.parametrize("case", ["no head", "another target"])
+def test_a_wrong_init_from_is_one_line_before_any_feature(files, trained, tmp_path, monkeypatch,
+                                                          case):
+    import shutil
+
+    from specchat.distill import head_data
+
+    monkeypatch.setattr(head_data, "answers",
+                        lambda *a, **k: pytest.fail("features collected before the check"))
+    earlier = tmp_path / "earlier"
+    if case == "another target":
+        shutil.copytree(trained, earlier)
+        other = tmp_path / "other.gguf"
+        other.write_bytes(Path(files["gguf"]).read_bytes())
+        target, expected = other, "is a head for"
+    else:
+        earlier.mkdir()
+        target, expected = files["gguf"], "holds no head.safetensors"
+    args = head_args(target, tmp_path / "out", files["prompts"], 3, "--init-from", str(earlier))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0] and str(earlier) in lines[0], result.output
+
+
 def pair_toml(files, trained, root: Path) -> Path:
     toml = root / "head.toml"
     toml.write_text(f'''default = "int8"

@@ -48,9 +48,11 @@ from specchat.commands.export_gguf import report, type_option
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its checkpoint.")
-@click.option("--init-from", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+@click.option("--init-from", type=click.Path(path_type=Path), metavar="DIR",
               help="Grow from an earlier draft of the same target (a --out folder): layers copied "
-                   "from the same target layer keep its weights, new ones start as the identity.")
+                   "from the same target layer keep its weights, new ones start as the identity. "
+                   "With --head: start from an earlier head of the same target (builtin:NAME, "
+                   "its --out folder or its file), keeping its shape and vocabulary.")
 @click.option("--int8", is_flag=True,
               help="Ship the weights as int8 with per-row scales (about half of bfloat16).")
 @click.option("--teacher-batch", type=click.IntRange(min=1), default=64, show_default=True,
@@ -95,7 +97,7 @@ def distill(target: str, out: Path, layers: int, vocab: int | None, tokens: int 
             target, out, tokens or HeadOptions.tokens, prompts,
             16384 if vocab is None else vocab or None,
             width, passes, streams, max_new_tokens, seed, resume, threads, teacher_only, settings,
-            device))
+            device, str(init_from) if init_from else None))
     if gguf:
         check_gguf_export(target, gguf)
     from specchat.distill.run import Callbacks, DistillOptions, run_distill

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -62,6 +62,10 @@ class HeadOptions:
     device: str = "auto"
     """Where the head trains: auto (a CUDA GPU where there is one), cpu, cuda or cuda:N. On
     a CUDA GPU the target's features come from that GPU too; else from the int8 backend."""
+    init_from: str | None = None
+    """An earlier head of the same target to start from (`builtin:NAME`, its --out folder or
+    its file): its shape, vocabulary and weights are the start, and it stays the run's head
+    unless training beats its held-out τ. None: a fresh head."""
 
 
 STREAMS = {"cpu": 16, "cuda": 64}
@@ -89,7 +93,10 @@ def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -
 
     out = Path(options.out)
     check_out_folder(out, options.resume)
+    options = replace(options, init_from=options.init_from or run_setting(out, options.resume,
+                                                                          "init_from"))
     device = training_device(options.device)  # a wrong --device fails before any feature
+    earlier = earlier_head(options.init_from, options.target)  # and a wrong --init-from
     path = gguf_file(parse_ref(options.target), callbacks.message)
     if path is None:
         raise UsageError(f"--head needs a GGUF target (its features come from the int8 backend), "
@@ -103,13 +110,36 @@ def run_head(options: HeadOptions, callbacks: HeadCallbacks = HeadCallbacks()) -
     if options.features_only:
         return summary | {"features_only": True}
     found = converted(path, callbacks.message)
-    settings = load_or_save_run(out, options, samples, found)
+    settings = load_or_save_run(out, options, samples, found, earlier)
     vocab = settings["vocab"]
     tables = int8_tables(found.tensors, vocab, device)
-    network = HeadNetwork(HeadShape(**settings["shape"])).to(device)
-    best = train(network, tables, samples, vocab, options, callbacks)
+    network = HeadNetwork(HeadShape(**settings["shape"]), initialise=earlier is None)
+    if earlier is not None:
+        network.load_state_dict(earlier.network.state_dict())
+        callbacks.message(f"starting from the head {options.init_from} (held-out τ estimate "
+                          f"{earlier.info.get('heldout_tau_k4', '?')} when it was trained)")
+    best = train(network.to(device), tables, samples, vocab, options, callbacks)
     return summary | {"vocab": len(vocab), "parameters": network.parameter_count,
                       "train_s": time.perf_counter() - started - collect_s, "best_tau": best}
+
+
+def earlier_head(reference: str | None, target: str):
+    """The head `--init-from` names, read whole (a head is tens of MB), if it was trained
+    for `target`; else a one-line usage error, before any feature is collected."""
+    from specchat.models.config.refs import head_file, parse_ref
+    from specchat.models.head.files import load_head
+
+    if reference is None:
+        return None
+    path = head_file(parse_ref(reference)) or Path(reference)
+    if path.is_dir() and not (path / HEAD_FILE).is_file():
+        raise UsageError(f"--init-from {reference} holds no {HEAD_FILE}: with --head, point it "
+                         f"at an earlier head (`builtin:NAME`, a --head --out folder or its file)")
+    earlier = load_head(path)
+    if earlier.target != target:
+        raise UsageError(f"--init-from {reference} is a head for {earlier.target}, not {target}: "
+                         "start only from a head of the same target")
+    return earlier
 
 
 def collect_features(options: HeadOptions, callbacks: HeadCallbacks) -> None:
@@ -168,20 +198,40 @@ def torch_answers(options: HeadOptions, device: torch.device,
     return FeatureSource(answer, tokenizer, streams, f"on {device} ({str(dtype)[6:]})")
 
 
-def load_or_save_run(out: Path, options: HeadOptions, samples, found) -> dict:
-    """The run's settings; the vocabulary and the head's shape are chosen once and kept."""
+def load_or_save_run(out: Path, options: HeadOptions, samples, found, earlier=None) -> dict:
+    """The run's settings; the vocabulary and the head's shape are chosen once and kept
+    (from the earlier head where the run starts from one)."""
     path = out / "run.json"
     if options.resume and path.exists():
         return json.loads(path.read_text())
     arch = found.arch
     shape = HeadShape(arch.hidden, arch.heads, arch.kv_heads, arch.head_dim, options.width,
                       arch.eps, arch.rope_base, arch.qkv_bias)
+    if earlier is not None:
+        shape = grown_shape(earlier.network.shape, shape, options.init_from)
     eos = set(found.facts.eos)
+    vocab = earlier.vocab if earlier is not None else \
+        choose_vocab(samples, options.vocab, eos, arch.vocab)
     settings = {"target": options.target, "seed": options.seed, "passes": options.passes,
-                "shape": shape.as_dict(), "train": asdict(options.train),
-                "vocab": choose_vocab(samples, options.vocab, eos, arch.vocab)}
+                "shape": shape.as_dict(), "train": asdict(options.train), "vocab": vocab,
+                "init_from": options.init_from}
     path.write_text(json.dumps(settings) + "\n")
     return settings
+
+
+def run_setting(out: Path, resume: bool, key: str):
+    """A setting of the run that `--resume` continues (its run.json), else None."""
+    path = out / "run.json"
+    return json.loads(path.read_text()).get(key) if resume and path.exists() else None
+
+
+def grown_shape(earlier: HeadShape, target: HeadShape, reference: str | None) -> HeadShape:
+    """The earlier head's shape (its MLP width too), if it fits the target's layer shape."""
+    fits = replace(earlier, intermediate=target.intermediate) == target
+    if not fits:
+        raise UsageError(f"--init-from {reference} has the shape {earlier.as_dict()}, and the "
+                         f"target's layers need {target.as_dict()}: train a fresh head")
+    return earlier
 
 
 def choose_vocab(samples, size: int | None, eos: set[int], full: int) -> list[int]:
@@ -234,11 +284,14 @@ def train(network: HeadNetwork, tables, samples, vocab: list[int], options: Head
                 "heldout_tau_k4": round(head_train.estimated_tau(acceptance), 3),
                 "answer_tokens": head_data.answer_tokens(samples), "samples": len(samples),
                 "seed": options.seed, "passes": options.passes}
+        if options.init_from:
+            info["init_from"] = options.init_from
         save_head(network, vocab, options.target, info, out / HEAD_FILE)
 
     callbacks.message(f"training a head ({network.parameter_count / 1e6:.1f} M parameters, "
                       f"output vocabulary {len(vocab)}) on {len(samples)} answers, "
                       f"on {network.device}")
     run = head_train.HeadTraining(options.train, options.passes, out / "checkpoint.pt", on_best,
-                                  callbacks.trained, options.resume)
+                                  callbacks.trained, options.resume,
+                                  grown=options.init_from is not None)
     return head_train.train_head(network, tables, samples, run)

@@ -191,8 +191,10 @@ def head_loss(network: HeadNetwork, tables: Tables, batch: Batch, passes: int,
 @torch.no_grad()
 def heldout_acceptance(network: HeadNetwork, tables: Tables, samples: list[FeatureSample],
                        passes: int) -> list[float]:
-    """Per pass: share of held-out scored rows where the head's argmax is the target's."""
-    hits, totals = [0] * passes, [0] * passes
+    """Per pass: share of held-out scored rows where the head's argmax is the target's
+    (measured in eval mode; the network's mode is restored)."""
+    training, hits, totals = network.training, [0] * passes, [0] * passes
+    network.eval()
     for i in range(0, len(samples), 8):
         batch = make_batch(samples[i:i + 8], network.shape.hidden, network.device)
         guesses = unrolled(network, batch, tables.embed(batch.ids), passes)
@@ -201,6 +203,7 @@ def heldout_acceptance(network: HeadNetwork, tables: Tables, samples: list[Featu
             want = (batch.features[mask] @ tables.output.T).argmax(-1)
             hits[s - 1] += int(((guess[mask] @ tables.output.T).argmax(-1) == want).sum())
             totals[s - 1] += int(mask.sum())
+    network.train(training)
     return [h / max(1, t) for h, t in zip(hits, totals)]
 
 
@@ -231,6 +234,9 @@ class HeadTraining:
     on_best: Callable[[list[float]], None]
     report: Callable[[HeadProgress], None] = lambda progress: None
     resume: bool = False
+    grown: bool = False
+    """The network starts from an earlier head's weights: measured before the first step,
+    so the run keeps that head unless training beats it."""
 
 
 def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample],
@@ -241,23 +247,32 @@ def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
     optimizer = torch.optim.AdamW(network.parameters(), lr=settings.lr, weight_decay=0.0)
     step, best = (load_checkpoint(run.checkpoint, network, optimizer, len(samples))
                   if run.resume and run.checkpoint.exists() else (0, -1.0))
+    if run.grown and step == 0:
+        best = evaluate(network, tables, held, run)
     while step < settings.steps:
         loss, tokens, seconds = train_step(network, tables, train_set, optimizer, step, run)
         step += 1
         acceptance = None
         if step % settings.eval_every == 0 or step == settings.steps:
-            network.eval()
             acceptance = heldout_acceptance(network, tables, held, run.passes)
-            network.train()
             if estimated_tau(acceptance) > best:
-                best = estimated_tau(acceptance)
-                run.on_best(acceptance)
+                best = evaluate(network, tables, held, run, acceptance)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
             save_checkpoint(run.checkpoint, network, optimizer, step, best, len(samples))
         run.report(HeadProgress(step, settings.steps, tokens / max(seconds, 1e-9), loss,
                                 acceptance))
     network.eval()
     return best
+
+
+def evaluate(network: HeadNetwork, tables: Tables, held: list[FeatureSample],
+             run: HeadTraining, acceptance: list[float] | None = None) -> float:
+    """Keep the network as the run's best head (`on_best`) and return its held-out τ
+    estimate, measuring its acceptance where `acceptance` is not given."""
+    if acceptance is None:
+        acceptance = heldout_acceptance(network, tables, held, run.passes)
+    run.on_best(acceptance)
+    return estimated_tau(acceptance)
 
 
 def train_step(network: HeadNetwork, tables: Tables, samples: list[FeatureSample], optimizer,
