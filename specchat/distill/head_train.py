@@ -248,7 +248,7 @@ def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
     step, best = (load_checkpoint(run.checkpoint, network, optimizer, len(samples))
                   if run.resume and run.checkpoint.exists() else (0, -1.0))
     if run.grown and step == 0:
-        best = evaluate(network, tables, held, run)
+        best = kept_as_best(heldout_acceptance(network, tables, held, run.passes), run)
     while step < settings.steps:
         loss, tokens, seconds = train_step(network, tables, train_set, optimizer, step, run)
         step += 1
@@ -256,7 +256,7 @@ def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
         if step % settings.eval_every == 0 or step == settings.steps:
             acceptance = heldout_acceptance(network, tables, held, run.passes)
             if estimated_tau(acceptance) > best:
-                best = evaluate(network, tables, held, run, acceptance)
+                best = kept_as_best(acceptance, run)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
             save_checkpoint(run.checkpoint, network, optimizer, step, best, len(samples))
         run.report(HeadProgress(step, settings.steps, tokens / max(seconds, 1e-9), loss,
@@ -265,12 +265,9 @@ def train_head(network: HeadNetwork, tables: Tables, samples: list[FeatureSample
     return best
 
 
-def evaluate(network: HeadNetwork, tables: Tables, held: list[FeatureSample],
-             run: HeadTraining, acceptance: list[float] | None = None) -> float:
-    """Keep the network as the run's best head (`on_best`) and return its held-out τ
-    estimate, measuring its acceptance where `acceptance` is not given."""
-    if acceptance is None:
-        acceptance = heldout_acceptance(network, tables, held, run.passes)
+def kept_as_best(acceptance: list[float], run: HeadTraining) -> float:
+    """Keep the network as the run's best head (`on_best`, with its held-out acceptance);
+    returns its τ estimate, the one later evaluations must beat."""
     run.on_best(acceptance)
     return estimated_tau(acceptance)
 
