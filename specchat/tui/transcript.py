@@ -158,6 +158,22 @@ CHUNK_SPANS = 300
 re-renders only the paragraph still growing, not the whole answer."""
 
 
+def split_into_chunks(held: int, spans: Iterable[TokenSpan]) -> list[list[TokenSpan]]:
+    """`spans` cut where chunks end: the first part continues a chunk that already holds
+    `held` spans, each later part starts a new chunk (the last part may be empty: a chunk
+    just ended). A chunk ends at the first span ending in a newline once it holds
+    `CHUNK_SPANS`, wherever that span falls in a batch of rounds."""
+    parts: list[list[TokenSpan]] = [[]]
+    count = held
+    for span in spans:
+        parts[-1].append(span)
+        count += 1
+        if count >= CHUNK_SPANS and span.text.endswith("\n"):
+            parts.append([])
+            count = 0
+    return parts
+
+
 class TokenFlow(Vertical):
     """An answer's tokens as a column of TokenText chunks split at newlines."""
 
@@ -166,23 +182,13 @@ class TokenFlow(Vertical):
     def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True):
         super().__init__()
         self.show_ghosts = show_ghosts
-        self.chunks: list[TokenText] = [TokenText(show_ghosts=show_ghosts)]
-        self._fill(list(spans))
+        self.chunks = [TokenText(part, show_ghosts=show_ghosts)
+                       for part in split_into_chunks(0, spans)]
+        for chunk in self.chunks[:-1]:
+            chunk.chunk_ended = True
 
     def compose(self) -> ComposeResult:
         yield from self.chunks
-
-    def _fill(self, spans: list[TokenSpan]) -> None:
-        """Put spans into chunks before mounting (saved answers)."""
-        for span in spans:
-            self.chunks[-1].spans.append(span)
-            if self._full(self.chunks[-1]):
-                self.chunks[-1].chunk_ended = True
-                self.chunks.append(TokenText(show_ghosts=self.show_ghosts))
-
-    @staticmethod
-    def _full(chunk: TokenText) -> bool:
-        return len(chunk.spans) >= CHUNK_SPANS and chunk.spans[-1].text.endswith("\n")
 
     @property
     def spans(self) -> list[TokenSpan]:
@@ -193,14 +199,19 @@ class TokenFlow(Vertical):
         return self.chunks[-1].pending
 
     def append(self, spans: Iterable[TokenSpan], pending: tuple[TokenSpan, ...] = ()) -> None:
-        last = self.chunks[-1]
-        last.append(spans, pending)
-        if not pending and self._full(last):
-            last.chunk_ended = True
-            last.refresh(layout=True)
-            chunk = TokenText(show_ghosts=self.show_ghosts)
+        """Add a batch of rounds' spans, starting new chunks where `split_into_chunks` ends
+        them; `pending` drafts go after the last."""
+        first, *later = split_into_chunks(len(self.chunks[-1].spans), spans)
+        self.chunks[-1].append(first, () if later else pending)
+        for part in later:
+            ended = self.chunks[-1]
+            ended.chunk_ended = True
+            ended.refresh(layout=True)
+            chunk = TokenText(part, show_ghosts=self.show_ghosts)
             self.chunks.append(chunk)
             self.mount(chunk)
+        if later:
+            self.chunks[-1].pending = pending
 
     def resolve_pending(self) -> None:
         self.chunks[-1].resolve_pending()
