@@ -6,7 +6,8 @@ title, clear the screen or worse wherever it is printed. Every path that writes 
 to a terminal or a text file (`specchat run`, `history show|list|export`, the unsaved copy of
 a conversation, the chat's screen) shows C0 and C1 controls and DEL the way `less` and
 `cat -v` do: C0 and DEL in caret notation (ESC is ^[, BEL ^G, CR ^M, DEL ^?), C1 as <U+009B>.
-Newline and tab stay what they are. JSON outputs keep the exact text: `json_text` escapes
+Newline and tab stay what they are, but in a rejected draft (a ghost) a newline is drawn as
+↵. JSON outputs keep the exact text: `json_text` escapes
 the C1 controls (and DEL) too, which `json.dumps(ensure_ascii=False)` leaves raw, so that the
 text decodes back byte for byte and no raw control reaches a terminal.
 
@@ -40,6 +41,17 @@ def visible(text: str) -> str:
     if not CONTROLS.search(text):
         return text
     return CONTROLS.sub(lambda match: shown(match.group()), text)
+
+
+GHOST_NEWLINE = "↵"
+"""How a rejected draft's newline is drawn."""
+
+
+def visible_ghost(text: str) -> str:
+    """A rejected draft's text as drawn: `visible`, and each newline as ↵. A ghost shows what
+    the draft guessed but is never part of the text, so it must not break a line the text
+    does not break."""
+    return visible(text).replace("\n", GHOST_NEWLINE)
 
 
 def json_text(value: Any, **options: Any) -> str:

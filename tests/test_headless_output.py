@@ -54,6 +54,12 @@ def test_rejected_drafts_print_dim_and_struck_through_or_not_at_all():
     assert paint(SPANS[1], COLOURS, ghosts=False).plain == ""
 
 
+def test_a_rejected_drafts_newline_prints_as_a_mark_not_a_line_break():
+    guessed = paint(TokenSpan(".\n", "rejected", 7), COLOURS)
+    assert guessed.plain == ".↵" and guessed.style.strike
+    assert paint(TokenSpan(".\n", "accepted", 7), COLOURS).plain == ".\n"
+
+
 def test_progress_off_a_terminal_is_one_plain_line_per_update():
     out = io.StringIO()
     bar = StepBar(Console(file=out, force_terminal=False), "prompts", 3, "prompt")

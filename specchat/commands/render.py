@@ -2,8 +2,9 @@
 
 Tokens are coloured by kind with the default theme's variables as rich styles;
 rich's console turns them into what the terminal can show (24-bit, 256 or 16
-colours, none under NO_COLOR). Rejected drafts print dim and struck through; a
-cross-tokenizer draft's token that is not one of the draft's own tokens is underlined.
+colours, none under NO_COLOR). Rejected drafts print dim and struck through (a newline in
+one as ↵); a cross-tokenizer draft's token that is not one of the draft's own tokens is
+underlined.
 Model text is untrusted: its control characters print visibly (specchat/control_chars.py),
 never raw.
 The stats block follows `ollama run --verbose`. Pure formatting: spans in, rich
@@ -16,7 +17,7 @@ from rich.style import Style
 from rich.text import Text
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
-from specchat.control_chars import visible
+from specchat.control_chars import visible, visible_ghost
 
 
 def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text:
@@ -24,8 +25,8 @@ def paint(span: TokenSpan, colours: dict[str, str], ghosts: bool = True) -> Text
     if span.kind == "rejected":
         if not ghosts or not span.text:
             return Text("")
-        return Text(visible(span.text), Style(color=colours["rejected"], dim=True, strike=True,
-                                              underline=span.unaligned))
+        ghost = Style(color=colours["rejected"], dim=True, strike=True, underline=span.unaligned)
+        return Text(visible_ghost(span.text), ghost)
     return Text(visible(span.text), Style(color=colours[span.kind], underline=span.unaligned))
 
 

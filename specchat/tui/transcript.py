@@ -1,5 +1,5 @@
 """The transcript: user turns, answers drawn token by token in their kind's colour,
-rejected drafts as dim struck-through ghosts, notices. A draft of another tokenizer's
+rejected drafts as dim struck-through ghosts (a ghost's newline as ↵), notices. A draft of another tokenizer's
 token that is not exactly one of the draft's own tokens is underlined.
 
 Every colour comes from the app's theme variables (`spec-accepted`, ...), read
@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from specchat.chat.events import StatsSnapshot, TokenSpan
-from specchat.control_chars import visible
+from specchat.control_chars import visible, visible_ghost
 from specchat.token_kinds import TOKEN_KINDS
 
 UNALIGNED_MARK = Style(underline=True)
@@ -119,7 +119,7 @@ class TokenText(Widget):
         for span in spans:
             if (span.kind == "rejected" and not self.show_ghosts) or not span.text:
                 continue
-            text = visible(span.text)
+            text = visible_ghost(span.text) if span.kind == "rejected" else visible(span.text)
             end = self._length + len(text)
             pieces.append(text)
             style = styles.get(span.kind, styles["target"])
@@ -161,14 +161,16 @@ re-renders only the paragraph still growing, not the whole answer."""
 def split_into_chunks(held: int, spans: Iterable[TokenSpan]) -> list[list[TokenSpan]]:
     """`spans` cut where chunks end: the first part continues a chunk that already holds
     `held` spans, each later part starts a new chunk (the last part may be empty: a chunk
-    just ended). A chunk ends at the first span ending in a newline once it holds
-    `CHUNK_SPANS`, wherever that span falls in a batch of rounds."""
+    just ended). A chunk ends at the first committed span ending in a newline once it holds
+    `CHUNK_SPANS`, wherever that span falls in a batch of rounds: never at a rejected
+    draft's newline, which is not in the text (the chunks stack, so their break is a line
+    break)."""
     parts: list[list[TokenSpan]] = [[]]
     count = held
     for span in spans:
         parts[-1].append(span)
         count += 1
-        if count >= CHUNK_SPANS and span.text.endswith("\n"):
+        if count >= CHUNK_SPANS and span.kind != "rejected" and span.text.endswith("\n"):
             parts.append([])
             count = 0
     return parts
