@@ -90,6 +90,18 @@ def test_html_export_is_self_contained_and_coloured_with_ghosts_hidden(tmp_path)
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing to fetch
 
 
+def test_html_export_draws_a_ghosts_newline_as_a_mark_and_keeps_the_answers_own(tmp_path):
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    conversation = store.new_conversation("lines")
+    answer = store.start_answer(conversation, "speculative k=2")
+    store.append_tokens(answer, [SavedToken("one", "accepted", 1), SavedToken(".\n", "rejected", 2),
+                                 SavedToken(" more\n", "resampled", 3)])
+    store.finish_answer(answer, "one more\n", "done", None)
+    page = export.to_html(store.load(conversation), {})
+    assert '<span class="rejected">.↵</span>' in page
+    assert '<span class="resampled"> more\n</span>' in page
+
+
 def test_regenerate_forgets_the_last_exchange(tmp_path):
     store = HistoryStore(tmp_path / "h.sqlite3")
     conversation = store.new_conversation("t")

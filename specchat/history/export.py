@@ -4,8 +4,8 @@ history/chart_svg.py).
 
 The Markdown text and every `text` field are the committed answer: rejected
 drafts never appear in them. JSON lists each token with its kind (rejected ones
-labelled as such); the HTML page draws rejected drafts as struck-through ghosts,
-hidden until a checkbox shows them, and not selectable, so copying the page's
+labelled as such); the HTML page draws rejected drafts as struck-through ghosts (a newline
+in one as ↵), hidden until a checkbox shows them, and not selectable, so copying the page's
 text never picks them up. Markdown and the HTML page are text a terminal may show (printed
 to stdout, or `cat` later): their control characters are made visible, as ^[ or <U+009B>
 (specchat/control_chars.py); JSON keeps the exact text, escaped. Strings in, strings out:
@@ -17,10 +17,10 @@ from __future__ import annotations
 import html
 from datetime import datetime, timezone
 
-from specchat.control_chars import json_text, visible
+from specchat.control_chars import json_text, visible, visible_ghost
 from specchat.history.chart_svg import charts_html
 from specchat.history.charts import saved_series
-from specchat.history.store import SavedConversation, SavedTurn
+from specchat.history.store import SavedConversation, SavedToken, SavedTurn
 from specchat.token_kinds import TOKEN_KINDS
 
 
@@ -91,11 +91,19 @@ def _h(text: str) -> str:
     return html.escape(visible(text))
 
 
+def _token_html(token: SavedToken) -> str:
+    """A token's text for the page; a rejected draft's newline as ↵, since the page keeps
+    the answer's line breaks (pre-wrap) and a ghost must not add one."""
+    if token.kind == "rejected":
+        return html.escape(visible_ghost(token.text))
+    return _h(token.text)
+
+
 def _turn_html(turn: SavedTurn) -> str:
     if turn.role == "user":
         return f'<h3>You</h3><div class="user">{_h(turn.text)}</div>'
     if turn.tokens:
-        body = "".join(f'<span class="{_h(t.kind)}">{_h(t.text)}</span>'
+        body = "".join(f'<span class="{_h(t.kind)}">{_token_html(t)}</span>'
                        for t in turn.tokens)
     else:
         body = _h(turn.text)
