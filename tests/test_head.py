@@ -670,3 +670,21 @@ def test_a_conversation_read_back_while_idle_gives_the_head_its_rows_too(loaded,
     assert result.kept == result.held
     assert_reads_only_the_new_tokens(result)
     assert drafts(result.rounds) == drafts(result.fresh_rounds)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8], ids=["greedy", "sampled"])
+def test_a_round_drafted_by_the_head_reads_the_device_once(loaded, temperature):
+    """On a GPU every read of a device value stalls the round: with the head drafting from
+    the static forward's features (the GPU path), a round still makes only the decoder's
+    one read (tests/test_host_reads.py)."""
+    from test_host_reads import HostReads, in_read_round
+
+    pair = loaded("torch")
+    decoder = Decoder(pair.target, drafter_for(pair), set(), check_invariants=False)
+    rounds = decoder.generate(PROMPT, Settings(3, SamplingParams(temperature=temperature)), 500,
+                              torch.Generator().manual_seed(0))
+    next(rounds), next(rounds)  # the prompt's round, then the head's first rows
+    with HostReads() as reads:
+        window = [next(rounds) for _ in range(6)]
+    assert all(isinstance(r, Round) and r.drafted for r in window)  # the head drafted each
+    assert len(reads.sites) == 6 and all(map(in_read_round, reads.sites)), reads.sites
