@@ -32,8 +32,10 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def drain(master: int, until, timeout: float, on_data=None) -> bytes:
-    """Read the terminal until until(buffer) is true or time runs out."""
-    buffer = b""
+    """Read the terminal until until(buffer) is true or time runs out. The buffer grows in
+    place: copied whole at every read, a long stream's megabytes of output made this reader
+    fall behind, the terminal's buffer fill, and the app under test wait in its writes."""
+    buffer = bytearray()
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline and not until(buffer):
         ready, _, _ = select.select([master], [], [], 0.01)
@@ -47,7 +49,7 @@ def drain(master: int, until, timeout: float, on_data=None) -> bytes:
             buffer += chunk
             if on_data:
                 on_data(buffer)
-    return buffer
+    return bytes(buffer)
 
 
 def in_pty(argv: list[str], env: dict) -> tuple[subprocess.Popen, int]:

@@ -27,3 +27,21 @@ def test_bench_ui_streams_one_answer_through_the_app_and_reports_the_rate_it_ach
     frames = re.search(r"^answer 1: frames showing new tokens:\s+(\d+)$", done.stdout, re.MULTILINE)
     assert frames and int(frames.group(1)) >= 1, done.stdout
     assert "answer 2" not in done.stdout and not done.stderr.strip()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bench-ui drives the app in a POSIX pty")
+def test_the_terminal_reader_returns_every_byte_of_a_long_stream_once():
+    """Megabytes through the pseudo-terminal, as a long bench run writes: the reader returns
+    them all, in order (it grows its buffer in place: devtools/ui_bench.py's `drain`)."""
+    from devtools.ui_bench import drain, in_pty
+
+    line = "0123456789abcdef" * 4
+    count = 60_000  # about 4 MB
+    process, master = in_pty([sys.executable, "-c", f"import sys\nfor i in range({count}): "
+                              f"sys.stdout.write('%06d{line}\\n' % i)"], dict(os.environ))
+    seen = drain(master, lambda _: process.poll() is not None, timeout=60)
+    seen += drain(master, lambda _: False, timeout=0.5)  # what was left after the exit
+    process.wait()
+    os.close(master)
+    lines = seen.decode().replace("\r\n", "\n").splitlines()
+    assert lines == [f"{i:06d}{line}" for i in range(count)]
