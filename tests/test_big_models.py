@@ -36,7 +36,7 @@ def test_the_pairs_max_memory_forces_offloading_even_where_it_would_fit():
 
 
 def test_a_model_that_does_not_fit_even_offloaded_says_what_it_needs_and_has():
-    with pytest.raises(OutOfMemory, match=r"needs about 168\.0 GiB .* there is 71\.0 GiB"):
+    with pytest.raises(OutOfMemory, match=r"needs about 168\.00 GiB .* there is 71\.00 GiB"):
         plan_placement(140 * GiB, "auto", Inventory({0: 24 * GiB}, 64 * GiB), name="target big")
     with pytest.raises(OutOfMemory, match="RAM"):
         plan_placement(40 * GiB, "auto", Inventory({}, 16 * GiB))

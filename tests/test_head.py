@@ -425,6 +425,7 @@ def test_pairs_check_sizes_the_head_and_measures_its_step_like_any_drafts(loaded
 
     from specchat.commands.pair_list import drafter
     from specchat.models.head.files import head_facts
+    from specchat.sizes import size_text
 
     toml = pair_toml(files, trained, tmp_path)
     result = CliRunner().invoke(main, ["pairs", "--config", str(toml), "--check", "int8"])
@@ -432,7 +433,7 @@ def test_pairs_check_sizes_the_head_and_measures_its_step_like_any_drafts(loaded
     facts = head_facts(trained)
     count = facts.parameters + HEAD_VOCAB * facts.shape.hidden
     assert re.search(rf"draft .*: {count / 1e6:.1f}M parameters, "
-                     rf"weights {count / (1 << 20):.1f} MiB", result.output)
+                     rf"weights {size_text(count)}", result.output)  # int8: a byte each
     assert "held-out τ" in result.output and drafter(str(trained)) == "head"
     measured = CliRunner().invoke(main, ["pairs", "--config", str(toml), "--check", "int8",
                                          "--measure"])

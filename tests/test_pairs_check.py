@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from specchat.cli import main
 from specchat.engine.params import K_MAX
 from specchat.engine.theory import break_even_alpha, cheapest_break_even, ideal_speedup, speedup_at
+from specchat.sizes import size_text
 
 
 def check(config, *args):
@@ -130,8 +131,8 @@ def test_a_gguf_target_is_sized_from_its_header_as_llamacpp_runs_it(gguf_config)
     assert result.exit_code == 0, result.output
     assert "target on llama.cpp (the GGUF file's own types), draft on torch" in result.output
     label = params_label(sum(int(t.n_elements) for t in tensors))  # the file names no size
-    mib = sum(int(t.n_bytes) for t in tensors) / (1 << 20)
-    assert re.search(rf"target .*: {label} parameters, weights {mib:.1f} MiB", result.output)
+    size = sum(int(t.n_bytes) for t in tensors)
+    assert re.search(rf"target .*: {label} parameters, weights {size_text(size)}", result.output)
     assert "[GGUF header]" in result.output and "placement: llama.cpp decodes on the CPU" in result.output
     assert f"k = auto: shown for k = 1..{K_MAX}" in result.output  # the one maximum of k
     assert len(row(result.output, "v(n)")) == K_MAX + 1  # predicted: every width, v(n) = 1
@@ -148,7 +149,7 @@ def test_an_int8_target_is_sized_a_byte_a_parameter_and_measures_a_flat_verify(g
     assert result.exit_code == 0, result.output
     assert "target on int8 (fbgemm, 8-bit activation rows), draft on int8" in result.output
     assert "placement: the int8 backend computes on the CPU" in result.output
-    assert re.search(rf"target .*: \S+ parameters, weights {count / (1 << 20):.1f} MiB", result.output)
+    assert re.search(rf"target .*: \S+ parameters, weights {size_text(count)}", result.output)
     assert "about what the int8 backend's verify costs on a CPU" in result.output
     measured = check(gguf_config, "g-int8", "--measure")
     assert measured.exit_code == 0, measured.output

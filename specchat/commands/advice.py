@@ -28,7 +28,8 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from specchat.chat.remembered_costs import remembered_for_config
-from specchat.commands.model_facts import ModelFacts, PairFacts, facts_line, pair_facts, size_text
+from specchat.commands.model_facts import ModelFacts, PairFacts, facts_line, pair_facts
+from specchat.sizes import size_text
 from specchat.engine.costs import PRIOR_WIDTHS, WARMUP_STEPS, Clock, Costs, TimedCosts
 from specchat.engine.params import K_MAX
 from specchat.engine.theory import best_k, break_even_alpha, cheapest_break_even

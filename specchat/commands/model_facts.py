@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from specchat.sizes import size_text
+
 if TYPE_CHECKING:
     import torch
 
@@ -207,11 +209,6 @@ def facts_line(facts: ModelFacts, context: int) -> str:
     return (f"{facts.role:<6} {facts.ref}: {count} parameters, weights "
             f"{size_text(facts.weight_bytes)}, KV cache {facts.kv_bytes_per_token / 1024:.1f} KiB/token "
             f"({size_text(facts.kv_bytes_per_token * context)} at {context} tokens) [{facts.source}]")
-
-
-def size_text(size: int) -> str:
-    """MiB under a GiB, GiB above."""
-    return f"{size / (1 << 20):.1f} MiB" if size < 1 << 30 else f"{size / (1 << 30):.2f} GiB"
 
 
 def head_alpha(path: Path) -> tuple[float | None, str]:

@@ -167,7 +167,7 @@ def first_line(error: BaseException) -> str:
 
 def suggestion_lines(result: Suggestion, target_text: str, pair_name: str) -> list[str]:
     from specchat.bench.format import table
-    from specchat.commands.model_facts import size_text
+    from specchat.sizes import size_text
 
     target = result.target
     lines = [f"drafts for {target.ref} ({target.architecture} {target.size_label or ''}"
@@ -188,7 +188,7 @@ def suggestion_lines(result: Suggestion, target_text: str, pair_name: str) -> li
 
 
 def candidate_row(index: int, candidate: Candidate, measured: bool) -> list[str]:
-    from specchat.commands.model_facts import size_text
+    from specchat.sizes import size_text
 
     card = candidate.card
     row = [f"{index}. {card.ref}", GROUPS[candidate.group], card.size_label,

@@ -23,6 +23,7 @@ from specchat.chat.baseline import (Baseline, SamplingParams, decode_span, gauge
                                     theory_for, too_short)
 from specchat.chat.events import StatsSnapshot
 from specchat.chat.service import PairInfo
+from specchat.sizes import size_text
 from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
@@ -31,14 +32,6 @@ BAR_WIDTH = 12
 
 def fmt(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
-
-
-def fmt_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
@@ -310,7 +303,7 @@ class Gauges(VerticalScroll):
             return
         info = self.info
         text = "pair: loading…" if info is None else (
-            f"pair {info.name}\n{info.device} · {info.dtype} · weights {fmt_bytes(info.memory_bytes)}"
+            f"pair {info.name}\n{info.device} · {info.dtype} · weights {size_text(info.memory_bytes)}"
             + (f"\n{info.engines}" if info.engines else "")
             + ("" if info.seed is None else f"\nseed {info.seed}"))
         self._put("#g-pair", text)

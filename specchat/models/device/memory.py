@@ -17,7 +17,8 @@ import torch
 
 from specchat.errors import PairError
 from specchat.models.device.estimate import model_size
-from specchat.models.device.placement import Placement, current_inventory, gib, plan_placement
+from specchat.models.device.placement import Placement, current_inventory, plan_placement
+from specchat.sizes import size_text
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,12 @@ class MemoryReport:
 
     def rows(self) -> list[tuple[str, str]]:
         """(label, value) lines for a stats block or a panel."""
-        rows = [("memory: target weights", gib(self.target_weights))]
+        rows = [("memory: target weights", size_text(self.target_weights))]
         if self.draft_weights:
-            rows.append(("memory: draft weights", gib(self.draft_weights)))
-        rows.append(("memory: KV cache", gib(self.kv_cache)))
+            rows.append(("memory: draft weights", size_text(self.draft_weights)))
+        rows.append(("memory: KV cache", size_text(self.kv_cache)))
         if self.peak is not None:
-            rows.append(("memory: peak (CUDA)", gib(self.peak)))
+            rows.append(("memory: peak (CUDA)", size_text(self.peak)))
         return rows
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.errors import ConfigError, OutOfMemory
+from specchat.sizes import size_text
 
 GiB = 1 << 30
 HEADROOM = 1.2
@@ -87,8 +88,8 @@ def plan_placement(weight_bytes: int, device: str, inventory: Inventory,
     needed = int(weight_bytes * HEADROOM)
     if device == "cpu" or (device == "auto" and not inventory.gpus):
         if inventory.cpu and needed > inventory.cpu:
-            raise OutOfMemory(f"{name} needs about {gib(needed)} (weights {gib(weight_bytes)} + 20%) "
-                              f"but this machine has {gib(inventory.cpu)} of RAM available: "
+            raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights {size_text(weight_bytes)} + 20%) "
+                              f"but this machine has {size_text(inventory.cpu)} of RAM available: "
                               "use a smaller model")
         return Placement("cpu", why="no CUDA device" if device == "auto" else "as configured")
     if device.startswith("cuda") and device != "cuda":
@@ -99,16 +100,16 @@ def plan_placement(weight_bytes: int, device: str, inventory: Inventory,
     first = min(inventory.gpus) if inventory.gpus else 0
     if max_memory is None and needed <= inventory.gpus.get(first, 0) - GPU_RESERVE:
         return Placement(f"cuda:{first}" if first else "cuda",
-                         why=f"auto: fits on GPU {first} ({gib(needed)} of {gib(inventory.gpus[first])} free)")
+                         why=f"auto: fits on GPU {first} ({size_text(needed)} of {size_text(inventory.gpus[first])} free)")
     room = sum(v for k, v in limits.items() if k != "disk")
     if needed > room + limits.get("disk", 0):
-        raise OutOfMemory(f"{name} needs about {gib(needed)} (weights {gib(weight_bytes)} + 20%) "
-                          f"but there is {gib(room)} ({describe(limits)}): use a smaller model, "
+        raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights {size_text(weight_bytes)} + 20%) "
+                          f"but there is {size_text(room)} ({describe(limits)}): use a smaller model, "
                           "quantization = \"4bit\", or raise max_memory")
     gpus = sorted(k for k in limits if isinstance(k, int) and limits[k] > 0)
     main = f"cuda:{gpus[0]}" if gpus else "cpu"
     return Placement(main, "auto", dict(limits),
-                     why=f"auto: {gib(needed)} spread over {describe(limits)} by accelerate")
+                     why=f"auto: {size_text(needed)} spread over {describe(limits)} by accelerate")
 
 
 def automatic_limits(inventory: Inventory) -> dict[int | str, int]:
@@ -120,11 +121,7 @@ def automatic_limits(inventory: Inventory) -> dict[int | str, int]:
 
 def describe(limits: dict[int | str, int]) -> str:
     names = [(f"GPU {k}" if isinstance(k, int) else str(k), v) for k, v in limits.items()]
-    return ", ".join(f"{name} {gib(v)}" for name, v in names)
-
-
-def gib(size: int) -> str:
-    return f"{size / GiB:.1f} GiB"
+    return ", ".join(f"{name} {size_text(v)}" for name, v in names)
 
 
 def current_inventory() -> Inventory:
