@@ -689,3 +689,16 @@ def test_a_round_drafted_by_the_head_reads_the_device_once(loaded, temperature):
         window = [next(rounds) for _ in range(6)]
     assert all(isinstance(r, Round) and r.drafted for r in window)  # the head drafted each
     assert len(reads.sites) == 6 and all(map(in_read_round, reads.sites)), reads.sites
+
+
+@pytest.mark.parametrize("name,element", [("int8", 1), ("torch", 4)])  # the torch pair: float32
+def test_the_heads_memory_counts_its_copy_of_the_targets_output_rows(loaded, trained, name,
+                                                                     element):
+    """A head multiplies by the target's output rows of its vocabulary, gathered into a copy
+    of its own when it loads: `run`'s "memory: draft weights" counts them, as `pairs --check`
+    sizes them (its own parameters and those rows)."""
+    from specchat.models.head.files import head_facts
+
+    facts = head_facts(trained)
+    drafted = (facts.parameters + facts.vocab * facts.shape.hidden) * element
+    assert loaded(name).memory().draft_weights >= drafted

@@ -249,6 +249,28 @@ def test_every_q4k_and_q6k_matrix_of_the_file_runs_on_its_kernel(q4k_file):
     assert isinstance(model.head, q4k.TiledLinear) and model.head.bits == 6
 
 
+def test_pairs_check_sizes_an_int8_target_as_the_loaded_model_holds_it(q4k_file, tmp_path):
+    """`header_parameter_bytes` (what `pairs --check` shows before loading) is what the loaded
+    model holds: on the Q4_K kernel (tiles for its Q4_K and Q6_K matrices), on fbgemm (int8
+    rows), and for a file whose output matrix is its embedding."""
+    from tiny import build_tokenizer
+    from tiny_gguf import build_qwen2, write_qwen2_gguf
+
+    from specchat.models.int8.model import header_parameter_bytes
+
+    path = q4k_file["path"]
+    found = convert.converted(path)
+    on_rows = Int8Model(found.arch, found.tensors, kernel=linear.FBGEMM).parameter_bytes
+    assert header_parameter_bytes(path, linear.Q4K) == on_q4k(path).parameter_bytes < on_rows
+    assert header_parameter_bytes(path, linear.FBGEMM) == on_rows
+    tokenizer = build_tokenizer()
+    tied = write_qwen2_gguf(build_qwen2(len(tokenizer), tied=True), tokenizer, tmp_path / "tied.gguf")
+    found = convert.converted(tied)
+    for kernel in (linear.Q4K, linear.FBGEMM):  # float32 matrices: rows on either
+        assert header_parameter_bytes(tied, kernel) == Int8Model(
+            found.arch, found.tensors, kernel=linear.FBGEMM).parameter_bytes
+
+
 @pytest.mark.parametrize("depth", [3, 40])
 def test_a_verify_row_on_the_q4k_kernel_equals_the_single_step_bit_for_bit(q4k_file, depth):
     singles, verifies = singles_then_verifies(on_q4k(q4k_file["path"]), depth, rows=12)

@@ -146,8 +146,7 @@ def draft_facts(pair: PairConfig, backend: str | None, dtype: torch.dtype, progr
 def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
                int8: bool = False) -> tuple[ModelFacts | None, int]:
     """(facts of a model llama.cpp runs, from its GGUF header; its context there); `int8`:
-    the int8 backend's, whose weights take a byte per parameter and whose context is the
-    model's own."""
+    the int8 backend's (`int8_weight_bytes`), whose context is the model's own."""
     from specchat.models.gguf.shape import gguf_shape
     from specchat.models.gguf.drafts import gguf_file
     from specchat.models.device.estimate import size_label
@@ -155,15 +154,27 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
 
     path = gguf_file(ref, progress)
     shape = gguf_shape(path) if path is not None else None
-    if shape is None:
+    if shape is None or path is None:
         return None, 0
     size = shape.size
-    stored = size.parameters if int8 else size.weight_bytes(0)
+    stored = int8_weight_bytes(path, role, size.parameters, progress) if int8 else size.weight_bytes(0)
     kv = shape.kv_bytes_per_token * 2 if int8 else shape.kv_bytes_per_token  # float32, not f16
     facts = ModelFacts(role, text, size.parameters, stored, kv,
                        size.source, size_label(shape.claimed_label, size.parameters))
     context = shape.context_length or MAX_CONTEXT
     return facts, context if int8 else min(context, MAX_CONTEXT)
+
+
+def int8_weight_bytes(path: Path, role: str, parameters: int,
+                     progress: Callable[[str], None]) -> int:
+    """What the int8 backend will hold of the file's weights: a target's on the kernel it gets
+    here (`Int8Support.kernel_for`: its Q4_K and Q6_K matrices as tiles on the Q4_K kernel), a
+    draft's as int8 rows."""
+    from specchat.models.backend_int8 import FBGEMM, int8_support
+    from specchat.models.int8.model import header_parameter_bytes
+
+    kernel = int8_support().kernel_for(parameters, progress) if role == "target" else FBGEMM
+    return header_parameter_bytes(path, kernel)
 
 
 def torch_facts(role: str, ref: str, folder: Path | str, dtype: torch.dtype,

@@ -48,7 +48,8 @@ def int8_head(path: Path, pair_name: str, model, tensors: dict[str, torch.Tensor
     def embed(ids: torch.Tensor) -> torch.Tensor:
         return rows[ids].float() * scale[ids].unsqueeze(1)
 
-    return HeadRuntime(network, head.vocab, model.arch.vocab, embed, output), head
+    return HeadRuntime(network, head.vocab, model.arch.vocab, embed, output,
+                       output_bytes=output.weight_bytes), head
 
 
 def torch_head(path: Path, pair_name: str, model, device: str,
@@ -69,4 +70,4 @@ def torch_head(path: Path, pair_name: str, model, device: str,
         return guess @ weight.T
 
     return HeadRuntime(network, head.vocab, int(output_rows.shape[0]), embed, output, device,
-                       dtype), head
+                       dtype, output_bytes=weight.numel() * weight.element_size()), head

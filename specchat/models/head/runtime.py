@@ -28,8 +28,12 @@ class HeadRuntime:
     def __init__(self, network: HeadNetwork, vocab: list[int], vocab_size: int,
                  embed: Callable[[torch.Tensor], torch.Tensor],
                  output: Callable[[torch.Tensor], torch.Tensor],
-                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                 output_bytes: int = 0):
         self.network = network
+        self.output_bytes = output_bytes
+        """Bytes of the head's own copy of the target's output rows of its vocabulary (what
+        `output` multiplies by: gathered at load, so they are the draft's memory)."""
         self.device, self.dtype = torch.device(device), dtype
         self.vocab = torch.tensor(sorted(vocab), dtype=torch.long, device=self.device)
         self.vocab_size = vocab_size
@@ -48,15 +52,12 @@ class HeadRuntime:
 
     @property
     def parameter_bytes(self) -> int:
-        """Bytes of the head's own weights as it computes with them (the shared tables are the
-        target's)."""
-        kernels = self.network.kernels
-        total = 0
-        for name, linear in self.network.linears().items():
-            kernel = kernels.get(name)
-            total += (kernel.weight_bytes if kernel is not None
-                      else linear.weight.numel() * linear.weight.element_size())
-        return total
+        """Bytes of the head's own weights as it computes with them (a linear's int8 rows where
+        it has a kernel, whose float weight is then emptied; every other parameter as stored)
+        and of its copy of the target's output rows (the embedding it reads is the target's)."""
+        rows = sum(kernel.weight_bytes for kernel in self.network.kernels.values())
+        stored = sum(p.numel() * p.element_size() for p in self.network.parameters())
+        return self.output_bytes + rows + stored
 
     def reset(self) -> None:
         self.cursor.reset()

@@ -52,6 +52,14 @@ def rows_kernel(kernel: str) -> str:
     return FBGEMM if kernel == Q4K else kernel
 
 
+def flat_bytes(outputs: int, inputs: int, kernel: str) -> int:
+    """Bytes a `FlatLinear` of [outputs, inputs] holds on `kernel`: oneDNN's int8 rows and a
+    float32 scale each; fbgemm's packed rows with their pin columns and their scales."""
+    if kernel == ONEDNN:
+        return outputs * inputs + 4 * outputs
+    return outputs * (inputs + PINS) + 8 * outputs
+
+
 KEPT_BUFFERS = 32
 """Input buffers are kept for batches up to this many rows (steps and verifies); a longer
 prompt's chunk gets a fresh one."""
@@ -113,9 +121,7 @@ class FlatLinear:
     @property
     def weight_bytes(self) -> int:
         """Bytes of the packed int8 weights and their scales."""
-        if self.onednn is not None:
-            return self.outputs * self.inputs + 4 * self.outputs
-        return self.outputs * (self.inputs + PINS) + 8 * self.outputs
+        return flat_bytes(self.outputs, self.inputs, FBGEMM if self.onednn is None else ONEDNN)
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [n, in] float32 -> [n, out] float32; `residual` [n, out] is added when given

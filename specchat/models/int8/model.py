@@ -33,9 +33,9 @@ import torch
 
 from specchat.models.device.cores import capped_threads
 import specchat.models.int8.linear as linear
-from specchat.models.int8.convert import Architecture
+from specchat.models.int8.convert import Architecture, fused_parts, opened
 from specchat.models.int8.linear import FlatLinear, placeholder_packed
-from specchat.models.int8.q4k import TiledLinear, kernel_library, linear_of
+from specchat.models.int8.q4k import TiledLinear, kernel_library, linear_of, tile_bytes, tiled_bits
 from specchat.models.int8.rows import rows_library
 from specchat.models.int8.scripted import compiled
 from specchat.models.blocks.kv_buffer import CacheCursor, KVBuffer
@@ -270,6 +270,30 @@ class CacheViews:
         return cls([[keys, values, keys.permute(1, 0, 2).unsqueeze(0),
                      values.permute(1, 0, 2).unsqueeze(0)]
                     for keys, values in zip(kv.keys.unbind(0), kv.values.unbind(0))])
+
+
+def header_parameter_bytes(gguf: Path, kernel: str) -> int:
+    """The `parameter_bytes` a target (the whole vocabulary) loaded from `gguf` with `kernel`
+    will hold, from the file's header alone (what `pairs --check` sizes before loading): each
+    fused matrix on the tiled kernel where `q4k.tiled_bits` sends it (`kernel` Q4K), else as
+    int8 rows; the embedding as int8 rows; the output matrix like a fused one (the embedding's
+    rows where the file ties them)."""
+    _, arch, tensors = opened(gguf)
+
+    def matrix(parts: list) -> int:
+        outputs, inputs = sum(int(part.shape[1]) for part in parts), int(parts[0].shape[0])
+        bits = tiled_bits([part.tensor_type for part in parts], outputs) if kernel == linear.Q4K else None
+        return (tile_bytes(outputs, inputs, bits) if bits
+                else linear.flat_bytes(outputs, inputs, linear.rows_kernel(kernel)))
+
+    total = sum(matrix([tensors[name] for name, _ in parts])
+                for layer in range(arch.layers) for parts in fused_parts(arch, layer).values())
+    embed = tensors["token_embd.weight"]
+    rows, columns = int(embed.shape[1]), int(embed.shape[0])
+    head = tensors.get("output.weight")
+    return (total + rows * columns + 4 * rows
+            + (matrix([head]) if head is not None
+               else linear.flat_bytes(rows, columns, linear.rows_kernel(kernel))))
 
 
 def head_linear(tensors: dict[str, torch.Tensor], vocab: torch.Tensor | None,

@@ -283,16 +283,30 @@ def write_tiles(gguf: Path, out: Path) -> None:
     save_file(result, str(out))
 
 
-def tiled(name: str, types: list, rows: list[np.ndarray]) -> dict[str, torch.Tensor]:
-    """A fused matrix's tiles under `name` (Q6_K's under name + SUFFIX_Q6K) where all its
-    parts have one of the kernels' types and whole tiles; {} otherwise."""
+def tiled_bits(types: list, outputs: int) -> int | None:
+    """The tiled kernel a fused matrix goes to: 4 (Q4_K) or 6 (Q6_K) where all its parts have
+    that GGML type and its `outputs` rows make whole tiles; None where it stays int8 rows."""
     from gguf import GGMLQuantizationType
 
-    if len(set(types)) != 1 or sum(part.shape[0] for part in rows) % TILE:
-        return {}
-    if types[0] == GGMLQuantizationType.Q4_K:
+    if len(set(types)) != 1 or outputs % TILE:
+        return None
+    return {GGMLQuantizationType.Q4_K: 4, GGMLQuantizationType.Q6_K: 6}.get(types[0])
+
+
+def tile_bytes(outputs: int, inputs: int, bits: int) -> int:
+    """Bytes a `TiledLinear` of [outputs, inputs] holds: one kernel block per tile of rows and
+    super-block of inputs."""
+    block = TILE_BLOCK_BYTES if bits == 4 else Q6_TILE_BLOCK_BYTES
+    return outputs // TILE * (inputs // SUPER) * block
+
+
+def tiled(name: str, types: list, rows: list[np.ndarray]) -> dict[str, torch.Tensor]:
+    """A fused matrix's tiles under `name` (Q6_K's under name + SUFFIX_Q6K) where
+    `tiled_bits` sends it to a tiled kernel; {} otherwise."""
+    bits = tiled_bits(types, sum(part.shape[0] for part in rows))
+    if bits == 4:
         return {name: repack(np.concatenate(rows))}
-    if types[0] == GGMLQuantizationType.Q6_K:
+    if bits == 6:
         return {name + SUFFIX_Q6K: repack_q6k(np.concatenate(rows))}
     return {}
 
