@@ -28,8 +28,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specchat"
 SCRIPTS = PACKAGE.parent / "scripts"
 DEVTOOLS = PACKAGE.parent / "devtools"
 
-BASE = {"control_chars", "errors", "fate_colours", "logs", "paths", "theme_files", "token_kinds",
-        "turn"}
+BASE = {"control_chars", "errors", "fate_colours", "logs", "paths", "sizes", "theme_files",
+        "token_kinds", "turn"}
 """Top-level leaves: standard library (and platformdirs) only, usable by every layer but the engine."""
 
 ALLOWED: dict[str, set[str]] = {
