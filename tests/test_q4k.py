@@ -264,7 +264,8 @@ def test_pairs_check_sizes_an_int8_target_as_the_loaded_model_holds_it(q4k_file,
     assert header_parameter_bytes(path, linear.Q4K) == on_q4k(path).parameter_bytes < on_rows
     assert header_parameter_bytes(path, linear.FBGEMM) == on_rows
     tokenizer = build_tokenizer()
-    tied = write_qwen2_gguf(build_qwen2(len(tokenizer), tied=True), tokenizer, tmp_path / "tied.gguf")
+    tied = write_qwen2_gguf(build_qwen2(len(tokenizer), tied=True), tokenizer,
+                            tmp_path / "tied.gguf")
     found = convert.converted(tied)
     for kernel in (linear.Q4K, linear.FBGEMM):  # float32 matrices: rows on either
         assert header_parameter_bytes(tied, kernel) == Int8Model(

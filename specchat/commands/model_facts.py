@@ -157,7 +157,8 @@ def gguf_facts(role: str, text: str, ref: Any, progress: Callable[[str], None],
     if shape is None or path is None:
         return None, 0
     size = shape.size
-    stored = int8_weight_bytes(path, role, size.parameters, progress) if int8 else size.weight_bytes(0)
+    stored = (int8_weight_bytes(path, role, size.parameters, progress) if int8
+              else size.weight_bytes(0))
     kv = shape.kv_bytes_per_token * 2 if int8 else shape.kv_bytes_per_token  # float32, not f16
     facts = ModelFacts(role, text, size.parameters, stored, kv,
                        size.source, size_label(shape.claimed_label, size.parameters))

@@ -303,7 +303,8 @@ class Gauges(VerticalScroll):
             return
         info = self.info
         text = "pair: loading…" if info is None else (
-            f"pair {info.name}\n{info.device} · {info.dtype} · weights {size_text(info.memory_bytes)}"
+            f"pair {info.name}\n{info.device} · {info.dtype} · "
+            f"weights {size_text(info.memory_bytes)}"
             + (f"\n{info.engines}" if info.engines else "")
             + ("" if info.seed is None else f"\nseed {info.seed}"))
         self._put("#g-pair", text)

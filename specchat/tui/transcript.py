@@ -1,6 +1,6 @@
 """The transcript: user turns, answers drawn token by token in their kind's colour,
-rejected drafts as dim struck-through ghosts (a ghost's newline as ↵), notices. A draft of another tokenizer's
-token that is not exactly one of the draft's own tokens is underlined.
+rejected drafts as dim struck-through ghosts (a ghost's newline as ↵), notices. A draft of
+another tokenizer's token that is not exactly one of the draft's own tokens is underlined.
 
 Every colour comes from the app's theme variables (`spec-accepted`, ...), read
 when the text is styled and again whenever the theme changes. Model and saved text is

@@ -88,9 +88,9 @@ def plan_placement(weight_bytes: int, device: str, inventory: Inventory,
     needed = int(weight_bytes * HEADROOM)
     if device == "cpu" or (device == "auto" and not inventory.gpus):
         if inventory.cpu and needed > inventory.cpu:
-            raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights {size_text(weight_bytes)} + 20%) "
-                              f"but this machine has {size_text(inventory.cpu)} of RAM available: "
-                              "use a smaller model")
+            raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights "
+                              f"{size_text(weight_bytes)} + 20%) but this machine has "
+                              f"{size_text(inventory.cpu)} of RAM available: use a smaller model")
         return Placement("cpu", why="no CUDA device" if device == "auto" else "as configured")
     if device.startswith("cuda") and device != "cuda":
         return Placement(device, why="as configured")
@@ -99,13 +99,15 @@ def plan_placement(weight_bytes: int, device: str, inventory: Inventory,
     limits = max_memory or automatic_limits(inventory)
     first = min(inventory.gpus) if inventory.gpus else 0
     if max_memory is None and needed <= inventory.gpus.get(first, 0) - GPU_RESERVE:
+        free = size_text(inventory.gpus[first])
         return Placement(f"cuda:{first}" if first else "cuda",
-                         why=f"auto: fits on GPU {first} ({size_text(needed)} of {size_text(inventory.gpus[first])} free)")
+                         why=f"auto: fits on GPU {first} ({size_text(needed)} of {free} free)")
     room = sum(v for k, v in limits.items() if k != "disk")
     if needed > room + limits.get("disk", 0):
-        raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights {size_text(weight_bytes)} + 20%) "
-                          f"but there is {size_text(room)} ({describe(limits)}): use a smaller model, "
-                          "quantization = \"4bit\", or raise max_memory")
+        raise OutOfMemory(f"{name} needs about {size_text(needed)} (weights "
+                          f"{size_text(weight_bytes)} + 20%) but there is {size_text(room)} "
+                          f"({describe(limits)}): use a smaller model, quantization = \"4bit\", "
+                          "or raise max_memory")
     gpus = sorted(k for k in limits if isinstance(k, int) and limits[k] > 0)
     main = f"cuda:{gpus[0]}" if gpus else "cpu"
     return Placement(main, "auto", dict(limits),

@@ -282,7 +282,8 @@ def header_parameter_bytes(gguf: Path, kernel: str) -> int:
 
     def matrix(parts: list) -> int:
         outputs, inputs = sum(int(part.shape[1]) for part in parts), int(parts[0].shape[0])
-        bits = tiled_bits([part.tensor_type for part in parts], outputs) if kernel == linear.Q4K else None
+        types = [part.tensor_type for part in parts]
+        bits = tiled_bits(types, outputs) if kernel == linear.Q4K else None
         return (tile_bytes(outputs, inputs, bits) if bits
                 else linear.flat_bytes(outputs, inputs, linear.rows_kernel(kernel)))
 
