@@ -337,3 +337,17 @@ def test_the_check_fails_on_a_wrong_product(monkeypatch):
         assert q4k.why_not_here() == "its product failed the check"
     finally:
         q4k.why_not_here.cache_clear()
+
+
+def test_a_file_the_int8_backend_cannot_read_is_sized_a_byte_a_parameter(tmp_path):
+    """`pairs --check` still sizes a target the int8 backend refuses (here: rope scaling it
+    does not run); loading it is what says why, in one line."""
+    from tiny import build_model, build_tokenizer
+    from tiny_gguf import write_gguf
+
+    from specchat.commands.model_facts import int8_weight_bytes
+
+    tokenizer = build_tokenizer()
+    path = write_gguf(build_model(len(tokenizer)), tokenizer, tmp_path / "yarn.gguf",
+                      rope_scaling_type="yarn")
+    assert int8_weight_bytes(path, "target", 12345, lambda _: None) == 12345

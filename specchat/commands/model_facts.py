@@ -170,12 +170,17 @@ def int8_weight_bytes(path: Path, role: str, parameters: int,
                      progress: Callable[[str], None]) -> int:
     """What the int8 backend will hold of the file's weights: a target's on the kernel it gets
     here (`Int8Support.kernel_for`: its Q4_K and Q6_K matrices as tiles on the Q4_K kernel), a
-    draft's as int8 rows."""
+    draft's as int8 rows; a byte a parameter for a file the backend cannot read (loading it
+    says why in one line)."""
+    from specchat.errors import ModelNotFound
     from specchat.models.backend_int8 import FBGEMM, int8_support
     from specchat.models.int8.model import header_parameter_bytes
 
     kernel = int8_support().kernel_for(parameters, progress) if role == "target" else FBGEMM
-    return header_parameter_bytes(path, kernel)
+    try:
+        return header_parameter_bytes(path, kernel)
+    except (ModelNotFound, KeyError):
+        return parameters
 
 
 def torch_facts(role: str, ref: str, folder: Path | str, dtype: torch.dtype,
