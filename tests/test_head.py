@@ -702,3 +702,33 @@ def test_the_heads_memory_counts_its_copy_of_the_targets_output_rows(loaded, tra
     facts = head_facts(trained)
     drafted = (facts.parameters + facts.vocab * facts.shape.hidden) * element
     assert loaded(name).memory().draft_weights >= drafted
+
+
+def test_suggest_lists_a_head_trained_for_the_target_first_and_no_other_targets(files, trained,
+                                                                                 tmp_path,
+                                                                                 monkeypatch):
+    """`pairs --suggest` finds a head built into the data folder's heads/ (where the
+    documented `distill --head --out` puts one) for the target it read, before any model,
+    sized as it drafts (its rows and its copy of the output rows); for another target it is
+    not a candidate."""
+    import json
+    import shutil
+
+    from tiny import build_tokenizer
+    from tiny_gguf import build_qwen2, write_qwen2_gguf
+
+    from specchat.models.head.files import head_facts
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    shutil.copytree(trained, tmp_path / "data" / "heads" / "mine")
+    result = CliRunner().invoke(main, ["pairs", "--suggest", str(files["gguf"]), "--json"])
+    assert result.exit_code == 0, result.output
+    first = json.loads(result.stdout)["candidates"][0]
+    facts = head_facts(trained)
+    assert first["group"] == "target's head" and first["ref"].endswith("mine")
+    assert first["memory_bytes"] == facts.parameters + facts.vocab * facts.shape.hidden
+    tokenizer = build_tokenizer()
+    other = write_qwen2_gguf(build_qwen2(len(tokenizer), seed=11), tokenizer, tmp_path / "o.gguf")
+    result = CliRunner().invoke(main, ["pairs", "--suggest", str(other), "--json"])
+    assert result.exit_code == 0, result.output
+    assert all(c["group"] != "target's head" for c in json.loads(result.stdout)["candidates"])

@@ -7,7 +7,10 @@ in (models/config/stores.py: ollama, the Hugging Face cache, LM Studio). Candida
 models that write text and are smaller than the target, in three groups: the same tokenizer
 (they speculate as one, models/vocabulary.py), the same family, any other tokenizer (their
 text is re-tokenized for the target, chat/cross/). Within a group the one nearest a tenth of
-the target's size comes first: small enough to be cheap, big enough to agree. Each row has
+the target's size comes first: small enough to be cheap, big enough to agree. Before them
+come the draft heads trained for this very target (`specchat distill --head`: the built-in
+ones, those models.toml names and those built into the data folder's heads/), read from
+their headers (models/head/header.py): a head reads the target's own features. Each row has
 the size ratio (the draft's weight bytes over the target's: its step cost c where decoding
 reads every weight once) and the draft's memory. `--measure` loads the first few and
 measures them (suggest_measure.py); `--write NAME` puts one into the user's models.toml.
@@ -23,7 +26,7 @@ from typing import Any
 
 from specchat.models.cards import ModelCard
 
-GROUPS = ("same tokenizer", "same family", "other tokenizer")
+GROUPS = ("target's head", "same tokenizer", "same family", "other tokenizer")
 TENTH = 0.1
 """The size ratio a group's order starts from."""
 
@@ -70,8 +73,10 @@ def suggest(target: str, catalog: Any) -> Suggestion:
     target_card = target_of(target, catalog)
     cards, notes, roots = gather(catalog)
     found = [card for card in cards if card.path != target_card.path]
-    return Suggestion(target_card, ranked(target_card, found), notes, roots, len(found),
-                      time.perf_counter() - started)
+    heads = [Candidate(card, 0, card.weight_bytes / max(target_card.weight_bytes, 1))
+             for card in head_cards(catalog, target_card)]
+    return Suggestion(target_card, heads + ranked(target_card, found), notes, roots,
+                      len(found) + len(heads), time.perf_counter() - started)
 
 
 def target_of(text: str, catalog: Any) -> ModelCard:
@@ -130,6 +135,29 @@ def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
     return cards
 
 
+def head_cards(catalog: Any, target: ModelCard) -> list[ModelCard]:
+    """The draft heads here that were trained for `target`: the built-in ones, those the
+    catalog's pairs name, and those in the data folder's heads/ (one card per file)."""
+    from specchat import paths
+    from specchat.models.adapters import is_head_ref
+    from specchat.models.cards import head_card
+    from specchat.models.config.refs import HEAD_FILE, head_file, known_builtins, parse_ref
+
+    named = [(ref, "builtin") for ref in known_builtins().split(", ") if is_head_ref(ref)]
+    named += [(pair.draft, "catalog") for pair in catalog.pairs.values() if is_head_ref(pair.draft)]
+    named += [(str(found.parent), "data") for found in sorted(
+        (paths.data_dir() / "heads").glob(f"*/{HEAD_FILE}"))]
+    cards: dict[str, ModelCard] = {}
+    for ref, source in named:
+        path = head_file(parse_ref(ref))
+        if path is None or not path.is_file() or str(path.resolve()) in cards:
+            continue
+        card = head_card(ref, path, source, target)
+        if card is not None:
+            cards[str(path.resolve())] = card
+    return list(cards.values())
+
+
 def store_card(found: Any, notes: list[str]) -> ModelCard | None:
     from specchat.errors import SpecchatError
     from specchat.models.cards import folder_card, gguf_card
@@ -154,8 +182,8 @@ def ranked(target: ModelCard, cards: list[ModelCard]) -> list[Candidate]:
 
 def group_of(target: ModelCard, card: ModelCard) -> int:
     if target.tokenizer and card.tokenizer == target.tokenizer:
-        return 0
-    return 1 if target.family and card.family == target.family else 2
+        return 1
+    return 2 if target.family and card.family == target.family else 3
 
 
 def first_line(error: BaseException) -> str:
@@ -221,12 +249,14 @@ def quoted(text: str) -> str:
 
 def pair_name_for(target: ModelCard, draft: ModelCard | None) -> str:
     """A pair name from the two models' names: "qwen2.5-coder-with-smollm2" (a draft of the
-    target's own name by its size: "qwen2.5-coder-with-0.5b")."""
+    target's own name by its size: "qwen2.5-coder-with-0.5b"; a head: "qwen2.5-coder-with-head")."""
     def slug(text: str) -> str:
         return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "model"
 
     if draft is None:
         return slug(target.name) + "-with-draft"
+    if draft.kind == "head":
+        return slug(target.name) + "-with-head"
     same = slug(draft.name) == slug(target.name)
     what = slug(draft.size_label or "draft") if same else slug(draft.name)
     return f"{slug(target.name)}-with-{what}"

@@ -48,7 +48,8 @@ class ModelCard:
     """The core digest of its tokenizer (models/vocabulary.py); "" where unknown."""
     vocabulary: int
     kind: str = "model"
-    """The file's `general.type`: "model"; "mmproj" or "adapter" are no model of their own."""
+    """The file's `general.type`: "model"; "mmproj" or "adapter" are no model of their own;
+    "head": a draft head (`head_card`), which drafts for one target only."""
 
     @property
     def generates(self) -> bool:
@@ -153,6 +154,27 @@ def card_for_ref(ref: str, source: str) -> ModelCard:
     if path is not None:
         return gguf_card(path, ref, source)
     return folder_card(Path(where), ref, source)
+
+
+def head_card(ref: str, path: Path, source: str, target: ModelCard) -> ModelCard | None:
+    """The card of the draft head at `path` where it was trained for `target` (its recorded
+    target is that file), else None: a head drafts only for the target it read. Its size is
+    what it holds beside an int8 target (its rows and its copy of the output rows)."""
+    import dataclasses
+
+    from specchat.models.head.header import head_summary
+
+    try:
+        summary = head_summary(path)
+        trained_for = card_for_ref(summary.target, source)
+    except (SpecchatError, OSError, ValueError, KeyError):
+        return None
+    if trained_for.path != target.path:
+        return None
+    return dataclasses.replace(target, ref=ref, path=str(path), source=source,
+                               architecture="draft head", name=path.parent.name,
+                               weight_bytes=summary.weight_bytes,
+                               size_label=f"{summary.parameters / 1e6:.1f}M", kind="head")
 
 
 def distilled_card(ref: str, folder: Path, source: str) -> ModelCard:

@@ -13,7 +13,6 @@ what to do. Knows nothing about training or about any backend.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import torch
 from specchat.errors import ModelNotFound, damaged
 from specchat.models.config.refs import HEAD_FILE, missing_head
 from specchat.models.blocks.int8_rows import quantize_rows
+from specchat.models.head.header import own_parameters, read_header
 from specchat.models.head.network import HeadNetwork, HeadShape
 
 FORMAT = "specchat-head/1"
@@ -111,23 +111,18 @@ class HeadFacts:
 
 def head_facts(path: Path) -> HeadFacts:
     """The facts in a head file's header; the one-line errors of `load_head`."""
-    from safetensors import safe_open
-
     path = head_path(path)
     if not path.is_file():
         raise ModelNotFound(missing_head(path))
     where = f"cannot read draft head {path}"
     try:
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-            shapes = {name: handle.get_slice(name).get_shape() for name in handle.keys()}
+        metadata, shapes = read_header(path)
         shape = HeadShape(**json.loads(metadata["shape"]))
         info = json.loads(metadata.get("info", "{}"))
-    except Exception as error:  # OSError, safetensors' errors, a bad header
+    except Exception as error:  # OSError, a bad header
         raise damaged(where, first_line(error)) from None
-    count = sum(math.prod(s) for name, s in shapes.items() if not name.endswith(".scale")
-                and name != "vocab")
-    return HeadFacts(shape, count, shapes["vocab"][0] if "vocab" in shapes else 0, info)
+    return HeadFacts(shape, own_parameters(shapes), shapes["vocab"][0] if "vocab" in shapes else 0,
+                     info)
 
 
 def read_file(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
