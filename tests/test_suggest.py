@@ -281,3 +281,21 @@ def test_measure_loads_the_first_candidates_and_projects_a_speedup(stores, token
     assert measured is not None and "problem" not in measured, measured
     assert measured["cross_tokenizer"] and 0 <= measured["alpha"] <= 1
     assert measured["c"] > 0 and measured["best_k"] >= 0 and measured["tokens"] > 0
+
+
+def test_a_speedup_the_timings_could_not_support_says_why_beside_the_table():
+    """A measured candidate whose rounds were not steady shows n/a for its speedup, and a line
+    under the table gives the reason (a busy machine), rather than a bare n/a."""
+    from specchat.commands.suggest import Candidate, Suggestion, suggestion_lines
+    from specchat.models.cards import ModelCard
+
+    def card(ref: str, size: int) -> ModelCard:
+        return ModelCard(ref, f"/m/{ref}", "catalog", "qwen2", ref, "qwen", size, "", "t", 10)
+
+    busy = "the machine is busy: 31% spread between repeated timings"
+    measured = {"alpha": 0.6, "c": 0.07, "best_k": 3, "projected_speedup": None,
+                "timing_problem": busy}
+    lines = suggestion_lines(Suggestion(card("big", 1000), [Candidate(card("small", 50), 1, 0.05,
+                                                                      measured)]), "big", "p")
+    assert "n/a" in next(line for line in lines if "1. small" in line)
+    assert f"speedup n/a for small: {busy}" in lines

@@ -210,6 +210,8 @@ def suggestion_lines(result: Suggestion, target_text: str, pair_name: str) -> li
     rows += [candidate_row(i, c, measured) for i, c in enumerate(result.candidates, start=1)]
     lines += ["  " + line for line in table(rows).splitlines()]
     lines += [f"note: {note}" for note in result.notes]
+    lines += [f"speedup n/a for {c.card.ref}: {c.measured['timing_problem']}"
+              for c in result.candidates if c.measured and c.measured.get("timing_problem")]
     lines.append("ratio: the draft's weight bytes over the target's (its step cost c where a "
                  "step reads every weight); memory: the draft's weights")
     return lines + [write_line(target_text, pair_name)]
