@@ -710,7 +710,7 @@ def test_suggest_lists_a_head_trained_for_the_target_first_and_no_other_targets(
     """`pairs --suggest` finds a head built into the data folder's heads/ (where the
     documented `distill --head --out` puts one) for the target it read, before any model,
     sized as it drafts (its rows and its copy of the output rows); for another target it is
-    not a candidate."""
+    not a candidate; a spoiled file there is a note, and the scan goes on."""
     import json
     import shutil
 
@@ -732,3 +732,12 @@ def test_suggest_lists_a_head_trained_for_the_target_first_and_no_other_targets(
     result = CliRunner().invoke(main, ["pairs", "--suggest", str(other), "--json"])
     assert result.exit_code == 0, result.output
     assert all(c["group"] != "target's head" for c in json.loads(result.stdout)["candidates"])
+    spoiled = tmp_path / "data" / "heads" / "spoiled" / "head.safetensors"
+    spoiled.parent.mkdir()
+    spoiled.write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{oops")
+    result = CliRunner().invoke(main, ["pairs", "--suggest", str(files["gguf"]), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["candidates"][0]["ref"].endswith("mine")  # the readable one is still found
+    assert any("spoiled" in note and "not a readable draft head" in note
+               for note in report["notes"])

@@ -74,7 +74,7 @@ def suggest(target: str, catalog: Any) -> Suggestion:
     cards, notes, roots = gather(catalog)
     found = [card for card in cards if card.path != target_card.path]
     heads = [Candidate(card, 0, card.weight_bytes / max(target_card.weight_bytes, 1))
-             for card in head_cards(catalog, target_card)]
+             for card in head_cards(catalog, target_card, notes)]
     return Suggestion(target_card, heads + ranked(target_card, found), notes, roots,
                       len(found) + len(heads), time.perf_counter() - started)
 
@@ -135,10 +135,12 @@ def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
     return cards
 
 
-def head_cards(catalog: Any, target: ModelCard) -> list[ModelCard]:
+def head_cards(catalog: Any, target: ModelCard, notes: list[str]) -> list[ModelCard]:
     """The draft heads here that were trained for `target`: the built-in ones, those the
-    catalog's pairs name, and those in the data folder's heads/ (one card per file)."""
+    catalog's pairs name, and those in the data folder's heads/ (one card per file; a file
+    that is no readable head is a note)."""
     from specchat import paths
+    from specchat.errors import SpecchatError
     from specchat.models.adapters import is_head_ref
     from specchat.models.cards import head_card
     from specchat.models.config.refs import HEAD_FILE, head_file, known_builtins, parse_ref
@@ -152,7 +154,11 @@ def head_cards(catalog: Any, target: ModelCard) -> list[ModelCard]:
         path = head_file(parse_ref(ref))
         if path is None or not path.is_file() or str(path.resolve()) in cards:
             continue
-        card = head_card(ref, path, source, target)
+        try:
+            card = head_card(ref, path, source, target)
+        except SpecchatError as error:
+            notes.append(f"{first_line(error)}: skipped")
+            continue
         if card is not None:
             cards[str(path.resolve())] = card
     return list(cards.values())

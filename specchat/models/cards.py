@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from specchat.errors import DamagedWeights, SpecchatError
+from specchat.errors import DamagedWeights, ModelNotFound, SpecchatError
 
 ORGANISATIONS = {"meta", "hf", "huggingfacetb", "mistralai", "google", "microsoft", "qwen",
                  "thebloke", "bartowski", "unsloth", "lmstudio", "community", "models"}
@@ -159,15 +159,19 @@ def card_for_ref(ref: str, source: str) -> ModelCard:
 def head_card(ref: str, path: Path, source: str, target: ModelCard) -> ModelCard | None:
     """The card of the draft head at `path` where it was trained for `target` (its recorded
     target is that file), else None: a head drafts only for the target it read. Its size is
-    what it holds beside an int8 target (its rows and its copy of the output rows)."""
+    what it holds beside an int8 target (its rows and its copy of the output rows).
+    `ModelNotFound` for a file that is no readable head."""
     import dataclasses
 
     from specchat.models.head.header import head_summary
 
     try:
         summary = head_summary(path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelNotFound(f"{path}: not a readable draft head ({error})") from None
+    try:
         trained_for = card_for_ref(summary.target, source)
-    except (SpecchatError, OSError, ValueError, KeyError):
+    except SpecchatError:  # its target is not on this machine: not this one
         return None
     if trained_for.path != target.path:
         return None
