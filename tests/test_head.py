@@ -704,13 +704,14 @@ def test_the_heads_memory_counts_its_copy_of_the_targets_output_rows(loaded, tra
     assert loaded(name).memory().draft_weights >= drafted
 
 
-def test_suggest_lists_a_head_trained_for_the_target_first_and_no_other_targets(files, trained,
+def test_suggest_lists_a_head_for_its_target_first_and_writes_it_as_a_head_pair(files, trained,
                                                                                  tmp_path,
                                                                                  monkeypatch):
     """`pairs --suggest` finds a head built into the data folder's heads/ (where the
     documented `distill --head --out` puts one) for the target it read, before any model,
-    sized as it drafts (its rows and its copy of the output rows); for another target it is
-    not a candidate; a spoiled file there is a note, and the scan goes on."""
+    sized as it drafts (its rows and its copy of the output rows); `--write` keeps it as a
+    pair that drafts with the head after prompt lookup, as the shipped head pair; for another
+    target it is not a candidate; a spoiled file there is a note, and the scan goes on."""
     import json
     import shutil
 
@@ -727,6 +728,17 @@ def test_suggest_lists_a_head_trained_for_the_target_first_and_no_other_targets(
     facts = head_facts(trained)
     assert first["group"] == "target's head" and first["ref"].endswith("mine")
     assert first["memory_bytes"] == facts.parameters + facts.vocab * facts.shape.hidden
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))
+    written = CliRunner().invoke(main, ["pairs", "--suggest", str(files["gguf"]), "--write",
+                                        "tiny-head"])
+    assert written.exit_code == 0, written.output
+    from specchat.models.config.pairs import load_catalog
+    from specchat.models.loader import load_pair
+
+    pair = load_catalog().get("tiny-head")  # a pair that loads and drafts with the head
+    assert pair.draft == first["ref"] and pair.lookup
+    drafter = drafter_for(load_pair(pair))
+    assert isinstance(drafter, LookupFirstDrafter) and isinstance(drafter.drafter, HeadDrafter)
     tokenizer = build_tokenizer()
     other = write_qwen2_gguf(build_qwen2(len(tokenizer), seed=11), tokenizer, tmp_path / "o.gguf")
     result = CliRunner().invoke(main, ["pairs", "--suggest", str(other), "--json"])

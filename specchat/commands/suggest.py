@@ -291,6 +291,8 @@ def write_pair(result: Suggestion, name: str, pick: int = 1):
              f"target = {json.dumps(result.target.ref)}",
              f"draft = {json.dumps(candidate.card.ref)}",
              'k = "auto"']
+    if candidate.card.kind == "head":  # as the shipped head pair: lookup first, the head after
+        lines.append("lookup = true")
     file.parent.mkdir(parents=True, exist_ok=True)
     before = file.read_text(encoding="utf-8") if file.is_file() else ""
     gap = "" if not before else "\n" if before.endswith("\n") else "\n\n"
