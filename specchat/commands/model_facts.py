@@ -209,10 +209,11 @@ def head_model_facts(ref: str, path: Path, backend: str | None, dtype) -> ModelF
     import torch
 
     from specchat.models.head.files import head_facts
+    from specchat.models.head.header import drafted_parameters
 
     facts = head_facts(path)
     shape = facts.shape
-    parameters = facts.parameters + facts.vocab * shape.hidden
+    parameters = drafted_parameters(facts.parameters, facts.vocab, shape.hidden)
     element = 1 if backend == "int8" else torch.empty((), dtype=dtype).element_size()
     kv_element = 4 if backend == "int8" else element
     return ModelFacts("draft", ref, parameters, parameters * element,

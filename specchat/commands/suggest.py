@@ -115,7 +115,8 @@ def gather(catalog: Any) -> tuple[list[ModelCard], list[str], dict[str, list[str
 def known_cards(catalog: Any, notes: list[str]) -> list[ModelCard]:
     """The catalog's models and the built-ins that are on this machine as files (a built-in
     not installed or not joined from its parts yet is no note: `specchat pairs` says where
-    each stands). Draft heads are left out: each drafts only for the target it read."""
+    each stands). Draft heads are left out here: each drafts only for the target it read,
+    so `head_cards` gathers those of the target asked about."""
     from specchat.errors import SpecchatError
     from specchat.models.adapters import is_head_ref
     from specchat.models.cards import card_for_ref
@@ -152,7 +153,10 @@ def head_cards(catalog: Any, target: ModelCard, notes: list[str]) -> list[ModelC
     cards: dict[str, ModelCard] = {}
     for ref, source in named:
         path = head_file(parse_ref(ref))
-        if path is None or not path.is_file() or str(path.resolve()) in cards:
+        if path is None or not path.is_file():
+            continue
+        key = str(path.resolve())
+        if key in cards:
             continue
         try:
             card = head_card(ref, path, source, target)
@@ -160,7 +164,7 @@ def head_cards(catalog: Any, target: ModelCard, notes: list[str]) -> list[ModelC
             notes.append(f"{first_line(error)}: skipped")
             continue
         if card is not None:
-            cards[str(path.resolve())] = card
+            cards[key] = card
     return list(cards.values())
 
 

@@ -21,7 +21,7 @@ import torch
 from specchat.errors import ModelNotFound, damaged
 from specchat.models.config.refs import HEAD_FILE, missing_head
 from specchat.models.blocks.int8_rows import quantize_rows
-from specchat.models.head.header import own_parameters, read_header
+from specchat.models.head.header import own_parameters, read_header, vocab_rows
 from specchat.models.head.network import HeadNetwork, HeadShape
 
 FORMAT = "specchat-head/1"
@@ -121,8 +121,7 @@ def head_facts(path: Path) -> HeadFacts:
         info = json.loads(metadata.get("info", "{}"))
     except Exception as error:  # OSError, a bad header
         raise damaged(where, first_line(error)) from None
-    return HeadFacts(shape, own_parameters(shapes), shapes["vocab"][0] if "vocab" in shapes else 0,
-                     info)
+    return HeadFacts(shape, own_parameters(shapes), vocab_rows(shapes), info)
 
 
 def read_file(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -41,6 +41,17 @@ def own_parameters(shapes: dict[str, list[int]]) -> int:
                if not name.endswith(".scale") and name != "vocab")
 
 
+def vocab_rows(shapes: dict[str, list[int]]) -> int:
+    """Rows of the target's output matrix the head multiplies (its output vocabulary)."""
+    return shapes["vocab"][0] if "vocab" in shapes else 0
+
+
+def drafted_parameters(own: int, vocab: int, hidden: int) -> int:
+    """What a draft step reads: the head's own parameters and its copy of the target's output
+    rows of its vocabulary."""
+    return own + vocab * hidden
+
+
 @dataclass(frozen=True)
 class HeadSummary:
     """What `pairs --suggest` needs of a head: its target and what a draft step reads."""
@@ -55,7 +66,7 @@ class HeadSummary:
     def weight_bytes(self) -> int:
         """Its int8 rows and its copy of the target's output rows of its vocabulary (one byte
         each): what it holds beside an int8 target, as `pairs --check` sizes it."""
-        return self.parameters + self.vocab * self.hidden
+        return drafted_parameters(self.parameters, self.vocab, self.hidden)
 
 
 def head_summary(path: Path) -> HeadSummary:
@@ -63,5 +74,5 @@ def head_summary(path: Path) -> HeadSummary:
     file that is no readable head)."""
     metadata, shapes = read_header(path)
     hidden = int(json.loads(metadata["shape"])["hidden"])
-    vocab = shapes["vocab"][0] if "vocab" in shapes else 0
-    return HeadSummary(metadata.get("target", ""), own_parameters(shapes), vocab, hidden)
+    return HeadSummary(metadata.get("target", ""), own_parameters(shapes), vocab_rows(shapes),
+                       hidden)
