@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from textual import work
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from specchat.chat.baseline import Baseline
@@ -29,6 +30,7 @@ from specchat.history.store import SavedConversation
 from specchat.tui.gauges import Gauges
 from specchat.tui.messages import (AnswerFailed, AnswerFinished, AnswerNotStarted, ContextNotice,
                                    IdentityChecked, PromptReading, RoundArrived)
+from specchat.tui.past import PastFold
 from specchat.tui.recorder import HistoryRecorder, saved_spans, saved_stats, saved_turns
 from specchat.tui.transcript import AnswerView, Notice, TokenFlow, UserTurn, answer_status
 from specchat.tui.worker import AnswerJob, Job, Pacing, RaceJob, check_float32, stream_job
@@ -93,6 +95,22 @@ class ChatTranscript(VerticalScroll):
         self.queued_prompt: str | None = None
         self.pending_turns: list[Turn] = []
         """The conversation's turns while no pair has loaded (a reopened one)."""
+        self.past = PastFold(self, self._pinned)
+        """Folds what lies far above the view, so a long conversation lays out as fast as
+        a short one (tui/past.py)."""
+
+    def _pinned(self) -> list[Widget]:
+        """What the fold never hides: the answer streaming, the last one (Markdown toggles
+        it), a failed one (regenerate removes it)."""
+        failed = self.failed[0] if self.failed else None
+        return [view for view in (self.answer_view, self.last_answer, failed) if view is not None]
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.past.scrolled(new_value)
+
+    def on_resize(self) -> None:
+        self.past.resized()
 
     @property
     def host(self) -> TranscriptHost:
@@ -313,6 +331,7 @@ class ChatTranscript(VerticalScroll):
         self.answer_view = None
         self.gauges.status = "ready"
         self.post_message(self.Idle())
+        self.call_after_refresh(self.past.close)
 
     # ----- actions: answers ----------------------------------------------------------------
 
@@ -332,6 +351,7 @@ class ChatTranscript(VerticalScroll):
             return
         host = self.host
         self.remove_children()
+        self.past.forget()
         self.last_answer = None
         self.pending_turns = []
         self.recorder.new_chat(host.settings.system)
@@ -367,6 +387,7 @@ class ChatTranscript(VerticalScroll):
 
     def action_toggle_ghosts(self) -> None:
         self.ghosts = not self.ghosts
+        self.past.open()  # the heights change
         for flow in self.query(TokenFlow):
             flow.set_ghosts(self.ghosts)
         self.host.remember(ghosts=self.ghosts)
@@ -408,6 +429,7 @@ class ChatTranscript(VerticalScroll):
             self.notify("stop the answer first (Esc)", severity="warning")
             return False
         self.remove_children()
+        self.past.forget()
         for turn in conversation.turns:
             if turn.role == "user":
                 self.mount(UserTurn(turn.text))
@@ -417,5 +439,6 @@ class ChatTranscript(VerticalScroll):
             view.call_after_refresh(view.finish, saved_stats(turn.stats), turn.status)
             self.last_answer = view
         self.pending_turns = saved_turns(conversation)
+        self.call_after_refresh(self.call_after_refresh, self.past.close)  # once finished views are laid out
         return True
 

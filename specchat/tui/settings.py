@@ -116,6 +116,7 @@ class Settings:
 
     def action_toggle_presentation(self) -> None:
         screen = self.app.chat_screen
+        screen.transcript.past.open()  # the labels' rows come and go
         screen.toggle_class("-presentation")
         shown = screen.has_class("-presentation")
         self.app.notify("presentation mode " + ("on" if shown else "off"))
