@@ -130,6 +130,7 @@ def test_the_gpu_measurement_runs_every_phase_on_a_cpu_and_publishes_its_tables(
         else:
             assert record["exit"] == 0, (name, record["report"])
     assert "total" in steps["standard-tiny"]["report"] and "sweep" in steps["llama-profile"]["report"]
+    assert "draft step c =" in steps["check-gguf-plain-head"]["report"]["output"]  # the head's cost
     kinds = [r["kind"] for r in read(base / "out1" / "scale.jsonl")]
     assert kinds.count("model") == 4 and kinds.count("spec") == 2 and "copy" in kinds
     published = (base / "benchmarks.md").read_text()

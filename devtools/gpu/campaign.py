@@ -15,8 +15,8 @@ versions, llama.cpp's offload), a block per phase. The phases, in their device c
   (DIR/scale.jsonl);
 - `check`: `pytest -m gpu`;
 - `pair`: the pair's comparison with transformers (bf16), the time outside model forwards,
-  the k sweep with the cost model, `distill --head` on the GPU (a small run, timed), the
-  n-gram pair, the same comparison with an 8-bit and a
+  the k sweep with the cost model, `distill --head` on the GPU (a small run, timed) and
+  that head's cost c and v(n) there (`pairs --check --measure`), the n-gram pair, the same comparison with an 8-bit and a
   4-bit target and a target spread by accelerate under a small `max_memory`, and
   `pairs --check --measure`;
 - `llama`: the built-in GGUF on llama.cpp's GPU build: the cost model (v(n) on the GPU),
@@ -134,10 +134,18 @@ class Plan:
     llama steps race them; None leaves `bench` to find them where it builds them."""
     dry_run: bool = False
     python: str = field(default=sys.executable)
+    started: str = field(default_factory=lambda: time.strftime("%H%M%S"))
+    """When the plan was made: a rerun of a phase trains its head afresh."""
 
     @property
     def campaign_config(self) -> Path:
         return self.out / "campaign.toml"
+
+    @property
+    def head_dir(self) -> Path:
+        """Where `head-distill` trains the GGUF target's head (its shards are tens of MB, so
+        it stays on the device, beside DIR)."""
+        return self.out.parent / f"{self.out.name}-head-{self.started}"
 
 
 def dry_plan(plan: Plan) -> Plan:
@@ -200,6 +208,9 @@ def pair_steps(plan: Plan) -> list[Step]:
             bench(plan, f"sweep-profile-{pair}", "profile", pair, "--ks", plan.sweep_ks,
                   limit_s=55, settle_s=25),
             head_step(plan),
+            Step(f"check-{plan.gguf_pair}-head", ("specchat", "pairs", "--config",
+                                                  str(plan.campaign_config), "--check",
+                                                  f"{plan.gguf_pair}-head", "--measure"), 20),
             bench(plan, f"standard-{plan.ngram_pair}", "run", plan.ngram_pair, prompts=few,
                   limit_s=20, settle_s=10),
             bench(plan, "standard-8bit", "run", f"{pair}-8bit", prompts=few, limit_s=20,
@@ -216,11 +227,12 @@ def head_step(plan: Plan) -> Step:
     """`distill --head` on the GPU (issue 37: minutes there): the GGUF pair's target answers
     and the head trains on the GPU, a small run (8,000 answer tokens, 100 steps) whose
     summary line gives the features' and the training's times, beside the same command on a
-    CPU (docs/distill.md). The run's folder stays on the device (its shards are tens of MB)."""
+    CPU (docs/distill.md). The next step measures the head's cost c on the GPU
+    (`pairs --check --measure` of the pair GGUF-head, written to campaign.toml)."""
     from specchat.models.config.pairs import load_catalog
 
     target = load_catalog(plan.config).get(plan.gguf_pair).target
-    out = plan.out.parent / f"{plan.out.name}-head-{time.strftime('%H%M%S')}"  # a rerun: afresh
+    out = plan.head_dir
     size = (("--tokens", "40", "--steps", "3", "--max-new-tokens", "8", "--vocab", "48",
              "--width", "32", "--device", "cpu") if plan.dry_run else
             ("--tokens", "8000", "--steps", "100", "--device", "cuda"))
@@ -257,6 +269,8 @@ def campaign_pairs(plan: Plan) -> str:
     text += f'\n[pairs.{gguf.name}-llama]\ntarget = "{gguf.target}"\nk = 0\nbackend = "llama.cpp"\n'
     text += (f'\n[pairs.{gguf.name}-llama-spec]\ntarget = "{gguf.target}"\n'
              f'draft = "{gguf_draft(base.draft)}"\nk = 3\nbackend = "llama.cpp"\n')
+    text += (f'\n[pairs.{gguf.name}-head]\ntarget = "{gguf.target}"\n'
+             f'draft = "{plan.head_dir / "head.safetensors"}"\nk = 4\nbackend = "torch"\n')
     return text
 
 
