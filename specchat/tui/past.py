@@ -57,9 +57,9 @@ class PastFold:
 
     def _unfolded(self) -> list[Widget]:
         """The children after the fold that are shown, up to the first pinned one."""
-        pinned, shown = self.pinned(), []
+        pinned, folded, shown = self.pinned(), set(self.folded), []
         for child in self.container.children:
-            if child is self.fold or child in self.folded or not child.display:
+            if child is self.fold or child in folded or not child.display:
                 continue
             if child in pinned:
                 break
@@ -69,7 +69,7 @@ class PastFold:
     async def close(self) -> None:
         """Fold every widget that ends more than a screen above the view."""
         container = self.container
-        if not container.is_mounted:
+        if not container.is_mounted or not container.children:
             return
         if self.fold is None or self.fold.parent is not container:
             self.fold, self.folded = Fold(), []
