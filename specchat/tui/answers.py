@@ -7,7 +7,8 @@ reason if that load fails; while no pair answers after a failed load, a message 
 and stays in the input), the round held in step mode, and what regenerate, copy and the
 replays need. Its keys are its actions;
 the pacing keys are `PacingControls`' (tui/pacing_controls.py) and the race and the
-float32 replay are `Replays`' (tui/replays.py).
+float32 replay are `Replays`' (tui/replays.py). When an answer ends, what lies far above the
+view is folded (`PastFold`, tui/past.py), so a long conversation lays out as fast as a short one.
 It reaches the pair's service, the recorder and the settings through the app
 (`TranscriptHost`) and says when it falls idle (`Idle`). It never loads a pair
 and never imports models or torch.
