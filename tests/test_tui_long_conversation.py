@@ -134,3 +134,29 @@ async def test_a_reopened_long_conversation_folds_where_nothing_moves():
         transcript.past.open()
         await pilot.pause(0.1)
         assert (transcript.virtual_size.height, on_screen(app)) == folded
+
+
+async def test_page_keys_scroll_the_conversation_while_the_message_keeps_the_focus():
+    app = long_chat()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await converse(pilot, 10)
+        transcript, box = app.chat_screen.transcript, app.chat_screen.message_box
+        await pilot.press(*"draft")
+        bottom = transcript.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause(0.2)
+        assert transcript.scroll_y < bottom and app.focused is box
+        for _ in range(20):
+            await pilot.press("pageup")
+        await wait_for(pilot, lambda: transcript.scroll_y == 0)
+        first = app.query(UserTurn).first()
+        assert first.region.overlaps(transcript.region)  # the fold opened on the way up
+        for _ in range(20):
+            await pilot.press("pagedown")
+        await wait_for(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+        await ask(pilot, "!")  # at its end it follows the new answer again
+        await pilot.pause(0.2)
+        assert transcript.scroll_y == transcript.max_scroll_y and box.text == ""
+        saved = [turn.text for turn in app.service.turns() if turn.role == "user"]
+        assert saved[-1] == "draft!"

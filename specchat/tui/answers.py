@@ -113,6 +113,14 @@ class ChatTranscript(VerticalScroll):
     def on_resize(self) -> None:
         self.past.resized()
 
+    def action_page_down(self) -> None:
+        """PgDn (keys.py): a page down; at the end the transcript follows the answer again
+        (Textual's own page down lets go of the end even where it cannot move)."""
+        if self.allow_vertical_scroll and self.scroll_y >= self.max_scroll_y:
+            self.scroll_end(animate=False)
+            return
+        super().action_page_down()
+
     @property
     def host(self) -> TranscriptHost:
         return self.app  # type: ignore[return-value]

@@ -75,6 +75,10 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "", "stop the answer within one round; the partial answer stays, marked "
         "*stopped* (a message sent while the pair loads is withdrawn)", "stop", "Stop", footer=True, id="stop"),
     Key("", "Ctrl+Q", "quit (also while an answer streams: exits within a second)"),
+    Key("pageup", "", "scroll the conversation up a page (the message keeps the focus; the mouse "
+        "wheel scrolls it too)", "page_up", priority=True, id="conversation-page-up"),
+    Key("pagedown", "", "scroll the conversation down a page (at its end it follows the answer "
+        "again)", "page_down", priority=True, id="conversation-page-down"),
     Key("ctrl+n", "", "new chat (keeps the system prompt)", "new_chat", "New", priority=True,
         palette="New chat", palette_help="clear the conversation", id="new-chat"),
     Key("ctrl+r", "", "regenerate the last answer (or retry a failed one)", "regenerate",
