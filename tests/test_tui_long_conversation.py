@@ -160,3 +160,15 @@ async def test_page_keys_scroll_the_conversation_while_the_message_keeps_the_foc
         assert transcript.scroll_y == transcript.max_scroll_y and box.text == ""
         saved = [turn.text for turn in app.service.turns() if turn.role == "user"]
         assert saved[-1] == "draft!"
+
+
+async def test_where_the_conversation_fits_the_page_keys_stay_the_message_box_s():
+    app = long_chat()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        box = app.chat_screen.message_box
+        await pilot.press("a", "ctrl+j", "b", "ctrl+j", "c")
+        assert box.cursor_location[0] == 2
+        await pilot.press("pageup")
+        await pilot.pause(0.1)
+        assert box.cursor_location[0] == 0
