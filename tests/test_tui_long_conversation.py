@@ -43,6 +43,13 @@ async def converse(pilot, count: int) -> None:
     await pilot.pause(0.1)
 
 
+async def ten_answers(pilot):
+    """The pair loaded and ten exchanges answered (about four screens); the transcript."""
+    await ready(pilot)
+    await converse(pilot, 10)
+    return pilot.app.chat_screen.transcript
+
+
 def test_only_the_leading_widgets_that_end_above_the_limit_fold():
     assert count_foldable([3, 10, 18, 30], 18) == 3
     assert count_foldable([3, 10, 18, 30], 2) == 0
@@ -64,9 +71,7 @@ async def test_a_long_conversation_lays_out_no_more_widgets_than_a_short_one():
 async def test_folding_moves_nothing_on_screen_and_keeps_the_scrollbar():
     app = long_chat()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await converse(pilot, 10)
-        transcript = app.chat_screen.transcript
+        transcript = await ten_answers(pilot)
         assert transcript.past.rows > 0
         folded = (transcript.virtual_size.height, transcript.scroll_y, on_screen(app))
         transcript.past.open()
@@ -78,9 +83,7 @@ async def test_folding_moves_nothing_on_screen_and_keeps_the_scrollbar():
 async def test_scrolling_up_shows_the_first_exchange_again():
     app = long_chat()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await converse(pilot, 10)
-        transcript = app.chat_screen.transcript
+        transcript = await ten_answers(pilot)
         first = app.query(UserTurn).first()
         assert not first.region
         transcript.scroll_relative(y=-3, animate=False)  # a wheel's step: the screen above is laid out
@@ -95,9 +98,7 @@ async def test_scrolling_up_shows_the_first_exchange_again():
 async def test_a_new_width_or_ghosts_shown_open_the_fold_and_the_next_answer_folds_again():
     app = long_chat()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await converse(pilot, 10)
-        transcript = app.chat_screen.transcript
+        transcript = await ten_answers(pilot)
         await pilot.resize_terminal(SIZE[0] - 10, SIZE[1])
         await wait_for(pilot, lambda: transcript.past.rows == 0)
         await converse(pilot, 1)
@@ -110,9 +111,7 @@ async def test_a_new_width_or_ghosts_shown_open_the_fold_and_the_next_answer_fol
 async def test_presentation_mode_opens_the_fold_even_where_the_width_stays():
     app = long_chat()
     async with app.run_test(size=(90, 40)) as pilot:  # narrow: the gauges go under the transcript
-        await ready(pilot)
-        await converse(pilot, 10)
-        transcript = app.chat_screen.transcript
+        transcript = await ten_answers(pilot)
         assert transcript.past.rows > 0
         await pilot.press("f6")
         await wait_for(pilot, lambda: transcript.past.rows == 0)
@@ -121,8 +120,7 @@ async def test_presentation_mode_opens_the_fold_even_where_the_width_stays():
 async def test_a_reopened_long_conversation_folds_where_nothing_moves():
     app = long_chat()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await converse(pilot, 10)
+        await ten_answers(pilot)
         await pilot.press("ctrl+n")
         await pilot.press("f4")
         await wait_for(pilot, lambda: app.screen.query("#history-list"))
@@ -139,9 +137,7 @@ async def test_a_reopened_long_conversation_folds_where_nothing_moves():
 async def test_page_keys_scroll_the_conversation_while_the_message_keeps_the_focus():
     app = long_chat()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await converse(pilot, 10)
-        transcript, box = app.chat_screen.transcript, app.chat_screen.message_box
+        transcript, box = await ten_answers(pilot), app.chat_screen.message_box
         await pilot.press(*"draft")
         bottom = transcript.scroll_y
         await pilot.press("pageup")

@@ -55,6 +55,10 @@ class PastFold:
         self.width = 0
         """The container's width when the fold closed (a new width wraps to new heights)."""
 
+    def _kept_from(self, scroll_y: float) -> int:
+        """The first row kept laid out: a screen above the view's top (the rows above it may fold)."""
+        return round(scroll_y) - self.container.scrollable_content_region.height
+
     def _unfolded(self) -> list[Widget]:
         """The children after the fold that are shown, up to the first pinned one."""
         pinned, folded, shown = self.pinned(), set(self.folded), []
@@ -74,9 +78,9 @@ class PastFold:
         if self.fold is None or self.fold.parent is not container:
             self.fold, self.folded = Fold(), []
             await container.mount(self.fold, before=0)
-        limit = round(container.scroll_y) - container.scrollable_content_region.height
         candidates = self._unfolded()
-        count = count_foldable([child.virtual_region.bottom for child in candidates], limit)
+        count = count_foldable([child.virtual_region.bottom for child in candidates],
+                               self._kept_from(container.scroll_y))
         if not count:
             return
         self.rows = candidates[count - 1].virtual_region.bottom
@@ -97,7 +101,7 @@ class PastFold:
 
     def scrolled(self, scroll_y: float) -> None:
         """Open before the view comes within a screen of the folded rows."""
-        if self.folded and scroll_y - self.container.scrollable_content_region.height < self.rows:
+        if self.folded and self._kept_from(scroll_y) < self.rows:
             self.open()
 
     def resized(self) -> None:
