@@ -5,7 +5,8 @@ and sampling settings (chat/baseline.py), and the theory beside it (α from the
 acceptance events, ideal speedup at the costs of timed forwards).
 
 Stats arrive as `StatsUpdated` messages posted straight to this widget (so that
-they coalesce), land in the `stats` reactive, and `watch_stats` redraws.
+they coalesce), land in the `stats` reactive, and `watch_stats` redraws. While an answer
+streams the panel redraws at most every `GAUGE_FRAME_S`, behind the tokens' own pace.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import Digits, Sparkline, Static
 
 from specchat.chat.baseline import (Baseline, SamplingParams, decode_span, gauge_speedup,
@@ -28,6 +30,11 @@ from specchat.tui.messages import StatsUpdated
 
 SPARK_ROUNDS = 60
 BAR_WIDTH = 12
+GAUGE_FRAME_S = 0.25
+"""While an answer streams, the figures and the sparkline redraw at most this often (the
+tokens, at most every `tui.worker.FRAME_S`). On 2 cores the screen's drawing takes CPU from
+the model's two threads; redrawing the panel with every batch of rounds took a third of
+the UI thread's time. An answer's last figures, and a paced round's, are drawn at once."""
 
 
 def fmt(value: float | None, spec: str = ".1f", unit: str = "") -> str:
@@ -147,6 +154,11 @@ class Gauges(VerticalScroll):
         super().__init__(**kwargs)
         self.job_id = -1
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
+        self._waiting: StatsSnapshot | None = None
+        """The latest figures not drawn yet (`GAUGE_FRAME_S`)."""
+        self._spark_stale = False
+        self._drawn_at = float("-inf")
+        self._due: Timer | None = None
         self._drawn = False
         self._shown: dict[str, str] = {}
         """What each child shows now: an unchanged value is not drawn again."""
@@ -196,8 +208,8 @@ class Gauges(VerticalScroll):
         """A new answer: forget the previous one's rounds."""
         self.job_id = job_id
         self.per_round.clear()
-        for spark in self.query("#g-spark").results(Sparkline):
-            spark.data = []
+        self._waiting, self._spark_stale = None, False
+        self._draw_spark()
 
     def forget_answer(self) -> None:
         """Another pair answers from now: the last answer's figures were the old pair's."""
@@ -207,9 +219,10 @@ class Gauges(VerticalScroll):
 
     def push_rounds(self, committed: list[int]) -> None:
         """Record rounds' committed tokens (a batch: tui/worker.py sends at most one per
-        frame) and redraw the sparkline in the same frame."""
+        frame); the sparkline shows them at the panel's next redraw."""
         self.per_round.extend(committed)
-        self._draw_spark()
+        self._spark_stale = True
+        self._redraw_soon()
 
     def _draw_spark(self) -> None:
         for spark in self.query("#g-spark").results(Sparkline):
@@ -217,7 +230,33 @@ class Gauges(VerticalScroll):
 
     def on_stats_updated(self, message: StatsUpdated) -> None:
         if message.job_id == self.job_id:
-            self.stats = message.stats
+            self._waiting = message.stats
+            self._redraw_soon(message.at_once)
+
+    def _redraw_soon(self, at_once: bool = False) -> None:
+        """Draw what is waiting now if asked to, or if the panel was last drawn at least
+        `GAUGE_FRAME_S` ago; else once that time is up."""
+        wait = self._drawn_at + GAUGE_FRAME_S - time.monotonic()
+        if at_once or wait <= 0:
+            self._draw_waiting()
+        elif self._due is None:
+            self._due = self.set_timer(wait, self._on_due)
+
+    def _on_due(self) -> None:
+        self._due = None
+        self._draw_waiting()
+
+    def _draw_waiting(self) -> None:
+        if self._due is not None:  # drawn before its time: the pending timer has nothing left
+            self._due.stop()
+            self._due = None
+        self._drawn_at = time.monotonic()
+        if self._spark_stale:
+            self._spark_stale = False
+            self._draw_spark()
+        if self._waiting is not None:
+            stats, self._waiting = self._waiting, None
+            self.stats = stats
 
     def watch_stats(self, stats: StatsSnapshot | None) -> None:
         shown = stats or StatsSnapshot()

@@ -94,6 +94,9 @@ class StatsUpdated(Message):
 
     job_id: int
     stats: StatsSnapshot
+    at_once: bool = False
+    """Drawn at once, not at the gauges' pace (`GAUGE_FRAME_S`): an answer's last figures,
+    or a round the user is pacing (step mode, slow motion)."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StatsUpdated)

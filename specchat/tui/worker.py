@@ -105,14 +105,14 @@ class RoundBatch:
         self.waiting.append(update)
         paced = self.job.pacing.step or self.job.pacing.slow_ms > 0
         if paced or time.perf_counter() - self.posted_at >= FRAME_S:
-            self.post()
+            self.post(paced)
 
-    def post(self) -> None:
+    def post(self, paced: bool = False) -> None:
         if not self.waiting:
             return
         updates, self.waiting = tuple(self.waiting), []
         self.app.post_message(RoundArrived(self.job.id, updates))
-        self.gauges.post_message(StatsUpdated(self.job.id, updates[-1].stats))
+        self.gauges.post_message(StatsUpdated(self.job.id, updates[-1].stats, at_once=paced))
         self.posted_at = time.perf_counter()
 
 
@@ -129,7 +129,7 @@ def _stream(job: Job, app: MessagePump, gauges: MessagePump, should_stop: Should
         elif isinstance(event, ReadingPrompt):
             app.post_message(PromptReading(job.id, event.to_read, event.kept))
         elif isinstance(event, AnswerDone):
-            gauges.post_message(StatsUpdated(job.id, event.stats))
+            gauges.post_message(StatsUpdated(job.id, event.stats, at_once=True))
             app.post_message(AnswerFinished(job.id, event))
     batch.post()
 
