@@ -9,7 +9,7 @@ from specchat.chat.events import RoundUpdate, StatsSnapshot
 from specchat.tui.gauges import GAUGE_FRAME_S, Gauges
 from specchat.tui.messages import StatsUpdated
 from specchat.tui.worker import AnswerJob, Pacing, RoundBatch
-from tests.tui_support import ask, make_app, ready, streaming, wait_for
+from tui_support import ask, make_app, ready, streaming, wait_for
 
 SIZE = (120, 40)
 
