@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from specchat.chat.events import RoundUpdate, StatsSnapshot
+from specchat.tui import gauges
 from specchat.tui.gauges import GAUGE_FRAME_S, Gauges
 from specchat.tui.messages import StatsUpdated
 from specchat.tui.worker import AnswerJob, Pacing, RoundBatch
@@ -70,14 +71,17 @@ async def test_an_answers_last_figures_are_drawn_at_once(monkeypatch):
 
 
 async def test_figures_of_an_answer_no_longer_followed_are_not_drawn(monkeypatch):
+    monkeypatch.setattr(gauges, "GAUGE_FRAME_S", 1.0)  # a wait no loaded machine outlasts
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         job = await answered(pilot)
-        app.gauges.post_message(StatsUpdated(job, StatsSnapshot(tokens=70, rounds=30)))
+        app.gauges.post_message(StatsUpdated(job, StatsSnapshot(tokens=70, rounds=30), at_once=True))
+        await pilot.pause()
         app.gauges.post_message(StatsUpdated(job, StatsSnapshot(tokens=71, rounds=31)))
         await pilot.pause()
+        assert "tokens 70 " in tokens_shown(app)  # 71 waits for the gauges' pace
         app.gauges.start_job(job + 1)  # the next answer starts before the figures' turn
-        await pilot.pause(GAUGE_FRAME_S * 2)
+        await pilot.pause(1.5)
         assert "tokens 71 " not in tokens_shown(app)
 
 
