@@ -156,7 +156,6 @@ class Gauges(VerticalScroll):
         self.per_round: deque[float] = deque(maxlen=SPARK_ROUNDS)
         self._waiting: StatsSnapshot | None = None
         """The latest figures not drawn yet (`GAUGE_FRAME_S`)."""
-        self._spark_stale = False
         self._drawn_at = float("-inf")
         self._due: Timer | None = None
         self._drawn = False
@@ -208,7 +207,7 @@ class Gauges(VerticalScroll):
         """A new answer: forget the previous one's rounds."""
         self.job_id = job_id
         self.per_round.clear()
-        self._waiting, self._spark_stale = None, False
+        self._waiting = None
         self._draw_spark()
 
     def forget_answer(self) -> None:
@@ -221,7 +220,6 @@ class Gauges(VerticalScroll):
         """Record rounds' committed tokens (a batch: tui/worker.py sends at most one per
         frame); the sparkline shows them at the panel's next redraw."""
         self.per_round.extend(committed)
-        self._spark_stale = True
         self._redraw_soon()
 
     def _draw_spark(self) -> None:
@@ -251,9 +249,7 @@ class Gauges(VerticalScroll):
             self._due.stop()
             self._due = None
         self._drawn_at = time.monotonic()
-        if self._spark_stale:
-            self._spark_stale = False
-            self._draw_spark()
+        self._draw_spark()  # unchanged rounds leave the sparkline's data equal: no redraw
         if self._waiting is not None:
             stats, self._waiting = self._waiting, None
             self.stats = stats
