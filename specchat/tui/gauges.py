@@ -6,7 +6,8 @@ acceptance events, ideal speedup at the costs of timed forwards).
 
 Stats arrive as `StatsUpdated` messages posted straight to this widget (so that
 they coalesce), land in the `stats` reactive, and `watch_stats` redraws. While an answer
-streams the panel redraws at most every `GAUGE_FRAME_S`, behind the tokens' own pace.
+streams the panel redraws at most every `GAUGE_FRAME_S`, behind the tokens' own pace and
+with one of their batches, so both share a screen update.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from specchat.chat.events import StatsSnapshot
 from specchat.chat.service import PairInfo
 from specchat.sizes import size_text
 from specchat.tui.messages import StatsUpdated
+from specchat.tui.worker import FRAME_S
 
 SPARK_ROUNDS = 60
 BAR_WIDTH = 12
@@ -233,12 +235,14 @@ class Gauges(VerticalScroll):
 
     def _redraw_soon(self, at_once: bool = False) -> None:
         """Draw what is waiting now if asked to, or if the panel was last drawn at least
-        `GAUGE_FRAME_S` ago; else once that time is up."""
+        `GAUGE_FRAME_S` ago: with the batch of rounds that brought it, so the panel and the
+        tokens share a screen update. Figures that no batch follows in time are drawn by a
+        timer one batch later (`FRAME_S`)."""
         wait = self._drawn_at + GAUGE_FRAME_S - time.monotonic()
         if at_once or wait <= 0:
             self._draw_waiting()
         elif self._due is None:
-            self._due = self.set_timer(wait, self._on_due)
+            self._due = self.set_timer(wait + FRAME_S, self._on_due)
 
     def _on_due(self) -> None:
         self._due = None

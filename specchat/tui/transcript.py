@@ -21,6 +21,7 @@ from textual.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
@@ -48,7 +49,22 @@ def token_styles(variables: dict[str, str]) -> dict[str, Style]:
     return styles
 
 
-class TokenText(Widget):
+class LaidOutOnce(Widget):
+    """A widget whose height follows its content, laid out once when it grows.
+
+    After every reflow Textual hands each widget its new size through `_size_updated`,
+    which sets the widget's `virtual_size`, a reactive that asks for a layout: every new
+    row of a streaming answer cost two whole-screen layouts, the second one finding nothing
+    to move. None of these widgets scrolls, so nothing reads that reactive's change; the
+    size is set without asking again (as Textual does itself for a scrolled-into-view
+    widget). tests/test_tui_frames.py counts the layouts."""
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
+                      layout: bool = True) -> bool:
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
+
+
+class TokenText(LaidOutOnce):
     """Coloured spans of an answer (one chunk of it), appended a round at a time.
 
     Keeps the drawn text and its styled spans and renders them as one `Content`,
@@ -60,7 +76,7 @@ class TokenText(Widget):
     def __init__(self, spans: Iterable[TokenSpan] = (), show_ghosts: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.spans: list[TokenSpan] = list(spans)
-        self.pending: tuple[TokenSpan, ...] = ()
+        self._pending: tuple[TokenSpan, ...] = ()
         self.chunk_ended = False
         """True once a later chunk follows: its closing newline is the break between them."""
         self.set_reactive(TokenText.show_ghosts, show_ghosts)
@@ -68,6 +84,19 @@ class TokenText(Widget):
         self._styled: list[ContentSpan] = []
         self._length = 0
         self._styles: dict[str, Style] | None = None
+        self._content: Content | None = None
+        """What `content` made last, kept until the text changes: a frame then wraps it once
+        for its height (which Content keeps for the layout) and once to draw it."""
+
+    @property
+    def pending(self) -> tuple[TokenSpan, ...]:
+        """Drafts still being verified, drawn after the committed text until resolved."""
+        return self._pending
+
+    @pending.setter
+    def pending(self, drafts: tuple[TokenSpan, ...]) -> None:
+        self._pending = drafts
+        self._content = None
 
     @property
     def styles_by_kind(self) -> dict[str, Style]:
@@ -81,11 +110,17 @@ class TokenText(Widget):
         self.spans.extend(spans)
         if self._pieces is not None:
             self._draw(spans)
-        self.pending = pending
+        self.pending = pending  # the text changed: `content` is made again
         self._refresh_grown()
 
     def resolve_pending(self) -> None:
         self.pending = ()
+        self.refresh(layout=True)
+
+    def end_chunk(self) -> None:
+        """A later chunk follows: this one's closing newline becomes the break between them."""
+        self.chunk_ended = True
+        self._content = None
         self.refresh(layout=True)
 
     def _refresh_grown(self) -> None:
@@ -106,10 +141,12 @@ class TokenText(Widget):
         """Theme changed: recolour everything."""
         self._styles = None
         self._pieces = None
+        self._content = None
         self.refresh()
 
     def watch_show_ghosts(self) -> None:
         self._pieces = None
+        self._content = None
         self.refresh(layout=True)
 
     def _draw(self, spans: Iterable[TokenSpan]) -> None:
@@ -134,6 +171,11 @@ class TokenText(Widget):
 
     def content(self) -> Content:
         """What this chunk draws: committed spans, ghosts if shown, pending drafts."""
+        if self._content is None:
+            self._content = self._make_content()
+        return self._content
+
+    def _make_content(self) -> Content:
         if self._pieces is None:
             self._pieces, self._styled, self._length = [], [], 0
             self._draw(self.spans)
@@ -153,9 +195,10 @@ class TokenText(Widget):
         return self.content()
 
 
-CHUNK_SPANS = 300
+CHUNK_SPANS = 60
 """A new chunk starts after a newline once a chunk holds this many spans, so a frame
-re-renders only the paragraph still growing, not the whole answer."""
+re-renders only the paragraph still growing, not the whole answer (300 re-wrapped a
+screenful ten times a second beside the model on 2 cores: docs/choices.md)."""
 
 
 def split_into_chunks(held: int, spans: Iterable[TokenSpan]) -> list[list[TokenSpan]]:
@@ -176,7 +219,7 @@ def split_into_chunks(held: int, spans: Iterable[TokenSpan]) -> list[list[TokenS
     return parts
 
 
-class TokenFlow(Vertical):
+class TokenFlow(LaidOutOnce, Vertical):
     """An answer's tokens as a column of TokenText chunks split at newlines."""
 
     DEFAULT_CSS = "TokenFlow { height: auto; }"
@@ -206,9 +249,7 @@ class TokenFlow(Vertical):
         first, *later = split_into_chunks(len(self.chunks[-1].spans), spans)
         self.chunks[-1].append(first, () if later else pending)
         for part in later:
-            ended = self.chunks[-1]
-            ended.chunk_ended = True
-            ended.refresh(layout=True)
+            self.chunks[-1].end_chunk()
             chunk = TokenText(part, show_ghosts=self.show_ghosts)
             self.chunks.append(chunk)
             self.mount(chunk)
@@ -256,7 +297,7 @@ class Notice(Static):
         super().__init__(visible(text), markup=False, classes=f"notice -{kind}")
 
 
-class AnswerView(Vertical):
+class AnswerView(LaidOutOnce, Vertical):
     """One answer: a header, the coloured tokens (or its Markdown), and a status line."""
 
     DEFAULT_CSS = "AnswerView { height: auto; }"
