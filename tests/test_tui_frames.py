@@ -15,7 +15,7 @@ from specchat.chat.scripted import FakeConfig
 from specchat.tui import gauges
 from specchat.tui.gauges import GAUGE_FRAME_S, Gauges
 from specchat.tui.messages import StatsUpdated
-from specchat.tui.transcript import TokenText
+from specchat.tui.transcript import TokenText, takes_layout
 from tui_support import ask, last_answer, make_app, ready, wait_for
 
 SIZE = (120, 40)
@@ -50,6 +50,17 @@ async def test_each_new_row_of_a_streaming_answer_costs_one_layout(monkeypatch):
         assert rows >= LINES  # every line was laid out: the layouts were not skipped
         # beside one a row: the question and the answer appearing, the answer's end
         assert len(layouts) <= rows + 3, (len(layouts), rows)
+
+
+def test_a_textual_whose_size_hook_lost_its_layout_argument_is_left_as_it_is():
+    def without_layout(self, size, virtual_size, container_size) -> bool:
+        return True
+
+    def with_layout(self, size, virtual_size, container_size, layout=True) -> bool:
+        return True
+
+    assert not takes_layout(without_layout)
+    assert takes_layout(with_layout)
 
 
 async def test_the_gauges_redraw_with_a_batch_of_rounds_not_in_an_update_of_their_own(

@@ -12,7 +12,8 @@ takes) keeps the exact text. Textual only.
 
 from __future__ import annotations
 
-from typing import Iterable
+import inspect
+from typing import Callable, Iterable
 
 from textual.color import Color
 from textual.content import Content
@@ -49,6 +50,12 @@ def token_styles(variables: dict[str, str]) -> dict[str, Style]:
     return styles
 
 
+def takes_layout(size_updated: Callable[..., bool]) -> bool:
+    """Whether Textual's `Widget._size_updated` (a private method) takes `layout`, as it
+    does through Textual 8.2.8: a Textual without it keeps its second layout, never a crash."""
+    return "layout" in inspect.signature(size_updated).parameters
+
+
 class LaidOutOnce(Widget):
     """A widget whose height follows its content, laid out once when it grows.
 
@@ -59,9 +66,10 @@ class LaidOutOnce(Widget):
     size is set without asking again (as Textual does itself for a scrolled-into-view
     widget). tests/test_tui_frames.py counts the layouts."""
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
-                      layout: bool = True) -> bool:
-        return super()._size_updated(size, virtual_size, container_size, layout=False)
+    if takes_layout(Widget._size_updated):
+        def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
+                          layout: bool = True) -> bool:
+            return super()._size_updated(size, virtual_size, container_size, layout=False)
 
 
 class TokenText(LaidOutOnce):
