@@ -148,14 +148,17 @@ class TokenText(LaidOutOnce):
     def restyle(self) -> None:
         """Theme changed: recolour everything."""
         self._styles = None
-        self._pieces = None
-        self._content = None
+        self._draw_again()
         self.refresh()
 
     def watch_show_ghosts(self) -> None:
+        self._draw_again()
+        self.refresh(layout=True)
+
+    def _draw_again(self) -> None:
+        """Forget the drawn text and its content: the next render draws every span."""
         self._pieces = None
         self._content = None
-        self.refresh(layout=True)
 
     def _draw(self, spans: Iterable[TokenSpan]) -> None:
         styles, pieces = self.styles_by_kind, self._pieces
